@@ -1,0 +1,64 @@
+//! The replica's control-plane endpoints, as the gateway and the load tester read them.
+
+use router_policy::{BlockSize, CheckpointId};
+use serde::{Deserialize, Serialize};
+
+/// `GET`: static facts about a replica ([`ReplicaInfo`]).
+pub const PATH_INFO: &str = "/v1/replica/info";
+/// `GET`: current load ([`ReplicaLoad`]).
+pub const PATH_LOAD: &str = "/v1/replica/load";
+/// `GET`: KV event stream, newline-delimited JSON of `router_policy::KvStreamMessage`.
+/// Query `?from_seq=N&epoch=E` resumes after N when the epoch still matches, else a snapshot.
+pub const PATH_KV_EVENTS: &str = "/v1/kv/events";
+/// `GET`: the tokenizer and chat template the replica uses (a `TokenizerSpec`), so the
+/// gateway tokenizes exactly as the replica does.
+pub const PATH_TOKENIZER: &str = "/v1/replica/tokenizer";
+
+/// Request header carrying the tenant cache salt. Set by the gateway, which overwrites any
+/// client value; part of every block hash of the request.
+pub const HEADER_CACHE_SALT: &str = "x-warmpath-cache-salt";
+/// Response header: the replica that served the request (set by the gateway).
+pub const HEADER_REPLICA: &str = "x-warmpath-replica";
+/// Response header: cached prompt tokens the gateway predicted.
+pub const HEADER_PREDICTED_CACHED: &str = "x-warmpath-predicted-cached-tokens";
+
+/// Static facts about a replica, discovered at registration.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaInfo {
+    /// Model name clients put in `model`.
+    pub model: String,
+    /// Exact weights served (part of every hash).
+    pub checkpoint: CheckpointId,
+    /// Tokens per KV page / hashed block.
+    pub block_size: BlockSize,
+    /// `router_policy::SCHEME_VERSION` the replica hashes with.
+    pub hash_scheme: u32,
+    /// KV capacity in blocks.
+    pub capacity_blocks: u64,
+    /// Maximum context length in tokens.
+    pub max_context: u32,
+    /// Deployment region label, if configured.
+    #[serde(default)]
+    pub region: Option<String>,
+    /// Compute device, e.g. `cpu` or `cuda:0`.
+    pub device: String,
+}
+
+/// A replica's load, polled by the gateway.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReplicaLoad {
+    /// Sequences being computed.
+    pub running: u32,
+    /// Sequences admitted but waiting.
+    pub waiting: u32,
+    /// Prompt tokens still to prefill over running and waiting sequences.
+    pub queued_prefill_tokens: u64,
+    /// KV pages in use (referenced or cached).
+    pub kv_used_blocks: u64,
+    /// KV pages in total.
+    pub kv_total_blocks: u64,
+    /// Recent prefill throughput, tokens per second (0 when unknown).
+    pub prefill_tokens_per_s: f64,
+    /// Recent decode throughput, tokens per second (0 when unknown).
+    pub decode_tokens_per_s: f64,
+}

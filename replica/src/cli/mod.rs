@@ -1,0 +1,1 @@
+//! Subcommands other than `serve`. (owner: engine)

@@ -1,0 +1,1 @@
+//! Serving: radix cache, scheduler, HTTP API, KV events. (owner: serving)

@@ -1,0 +1,1 @@
+//! Support code for Warmpath's end-to-end tests.
