@@ -1,1 +1,47 @@
-//! gateway crate (in progress).
+//! # gateway
+//!
+//! Warmpath's prefix-aware, per-tenant OpenAI endpoint, built on one Pingora
+//! [`pingora_proxy::ProxyHttp`] implementation ([`proxy::Gateway`]).
+//!
+//! A request is decided completely in the request phase, before Pingora connects upstream:
+//! route table and framing checks, API key, bounded body read, tokenization exactly as the
+//! replica does it, block hashes under the tenant's salt, tenant limits (reserve), the
+//! routing policy, and an in-flight slot. Later phases only pick the attempt's replica
+//! (retries go down the decision's fallback list), stamp headers, watch the response as it
+//! streams through, and settle the reservation with actual usage.
+//!
+//! # Layout
+//! - [`config`]: the one config model and its validation.
+//! - [`error`]: the one error enum and its HTTP/OpenAI mapping.
+//! - [`proxy`], [`intake`], [`plan`], [`accounting`], [`respond`]: the request path.
+//! - [`request`], [`response`]: what the gateway reads from bodies.
+//! - [`tokenize`]: cached, replica-identical tokenization.
+//! - [`tenants`], [`limits`]: keys, salts, allowlists, rate limits.
+//! - [`replicas`]: registry, health, event following, load polling, probes.
+//! - [`routing`], [`retry`], [`metrics`], [`trace`], [`admin`], [`state`], [`server`].
+//! - [`testkit`]: a byte-level tokenizer fixture for tests and the benchmark upstream.
+
+pub mod accounting;
+pub mod admin;
+pub mod config;
+pub mod error;
+pub mod intake;
+pub mod limits;
+pub mod metrics;
+pub mod plan;
+pub mod proxy;
+pub mod replicas;
+pub mod request;
+pub mod respond;
+pub mod response;
+pub mod retry;
+pub mod routing;
+pub mod server;
+pub mod state;
+pub mod tenants;
+pub mod testkit;
+pub mod tokenize;
+pub mod trace;
+
+pub use config::Config;
+pub use error::GatewayError;

@@ -19,7 +19,9 @@ use serde::{Deserialize, Serialize};
 pub struct Epoch(pub u64);
 
 /// Position of an event within an epoch; the first event after a snapshot at `seq` is `seq+1`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
+)]
 #[serde(transparent)]
 pub struct SeqNo(pub u64);
 
@@ -122,14 +124,20 @@ impl StreamCursor {
     /// Classifies `rec`; advances the cursor only when the answer is [`Observation::Apply`].
     pub fn observe(&mut self, epoch: Epoch, seq: SeqNo) -> Observation {
         match self.position {
-            None => Observation::Gap { expected: SeqNo(0), got: seq },
+            None => Observation::Gap {
+                expected: SeqNo(0),
+                got: seq,
+            },
             Some((e, _)) if e != epoch => Observation::NewEpoch,
             Some((_, last)) if seq <= last => Observation::Duplicate,
             Some((e, last)) if seq == last.next() => {
                 self.position = Some((e, seq));
                 Observation::Apply
             }
-            Some((_, last)) => Observation::Gap { expected: last.next(), got: seq },
+            Some((_, last)) => Observation::Gap {
+                expected: last.next(),
+                got: seq,
+            },
         }
     }
 }
@@ -143,7 +151,10 @@ mod tests {
         let m = KvStreamMessage::Event(KvEventRecord {
             epoch: Epoch(7),
             seq: SeqNo(42),
-            event: KvEvent::Stored { parent: None, hashes: vec![BlockHash(1), BlockHash(2)] },
+            event: KvEvent::Stored {
+                parent: None,
+                hashes: vec![BlockHash(1), BlockHash(2)],
+            },
         });
         let s = serde_json::to_string(&m).unwrap();
         assert_eq!(
@@ -151,7 +162,11 @@ mod tests {
             r#"{"type":"event","epoch":7,"seq":42,"event":{"kind":"stored","parent":null,"hashes":[1,2]}}"#
         );
         assert_eq!(serde_json::from_str::<KvStreamMessage>(&s).unwrap(), m);
-        let snap = KvStreamMessage::Snapshot { epoch: Epoch(7), seq: SeqNo(41), hashes: vec![BlockHash(9)] };
+        let snap = KvStreamMessage::Snapshot {
+            epoch: Epoch(7),
+            seq: SeqNo(41),
+            hashes: vec![BlockHash(9)],
+        };
         assert_eq!(
             serde_json::to_string(&snap).unwrap(),
             r#"{"type":"snapshot","epoch":7,"seq":41,"hashes":[9]}"#
@@ -163,11 +178,20 @@ mod tests {
     #[test]
     fn cursor_detects_gaps_duplicates_and_epochs() {
         let mut c = StreamCursor::new();
-        assert!(matches!(c.observe(Epoch(1), SeqNo(1)), Observation::Gap { .. }));
+        assert!(matches!(
+            c.observe(Epoch(1), SeqNo(1)),
+            Observation::Gap { .. }
+        ));
         c.reset_to(Epoch(1), SeqNo(5));
         assert_eq!(c.observe(Epoch(1), SeqNo(6)), Observation::Apply);
         assert_eq!(c.observe(Epoch(1), SeqNo(6)), Observation::Duplicate);
-        assert_eq!(c.observe(Epoch(1), SeqNo(8)), Observation::Gap { expected: SeqNo(7), got: SeqNo(8) });
+        assert_eq!(
+            c.observe(Epoch(1), SeqNo(8)),
+            Observation::Gap {
+                expected: SeqNo(7),
+                got: SeqNo(8)
+            }
+        );
         assert_eq!(c.position(), Some((Epoch(1), SeqNo(6))));
         assert_eq!(c.observe(Epoch(2), SeqNo(1)), Observation::NewEpoch);
     }

@@ -35,7 +35,11 @@ pub struct HashNamespace {
 impl HashNamespace {
     /// A namespace for a checkpoint with no adapter and no salt.
     pub fn new(checkpoint: CheckpointId) -> Self {
-        Self { checkpoint, adapter: None, salt: None }
+        Self {
+            checkpoint,
+            adapter: None,
+            salt: None,
+        }
     }
 
     /// The same namespace with a tenant salt.

@@ -23,7 +23,9 @@ impl fmt::Display for BlockHash {
 }
 
 /// Identifies one replica inside a gateway or simulator. Dense, assigned at registration.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct ReplicaId(pub u32);
 
@@ -35,7 +37,7 @@ impl fmt::Display for ReplicaId {
 
 /// The exact model weights a replica serves, e.g. `smollm2-135m-instruct-q4_1@sha256:1f2e...`.
 /// Two replicas share cache hashes only when their checkpoint ids are byte-equal.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct CheckpointId(pub String);
 
@@ -100,6 +102,8 @@ impl Default for BlockSize {
 
 /// Milliseconds on a caller-supplied clock. The library never reads a clock itself, so the
 /// simulator can run on virtual time and tests are deterministic.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
+)]
 #[serde(transparent)]
 pub struct Millis(pub u64);

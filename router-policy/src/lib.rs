@@ -8,11 +8,42 @@
 //! - [`ids`]: typed identifiers (`TokenId`, `BlockHash`, `ReplicaId`, `CheckpointId`, ...).
 //! - [`hash`]: the hashing contract (root seed, chained block hashes), pinned by a golden test.
 //! - [`events`]: the KV event wire schema and the consumer's gap/epoch detection.
+//! - [`index`]: the prefix index (precise from events, approximate from routing history).
+//! - [`cluster`]: the per-replica snapshot policies read.
+//! - [`policy`]: the routing policies behind one trait, selected by [`PolicyConfig`].
+//! - [`decision`]: the choice, retry fallbacks and the explanation.
+//!
+//! # Use
+//! ```
+//! use router_policy::*;
+//! let ck = CheckpointId::new("m@1");
+//! let view = ClusterView::new((0..4).map(|i| ReplicaSnapshot::idle(ReplicaId(i), ck.clone())).collect());
+//! let mut index = PrefixIndex::new(IndexConfig::default());
+//! let mut policy = PolicyConfig::default().build();
+//! let hashes = block_hashes(HashNamespace::new(ck.clone()).root_seed(), &[TokenId(1); 64], BlockSize(16));
+//! let req = RouteRequest { checkpoint: &ck, hashes: &hashes, prompt_tokens: 64, block_size: BlockSize(16), now: Millis(0) };
+//! let d = policy.select(&req, &view, &index).expect("four healthy replicas");
+//! index.record_routed(d.replica, &hashes, Millis(0));
+//! assert_eq!(d.explanation.branch, Branch::ColdHome);
+//! assert_eq!(index.match_prefix(&hashes, Millis(1)).get(d.replica).approx_blocks, 4);
+//! ```
 
+pub mod cluster;
+pub mod decision;
+pub mod error;
 pub mod events;
 pub mod hash;
 pub mod ids;
+pub mod index;
+pub mod policy;
 
-pub use events::{Epoch, KvEvent, KvEventRecord, KvStreamMessage, Observation, SeqNo, StreamCursor};
+pub use cluster::{ClusterView, Health, ReplicaSnapshot};
+pub use decision::{Branch, CandidateScore, Decision, Explanation, Terms};
+pub use error::RouteError;
+pub use events::{
+    Epoch, KvEvent, KvEventRecord, KvStreamMessage, Observation, SeqNo, StreamCursor,
+};
 pub use hash::{block_hashes, ChainHasher, HashNamespace, RootSeed, SCHEME_VERSION};
 pub use ids::{BlockHash, BlockSize, CacheSalt, CheckpointId, Millis, ReplicaId, TokenId};
+pub use index::{IndexConfig, IndexStats, PrefixIndex, PrefixMatches, ReplicaMatch};
+pub use policy::{Policy, PolicyConfig, RouteRequest, POLICY_NAMES};

@@ -1,1 +1,13 @@
-//! Support code for Warmpath's end-to-end tests.
+//! Support code for Warmpath's end-to-end tests: spawn the real `replica` and `gateway`
+//! binaries on loopback, a tiny blocking HTTP client, and a fault-injecting mock replica.
+//!
+//! The binaries are looked up next to the test executable's target dir
+//! (`target/<profile>/replica`); build them first with `cargo build -p replica -p gateway`.
+
+pub mod fixtures;
+pub mod http;
+pub mod mock;
+pub mod procs;
+
+pub use http::{HttpResponse, Sse};
+pub use procs::{GatewayProc, ReplicaProc};

@@ -1,1 +1,194 @@
 //! Model engine. (owner: engine)
+//!
+//! Loads a Llama-family model (GGUF file, HF safetensors directory, or `dummy:NAME`),
+//! owns the paged KV pool and runs ragged batched steps. The radix cache and scheduler
+//! (in [`crate::server`]) decide which pages each sequence uses; [`Engine::step`] only
+//! reads and writes the pages it is given.
+//!
+//! # Layout
+//! - [`source`]: [`ModelSource`] parsing and loading dispatch; `fetch`: the default model.
+//! - `gguf`, `gguf_model`, `gguf_tokenizer`: GGUF parsing, weights and tokenizer.
+//! - `hf`: HF `config.json` + safetensors directories.
+//! - `dummy`, `bytelevel`: seeded random models and a byte-level tokenizer.
+//! - `quant`, `kernels`, `matrix`: quantised formats and SIMD dot products.
+//! - `forward`, `kv`, [`backend`]: the forward pass, KV pool and compute backend trait.
+//! - [`sampling`]: token sampling.
+
+pub mod backend;
+pub mod bytelevel;
+mod config;
+mod dummy;
+mod error;
+pub mod fetch;
+mod forward;
+pub mod generate;
+pub mod gguf;
+mod gguf_model;
+mod gguf_tokenizer;
+mod hf;
+mod kernels;
+mod kv;
+pub mod matrix;
+pub mod quant;
+pub mod sampling;
+mod source;
+mod weights;
+
+pub use config::{ModelConfig, RopeStyle};
+pub use error::EngineError;
+pub use kv::{KvLayout, PageId};
+pub use source::{EngineOptions, ModelSource};
+pub use weights::{LayerWeights, ModelWeights};
+
+use backend::{ComputeBackend, CpuBackend};
+use router_policy::{CheckpointId, TokenId};
+use warmpath_protocol::text::ChatTokenizer;
+
+/// One sequence's part of a step.
+#[derive(Clone, Copy, Debug)]
+pub struct StepItem<'a> {
+    /// New tokens to compute (a prefill chunk, or one decode token).
+    pub tokens: &'a [TokenId],
+    /// Position of `tokens[0]`; K/V for positions `0..start_pos` are already in `pages`.
+    pub start_pos: usize,
+    /// Block table covering positions `0..start_pos + tokens.len()`.
+    pub pages: &'a [PageId],
+}
+
+/// A loaded model ready to run steps.
+pub struct Engine {
+    config: ModelConfig,
+    checkpoint: CheckpointId,
+    model_name: String,
+    tokenizer: ChatTokenizer,
+    backend: Box<dyn ComputeBackend>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("checkpoint", &self.checkpoint)
+            .field("device", &self.backend.device())
+            .field("num_pages", &self.backend.num_pages())
+            .finish()
+    }
+}
+
+impl Engine {
+    /// Loads `src` and allocates the KV pool.
+    pub fn load(src: &ModelSource, opts: &EngineOptions) -> Result<Engine, EngineError> {
+        let loaded = source::load(src)?;
+        loaded.config.validate()?;
+        loaded.weights.validate(&loaded.config)?;
+        let tokenizer = ChatTokenizer::from_spec(&loaded.tokenizer)?;
+        let layout = KvLayout {
+            block_size: opts.block_size,
+            n_layers: loaded.config.n_layers,
+            kv_dim: loaded.config.kv_dim(),
+        };
+        if opts.block_size.get() == 0 {
+            return Err(EngineError::InvalidModel(
+                "block size must be positive".into(),
+            ));
+        }
+        let threads = if opts.threads == 0 {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            opts.threads
+        };
+        tracing::info!(
+            checkpoint = %loaded.checkpoint,
+            pages = opts.kv_pages,
+            page_bytes = layout.bytes_per_page(),
+            threads,
+            "engine loaded"
+        );
+        let backend = CpuBackend::new(
+            loaded.config.clone(),
+            loaded.weights,
+            layout,
+            opts.kv_pages,
+            threads,
+        )?;
+        Ok(Engine {
+            config: loaded.config,
+            checkpoint: loaded.checkpoint,
+            model_name: loaded.model_name,
+            tokenizer,
+            backend: Box::new(backend),
+        })
+    }
+
+    /// Architecture.
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+    /// Exact weights served, e.g. `smollm2-135m-instruct-q4_1@1a2b...`.
+    pub fn checkpoint(&self) -> &CheckpointId {
+        &self.checkpoint
+    }
+    /// Served model name.
+    pub fn model_name(&self) -> &str {
+        &self.model_name
+    }
+    /// Tokenizer and chat template.
+    pub fn tokenizer(&self) -> &ChatTokenizer {
+        &self.tokenizer
+    }
+    /// Shape of one KV page.
+    pub fn kv_layout(&self) -> KvLayout {
+        self.backend.kv_layout()
+    }
+    /// Number of KV pages.
+    pub fn num_pages(&self) -> usize {
+        self.backend.num_pages()
+    }
+    /// Device name (`cpu`).
+    pub fn device(&self) -> &str {
+        self.backend.device()
+    }
+
+    /// Runs one ragged batch; returns the logits of each item's last new position.
+    pub fn step(&mut self, items: &[StepItem<'_>]) -> Result<Vec<Vec<f32>>, EngineError> {
+        self.validate(items)?;
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.backend.step(items)
+    }
+
+    fn validate(&self, items: &[StepItem<'_>]) -> Result<(), EngineError> {
+        let bs = self.kv_layout().block_size.get();
+        let pages = self.num_pages();
+        for (i, it) in items.iter().enumerate() {
+            let bad = |m: String| Err(EngineError::InvalidStep(format!("item {i}: {m}")));
+            if it.tokens.is_empty() {
+                return bad("no tokens".into());
+            }
+            let end = it.start_pos + it.tokens.len();
+            if end > self.config.max_context {
+                return bad(format!(
+                    "position {end} beyond context {}",
+                    self.config.max_context
+                ));
+            }
+            if it.pages.len() * bs < end {
+                return bad(format!(
+                    "{} pages cannot hold {end} positions",
+                    it.pages.len()
+                ));
+            }
+            if let Some(p) = it.pages.iter().find(|p| p.0 as usize >= pages) {
+                return bad(format!("page {} out of range (pool has {pages})", p.0));
+            }
+            if let Some(t) = it
+                .tokens
+                .iter()
+                .find(|t| t.0 as usize >= self.config.vocab_size)
+            {
+                return bad(format!("token {} out of vocabulary", t.0));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,1 +1,171 @@
 //! Serving: radix cache, scheduler, HTTP API, KV events. (owner: serving)
+//!
+//! `replica serve` = [`run`]: load the model on the engine-loop thread ([`worker`]), then
+//! serve the OpenAI-compatible API and the control plane ([`http`]) with axum.
+//!
+//! # Layout
+//! - [`args`]: [`ServeArgs`] (the `serve` flags).
+//! - [`kv`]: page pool and radix prefix cache (block-hash keyed, LRU, locking).
+//! - [`sched`]: continuous-batching scheduler (token budget, chunked prefill, preemption).
+//! - [`worker`]: the engine loop thread.
+//! - [`events`]: KV event log (snapshot, ring, epochs).
+//! - [`http`]: handlers; [`error`]: errors and their HTTP mapping; [`metrics`]: Prometheus.
+
+pub mod args;
+pub mod error;
+pub mod events;
+pub mod http;
+pub mod kv;
+pub mod metrics;
+pub mod sched;
+pub mod worker;
+
+pub use args::{ByteSize, ServeArgs};
+pub use error::{ApiError, ServerError};
+
+use crate::engine::ModelSource;
+use events::{random_epoch, EventLog, DEFAULT_RING};
+use http::{AppInner, AppState};
+use metrics::Metrics;
+use router_policy::{BlockSize, Epoch, SCHEME_VERSION};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use warmpath_protocol::replica_api::ReplicaInfo;
+use worker::WorkerConfig;
+
+/// A running server (in-process): its address and a way to stop it.
+#[derive(Debug)]
+pub struct ServerHandle {
+    addr: SocketAddr,
+    epoch: Epoch,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<std::io::Result<()>>,
+}
+
+impl ServerHandle {
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The KV event epoch this server started with.
+    pub fn epoch(&self) -> Epoch {
+        self.epoch
+    }
+
+    /// Stops accepting, waits up to `grace` for open requests, then stops.
+    pub async fn shutdown(mut self, grace: Duration) -> Result<(), ServerError> {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        match tokio::time::timeout(grace, &mut self.task).await {
+            Ok(Ok(r)) => r.map_err(ServerError::Io),
+            Ok(Err(_)) => Err(ServerError::EngineStopped),
+            Err(_) => {
+                self.task.abort();
+                Ok(())
+            }
+        }
+    }
+
+    /// Waits until the server stops by itself.
+    pub async fn wait(&mut self) -> Result<(), ServerError> {
+        match (&mut self.task).await {
+            Ok(r) => r.map_err(ServerError::Io),
+            Err(_) => Err(ServerError::EngineStopped),
+        }
+    }
+}
+
+/// Loads the model, binds and starts serving on the current tokio runtime.
+pub async fn start(args: ServeArgs) -> Result<ServerHandle, ServerError> {
+    args.validate()?;
+    let Ok(model) = args.model.parse::<ModelSource>();
+    let block_size = BlockSize(args.block_size);
+    let epoch = random_epoch();
+    let events = Arc::new(EventLog::new(epoch, DEFAULT_RING));
+    let metrics = Metrics::new();
+    let cfg = WorkerConfig {
+        model,
+        kv_memory: args.kv_memory.0,
+        block_size,
+        threads: args.threads,
+        token_budget: args.token_budget,
+        max_running: args.max_running,
+        fairness_steps: args.fairness_steps,
+    };
+    let (facts, submit, shared) = worker::spawn(cfg, events.clone(), metrics.clone()).await?;
+    let info = ReplicaInfo {
+        model: facts.model_name.clone(),
+        checkpoint: facts.checkpoint.clone(),
+        block_size,
+        hash_scheme: SCHEME_VERSION,
+        capacity_blocks: facts.kv_pages as u64,
+        max_context: facts.max_context as u32,
+        region: args.region.clone(),
+        device: facts.device.clone(),
+    };
+    tracing::info!(
+        model = %facts.model_name,
+        checkpoint = %facts.checkpoint,
+        kv_pages = facts.kv_pages,
+        page_bytes = facts.page_bytes,
+        epoch = epoch.0,
+        "model loaded"
+    );
+    let state: AppState = Arc::new(AppInner {
+        facts,
+        info,
+        block_size: block_size.get(),
+        submit,
+        events,
+        metrics,
+        shared,
+        started: http::unix_now(),
+    });
+    let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port)).await?;
+    let addr = listener.local_addr()?;
+    let (stop, stopped) = oneshot::channel::<()>();
+    let app = http::router(state);
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stopped.await;
+            })
+            .await
+    });
+    tracing::info!(%addr, "listening");
+    Ok(ServerHandle {
+        addr,
+        epoch,
+        stop: Some(stop),
+        task,
+    })
+}
+
+/// `replica serve`: builds a runtime, serves until Ctrl-C. Prints `listening on ADDR`.
+pub fn run(args: ServeArgs) -> Result<(), ServerError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("http")
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let mut handle = start(args).await?;
+        println!("listening on {}", handle.addr());
+        let ended = tokio::select! {
+            r = handle.wait() => Some(r),
+            _ = tokio::signal::ctrl_c() => None,
+        };
+        match ended {
+            Some(r) => r,
+            None => {
+                tracing::info!("shutting down");
+                handle.shutdown(Duration::from_secs(5)).await
+            }
+        }
+    })
+}

@@ -24,7 +24,12 @@ fn golden_values_are_pinned() {
     assert_eq!(got, GOLDEN, "hashing contract changed");
 }
 
-const GOLDEN: [&str; 4] = ["f225fc2ed84952c2", "2cc349fe4e6e3311", "74e7150ff234ef36", "bab24078a55f3b7e"];
+const GOLDEN: [&str; 4] = [
+    "f225fc2ed84952c2",
+    "2cc349fe4e6e3311",
+    "74e7150ff234ef36",
+    "bab24078a55f3b7e",
+];
 
 #[test]
 fn only_full_blocks_are_hashed() {

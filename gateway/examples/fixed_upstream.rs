@@ -1,0 +1,84 @@
+//! Benchmark upstream: answers every chat/completion request with the same small OpenAI
+//! reply, and serves the replica control endpoints (info, byte-level tokenizer, load, an
+//! empty KV snapshot) so the gateway can register it. `fixed_upstream LISTEN_ADDR [THREADS]`.
+
+use async_trait::async_trait;
+use http::Response;
+use pingora_core::apps::http_app::{HttpServer, ServeHttp};
+use pingora_core::protocols::http::ServerSession;
+use pingora_core::server::configuration::ServerConf;
+use pingora_core::server::Server;
+use pingora_core::services::listening::Service;
+use router_policy::{BlockSize, CheckpointId, Epoch, KvStreamMessage, SeqNo};
+use warmpath_protocol::replica_api::{ReplicaInfo, ReplicaLoad};
+
+struct Fixed {
+    info: Vec<u8>,
+    tokenizer: Vec<u8>,
+    load: Vec<u8>,
+    snapshot: Vec<u8>,
+}
+
+const CHAT_REPLY: &[u8] = br#"{"id":"chatcmpl-fixed","object":"chat.completion","created":0,"model":"fixed","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":8,"completion_tokens":1,"total_tokens":9,"prompt_tokens_details":{"cached_tokens":0}}}"#;
+
+#[async_trait]
+impl ServeHttp for Fixed {
+    async fn response(&self, http: &mut ServerSession) -> Response<Vec<u8>> {
+        while let Ok(Some(_)) = http.read_request_body().await {}
+        let body = match http.req_header().uri.path() {
+            "/v1/replica/info" => self.info.clone(),
+            "/v1/replica/tokenizer" => self.tokenizer.clone(),
+            "/v1/replica/load" => self.load.clone(),
+            "/v1/kv/events" => self.snapshot.clone(),
+            _ => CHAT_REPLY.to_vec(),
+        };
+        Response::builder()
+            .status(200)
+            .header("content-type", "application/json")
+            .header("content-length", body.len().to_string())
+            .body(body)
+            .unwrap_or_else(|_| Response::new(Vec::new()))
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let listen = args
+        .get(1)
+        .cloned()
+        .unwrap_or_else(|| "127.0.0.1:9100".into());
+    let threads = args.get(2).and_then(|t| t.parse().ok()).unwrap_or(1);
+    let info = ReplicaInfo {
+        model: "fixed".into(),
+        checkpoint: CheckpointId::new("fixed@1"),
+        block_size: BlockSize(16),
+        hash_scheme: router_policy::SCHEME_VERSION,
+        capacity_blocks: 1 << 20,
+        max_context: 1 << 20,
+        region: None,
+        device: "cpu".into(),
+    };
+    let mut snapshot = serde_json::to_vec(&KvStreamMessage::Snapshot {
+        epoch: Epoch(1),
+        seq: SeqNo(0),
+        hashes: Vec::new(),
+    })?;
+    snapshot.push(b'\n');
+    let app = Fixed {
+        info: serde_json::to_vec(&info)?,
+        tokenizer: serde_json::to_vec(&gateway::testkit::byte_level_spec())?,
+        load: serde_json::to_vec(&ReplicaLoad::default())?,
+        snapshot,
+    };
+    let conf = ServerConf {
+        threads,
+        ..ServerConf::default()
+    };
+    let mut server = Server::new_with_opt_and_conf(None, conf);
+    server.bootstrap();
+    let mut svc = Service::new("fixed-upstream".to_string(), HttpServer::new_app(app));
+    svc.add_tcp(&listen);
+    server.add_service(svc);
+    println!("listening on {listen}");
+    server.run_forever()
+}

@@ -1,0 +1,107 @@
+//! Routing decision time for one long prompt (default 8,000 byte-level tokens): chat
+//! template + cached tokenization, salted block hashing, and the policy's selection over 8
+//! replicas, one of which holds the prefix. Prints one JSON line.
+//! `route_bench [TOKENS] [ITERATIONS]`.
+
+use gateway::routing::Router;
+use gateway::testkit::byte_level_spec;
+use gateway::tokenize::CachedTokenizer;
+use router_policy::{
+    block_hashes, BlockSize, CacheSalt, CheckpointId, ClusterView, Epoch, HashNamespace,
+    KvStreamMessage, Millis, PolicyConfig, ReplicaId, ReplicaSnapshot, RouteRequest, SeqNo,
+};
+use std::time::Instant;
+use warmpath_protocol::text::ChatMessage;
+
+fn p50(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let tokens: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(8000);
+    let iters: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(500);
+    let tok = CachedTokenizer::new(&byte_level_spec(), 4096, 256)?;
+    let system: String = "abcdefghijklmnopqrstuvwxyz0123456789"
+        .chars()
+        .cycle()
+        .take(tokens)
+        .collect();
+    let checkpoint = CheckpointId::new("bench@1");
+    let bs = BlockSize(16);
+    let seed = HashNamespace::new(checkpoint.clone())
+        .with_salt(Some(CacheSalt::new("tenant")))
+        .root_seed();
+    let router = Router::new(&PolicyConfig::default(), 0);
+    let msgs = |i: usize| {
+        vec![
+            ChatMessage::new("system", system.clone()),
+            ChatMessage::new("user", format!("question {i}")),
+        ]
+    };
+    let warm = tok.encode_chat(&msgs(0))?;
+    let held = block_hashes(seed, &warm, bs);
+    router.apply_message(
+        ReplicaId(3),
+        &KvStreamMessage::Snapshot {
+            epoch: Epoch(1),
+            seq: SeqNo(0),
+            hashes: held,
+        },
+    );
+    let view = ClusterView::new(
+        (0..8)
+            .map(|i| ReplicaSnapshot::idle(ReplicaId(i), checkpoint.clone()))
+            .collect(),
+    );
+    let (mut uncached, mut cached, mut hash, mut select) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut prompt_tokens = 0;
+    let mut chosen = ReplicaId(0);
+    for i in 0..iters {
+        let m = msgs(i + 1);
+        let t0 = Instant::now();
+        let a = tok.encode_chat_uncached(&m)?;
+        let t1 = Instant::now();
+        let ids = tok.encode_chat(&m)?;
+        let t2 = Instant::now();
+        assert_eq!(a, ids);
+        let hashes = block_hashes(seed, &ids, bs);
+        let t3 = Instant::now();
+        let req = RouteRequest {
+            checkpoint: &checkpoint,
+            hashes: &hashes,
+            prompt_tokens: ids.len() as u32,
+            block_size: bs,
+            now: Millis(i as u64),
+        };
+        let d = router.select(&req, &view)?;
+        let t4 = Instant::now();
+        chosen = d.replica;
+        prompt_tokens = ids.len();
+        uncached.push((t1 - t0).as_secs_f64() * 1e6);
+        cached.push((t2 - t1).as_secs_f64() * 1e6);
+        hash.push((t3 - t2).as_secs_f64() * 1e6);
+        select.push((t4 - t3).as_secs_f64() * 1e6);
+    }
+    let total: Vec<f64> = (0..iters)
+        .map(|i| cached[i] + hash[i] + select[i])
+        .collect();
+    println!(
+        "{}",
+        serde_json::json!({
+            "prompt_tokens": prompt_tokens,
+            "replicas": 8,
+            "chosen": chosen.0,
+            "p50_us": {
+                "tokenize_uncached": p50(uncached),
+                "tokenize_cached": p50(cached),
+                "hash": p50(hash),
+                "select": p50(select),
+                "decision_total": p50(total),
+            }
+        })
+    );
+    Ok(())
+}

@@ -1,0 +1,79 @@
+//! The end of a request: settle the token reservation with actual usage, report the
+//! replica's health, record metrics (predicted vs reported cached tokens) and log.
+
+use crate::proxy::RequestCtx;
+use crate::state::AppState;
+use pingora_error::{Error, ErrorSource};
+
+/// Runs in Pingora's logging phase, once per request, whatever happened.
+pub fn finish(state: &AppState, e: Option<&Error>, ctx: &mut RequestCtx) {
+    if let Some(t) = ctx.tracker.as_mut() {
+        t.finish();
+    }
+    let prompt_tokens = ctx.plan.as_ref().map_or(0, |p| u64::from(p.prompt_tokens));
+    let charged = match &ctx.tracker {
+        Some(t) if ctx.response_started => t.charged_tokens(prompt_tokens),
+        _ => 0,
+    };
+    if let Some(mut permit) = ctx.permit.take() {
+        permit.settle(charged);
+    }
+    let client_gone = e.is_some_and(|e| e.esource() == &ErrorSource::Downstream);
+    if let Some(slot) = ctx.slot.take() {
+        if !client_gone {
+            let ok = e.is_none() && ctx.status < 500 && !ctx.stream_error_sent;
+            state.report(slot.replica(), ok);
+        }
+    }
+    let tenant = ctx.tenant.as_ref().map_or("", |t| t.id.as_str());
+    let status = if ctx.status == 0 { 499 } else { ctx.status };
+    let status_label = status.to_string();
+    state
+        .metrics
+        .requests
+        .with_label_values(&[
+            tenant,
+            ctx.model.as_str(),
+            ctx.replica_label.as_str(),
+            status_label.as_str(),
+        ])
+        .inc();
+    let usage = ctx.tracker.as_ref().and_then(|t| t.usage());
+    if let (Some(plan), Some(u)) = (&ctx.plan, usage) {
+        if let (Some(actual), Some(r)) = (
+            u.cached_tokens,
+            plan.candidates
+                .iter()
+                .find(|r| r.id.to_string() == ctx.replica_label),
+        ) {
+            let predicted = u64::from(plan.predicted_cached_tokens(r));
+            let m = &state.metrics;
+            m.predicted_cached_tokens
+                .with_label_values(&[&plan.model])
+                .inc_by(predicted);
+            m.actual_cached_tokens
+                .with_label_values(&[&plan.model])
+                .inc_by(actual);
+            m.prompt_tokens
+                .with_label_values(&[&plan.model])
+                .inc_by(u.prompt_tokens);
+            m.prediction_error
+                .with_label_values(&[&plan.model])
+                .observe(predicted.abs_diff(actual) as f64);
+        }
+    }
+    tracing::info!(
+        request_id = %ctx.request_id,
+        tenant,
+        model = %ctx.model,
+        replica = %ctx.replica_label,
+        status,
+        attempts = ctx.attempts,
+        prompt_tokens,
+        charged_tokens = charged,
+        cached_tokens = usage.and_then(|u| u.cached_tokens),
+        error = ctx.error_code.or(e.map(|e| e.etype().as_str())),
+        latency_ms = ctx.start.elapsed().as_millis() as u64,
+        "request"
+    );
+}

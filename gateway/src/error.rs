@@ -1,0 +1,263 @@
+//! The gateway's one error type and its single mapping to HTTP status + OpenAI error JSON.
+
+use std::time::Duration;
+
+/// Which rate limit a tenant hit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LimitKind {
+    /// Requests per minute.
+    Requests,
+    /// Tokens per minute.
+    Tokens,
+    /// Concurrent requests.
+    Concurrency,
+}
+
+impl LimitKind {
+    /// Metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LimitKind::Requests => "requests",
+            LimitKind::Tokens => "tokens",
+            LimitKind::Concurrency => "concurrency",
+        }
+    }
+}
+
+/// Everything that can go wrong while the gateway handles a request.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// The body is not valid JSON or lacks required fields.
+    #[error("invalid request body: {0}")]
+    InvalidBody(String),
+    /// The request is well-formed JSON but semantically invalid.
+    #[error("{0}")]
+    BadRequest(String),
+    /// Body larger than the configured bound.
+    #[error("request body exceeds {limit} bytes")]
+    BodyTooLarge {
+        /// Configured limit.
+        limit: usize,
+    },
+    /// Header section larger than the configured bound.
+    #[error("request headers exceed {limit} bytes")]
+    HeadersTooLarge {
+        /// Configured limit.
+        limit: usize,
+    },
+    /// The client was too slow sending its request.
+    #[error("timed out reading the request")]
+    ClientTimeout,
+    /// Both Content-Length and Transfer-Encoding, or another ambiguous framing.
+    #[error("ambiguous request framing: {0}")]
+    AmbiguousFraming(&'static str),
+    /// Missing or unknown API key.
+    #[error("invalid API key")]
+    Unauthorized,
+    /// The tenant may not use this model.
+    #[error("the model `{0}` is not allowed for this API key")]
+    ModelNotAllowed(String),
+    /// No replica serves this model.
+    #[error("the model `{0}` does not exist")]
+    UnknownModel(String),
+    /// No route for this method/path.
+    #[error("unknown endpoint {method} {path}")]
+    NotFound {
+        /// Request method.
+        method: String,
+        /// Request path.
+        path: String,
+    },
+    /// A tenant limit was hit.
+    #[error("rate limit reached for {} ({detail})", kind.as_str())]
+    RateLimited {
+        /// Which limit.
+        kind: LimitKind,
+        /// When the client may retry.
+        retry_after: Duration,
+        /// Human-readable detail.
+        detail: String,
+    },
+    /// The gateway is at its admission bound.
+    #[error("the gateway is overloaded, retry later")]
+    Overloaded {
+        /// Suggested wait.
+        retry_after: Duration,
+    },
+    /// No healthy replica can serve the model right now.
+    #[error("no healthy replica serves `{0}`")]
+    NoReplica(String),
+    /// The replica failed before a response could be forwarded.
+    #[error("upstream error: {0}")]
+    Upstream(String),
+    /// The replica did not answer in time.
+    #[error("upstream timed out")]
+    UpstreamTimeout,
+    /// A bug or an unexpected internal state.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// The parts of an HTTP error response.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ErrorResponse {
+    /// HTTP status code.
+    pub status: u16,
+    /// Extra headers (Retry-After, ...).
+    pub headers: Vec<(&'static str, String)>,
+    /// OpenAI-style error JSON.
+    pub body: Vec<u8>,
+}
+
+impl GatewayError {
+    /// HTTP status code of this error.
+    pub fn status(&self) -> u16 {
+        match self {
+            GatewayError::InvalidBody(_)
+            | GatewayError::BadRequest(_)
+            | GatewayError::AmbiguousFraming(_) => 400,
+            GatewayError::Unauthorized => 401,
+            GatewayError::ModelNotAllowed(_) => 403,
+            GatewayError::UnknownModel(_) | GatewayError::NotFound { .. } => 404,
+            GatewayError::ClientTimeout => 408,
+            GatewayError::BodyTooLarge { .. } => 413,
+            GatewayError::HeadersTooLarge { .. } => 431,
+            GatewayError::RateLimited { .. } => 429,
+            GatewayError::Overloaded { .. } | GatewayError::NoReplica(_) => 503,
+            GatewayError::Upstream(_) => 502,
+            GatewayError::UpstreamTimeout => 504,
+            GatewayError::Internal(_) => 500,
+        }
+    }
+
+    /// OpenAI `error.type`.
+    pub fn error_type(&self) -> &'static str {
+        match self.status() {
+            401 => "authentication_error",
+            403 => "permission_error",
+            404 => "not_found_error",
+            429 => "rate_limit_error",
+            400 | 408 | 413 | 431 => "invalid_request_error",
+            _ => "server_error",
+        }
+    }
+
+    /// OpenAI `error.code`, a stable label also used in metrics.
+    pub fn code(&self) -> &'static str {
+        match self {
+            GatewayError::InvalidBody(_) => "invalid_body",
+            GatewayError::BadRequest(_) => "bad_request",
+            GatewayError::ClientTimeout => "client_timeout",
+            GatewayError::BodyTooLarge { .. } => "body_too_large",
+            GatewayError::HeadersTooLarge { .. } => "headers_too_large",
+            GatewayError::AmbiguousFraming(_) => "ambiguous_framing",
+            GatewayError::Unauthorized => "invalid_api_key",
+            GatewayError::ModelNotAllowed(_) => "model_not_allowed",
+            GatewayError::UnknownModel(_) => "model_not_found",
+            GatewayError::NotFound { .. } => "unknown_url",
+            GatewayError::RateLimited { kind, .. } => match kind {
+                LimitKind::Requests => "rate_limit_requests",
+                LimitKind::Tokens => "rate_limit_tokens",
+                LimitKind::Concurrency => "rate_limit_concurrency",
+            },
+            GatewayError::Overloaded { .. } => "overloaded",
+            GatewayError::NoReplica(_) => "no_replica",
+            GatewayError::Upstream(_) => "upstream_error",
+            GatewayError::UpstreamTimeout => "upstream_timeout",
+            GatewayError::Internal(_) => "internal_error",
+        }
+    }
+
+    /// Whether the client should close the connection after this error (the request body
+    /// may not have been read, or the framing cannot be trusted).
+    pub fn closes_connection(&self) -> bool {
+        matches!(
+            self,
+            GatewayError::AmbiguousFraming(_)
+                | GatewayError::ClientTimeout
+                | GatewayError::BodyTooLarge { .. }
+                | GatewayError::HeadersTooLarge { .. }
+        )
+    }
+
+    /// OpenAI error JSON: `{"error":{"message","type","param","code"}}`.
+    pub fn to_json(&self) -> Vec<u8> {
+        let v = serde_json::json!({
+            "error": {
+                "message": self.to_string(),
+                "type": self.error_type(),
+                "param": serde_json::Value::Null,
+                "code": self.code(),
+            }
+        });
+        serde_json::to_vec(&v).unwrap_or_default()
+    }
+
+    /// The complete HTTP response for this error.
+    pub fn response(&self) -> ErrorResponse {
+        let mut headers = Vec::new();
+        match self {
+            GatewayError::RateLimited { retry_after, .. }
+            | GatewayError::Overloaded { retry_after } => {
+                headers.push(("retry-after", retry_after_secs(*retry_after).to_string()));
+            }
+            GatewayError::NoReplica(_) => headers.push(("retry-after", "1".to_string())),
+            _ => {}
+        }
+        ErrorResponse {
+            status: self.status(),
+            headers,
+            body: self.to_json(),
+        }
+    }
+
+    /// The SSE event that ends a broken stream: an `error` object, never `[DONE]`.
+    pub fn to_sse_event(&self) -> Vec<u8> {
+        let mut out = b"data: ".to_vec();
+        out.extend_from_slice(&self.to_json());
+        out.extend_from_slice(b"\n\n");
+        out
+    }
+}
+
+/// Retry-After in whole seconds, rounded up, at least 1.
+pub fn retry_after_secs(d: Duration) -> u64 {
+    let ms = d.as_millis() as u64;
+    ms.div_ceil(1000).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_limited_maps_to_429_with_retry_after() {
+        let e = GatewayError::RateLimited {
+            kind: LimitKind::Tokens,
+            retry_after: Duration::from_millis(1500),
+            detail: "x".into(),
+        };
+        let r = e.response();
+        assert_eq!(r.status, 429);
+        assert_eq!(r.headers, vec![("retry-after", "2".to_string())]);
+        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(v["error"]["type"], "rate_limit_error");
+        assert_eq!(v["error"]["code"], "rate_limit_tokens");
+    }
+
+    #[test]
+    fn sse_error_event_is_not_done() {
+        let ev = GatewayError::Upstream("reset".into()).to_sse_event();
+        let s = String::from_utf8(ev).unwrap();
+        assert!(s.starts_with("data: {\"error\""));
+        assert!(!s.contains("[DONE]"));
+        assert!(s.ends_with("\n\n"));
+    }
+
+    #[test]
+    fn framing_errors_close_the_connection() {
+        assert!(GatewayError::AmbiguousFraming("cl+te").closes_connection());
+        assert_eq!(GatewayError::AmbiguousFraming("cl+te").status(), 400);
+        assert!(!GatewayError::Unauthorized.closes_connection());
+    }
+}

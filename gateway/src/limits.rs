@@ -1,0 +1,358 @@
+//! Per-tenant limits: requests/minute with `governor` (GCRA), tokens/minute as a
+//! reserve-then-settle GCRA-equivalent bucket (governor cannot refund), and concurrency.
+
+use crate::config::TenantLimits;
+use crate::error::{GatewayError, LimitKind};
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use parking_lot::Mutex;
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A tenant's limiter state.
+#[derive(Debug)]
+pub struct TenantLimiter {
+    limits: TenantLimits,
+    requests: Option<DefaultDirectRateLimiter>,
+    tokens: Option<Mutex<TokenBucket>>,
+    in_flight: Arc<AtomicU32>,
+}
+
+/// OpenAI-style `x-ratelimit-*` header values after an admission decision.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RateHeaders {
+    /// Header name/value pairs.
+    pub headers: Vec<(&'static str, String)>,
+}
+
+/// Tokens reserved by an admitted request; settle with the actual usage at the end.
+/// Dropping an unsettled permit refunds the whole reservation.
+#[derive(Debug)]
+pub struct Permit {
+    tenant_limiter: Option<Arc<crate::tenants::Tenant>>,
+    reserved: u64,
+    settled: bool,
+    in_flight: Option<Arc<AtomicU32>>,
+}
+
+impl Permit {
+    /// Tokens reserved.
+    pub fn reserved(&self) -> u64 {
+        self.reserved
+    }
+
+    /// Charges `actual` tokens instead of the reservation (refund or debt).
+    pub fn settle(&mut self, actual: u64) {
+        if self.settled {
+            return;
+        }
+        self.settled = true;
+        if let Some(t) = &self.tenant_limiter {
+            if let Some(b) = &t.limiter.tokens {
+                b.lock().settle(self.reserved, actual, Instant::now());
+            }
+        }
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        self.settle(0);
+        if let Some(c) = self.in_flight.take() {
+            c.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+impl TenantLimiter {
+    /// Limiter for `limits` (0 = unlimited).
+    pub fn new(limits: &TenantLimits) -> Self {
+        let requests = NonZeroU32::new(limits.requests_per_minute).map(|rpm| {
+            let burst = NonZeroU32::new(limits.request_burst).unwrap_or(NonZeroU32::MIN);
+            RateLimiter::direct(Quota::per_minute(rpm).allow_burst(burst))
+        });
+        let tokens = (limits.tokens_per_minute > 0)
+            .then(|| Mutex::new(TokenBucket::new(limits.tokens_per_minute, Instant::now())));
+        Self {
+            limits: limits.clone(),
+            requests,
+            tokens,
+            in_flight: Arc::new(AtomicU32::new(0)),
+        }
+    }
+
+    /// The configured limits.
+    pub fn limits(&self) -> &TenantLimits {
+        &self.limits
+    }
+
+    /// Concurrent requests now.
+    pub fn in_flight(&self) -> u32 {
+        self.in_flight.load(Ordering::Acquire)
+    }
+}
+
+/// Admits one request of `tenant` that may use up to `tokens` tokens.
+pub fn admit(
+    tenant: &Arc<crate::tenants::Tenant>,
+    tokens: u64,
+) -> Result<(Permit, RateHeaders), (GatewayError, RateHeaders)> {
+    let l = &tenant.limiter;
+    let mut hdrs = RateHeaders::default();
+    // Concurrency first: it is released on every path through the permit's Drop.
+    let mut permit = Permit {
+        tenant_limiter: None,
+        reserved: 0,
+        settled: true,
+        in_flight: None,
+    };
+    if l.limits.max_concurrent > 0 {
+        let prev = l.in_flight.fetch_add(1, Ordering::AcqRel);
+        permit.in_flight = Some(l.in_flight.clone());
+        if prev >= l.limits.max_concurrent {
+            return Err((
+                GatewayError::RateLimited {
+                    kind: LimitKind::Concurrency,
+                    retry_after: Duration::from_secs(1),
+                    detail: format!("at most {} concurrent requests", l.limits.max_concurrent),
+                },
+                hdrs,
+            ));
+        }
+    }
+    if let Some(r) = &l.requests {
+        hdrs.headers.push((
+            "x-ratelimit-limit-requests",
+            l.limits.requests_per_minute.to_string(),
+        ));
+        if let Err(not_until) = r.check() {
+            let wait = not_until.wait_time_from(DefaultClock::default().now());
+            hdrs.headers
+                .push(("x-ratelimit-remaining-requests", "0".into()));
+            hdrs.headers
+                .push(("x-ratelimit-reset-requests", format_secs(wait)));
+            return Err((
+                GatewayError::RateLimited {
+                    kind: LimitKind::Requests,
+                    retry_after: wait,
+                    detail: format!("{} requests per minute", l.limits.requests_per_minute),
+                },
+                hdrs,
+            ));
+        }
+    }
+    if let Some(b) = &l.tokens {
+        let mut b = b.lock();
+        let now = Instant::now();
+        let res = b.reserve(tokens, now);
+        hdrs.headers.push((
+            "x-ratelimit-limit-tokens",
+            l.limits.tokens_per_minute.to_string(),
+        ));
+        hdrs.headers
+            .push(("x-ratelimit-remaining-tokens", b.available(now).to_string()));
+        hdrs.headers
+            .push(("x-ratelimit-reset-tokens", format_secs(b.time_to_full(now))));
+        if let Err(wait) = res {
+            return Err((
+                GatewayError::RateLimited {
+                    kind: LimitKind::Tokens,
+                    retry_after: wait,
+                    detail: format!(
+                        "request reserves {tokens} tokens; limit {} tokens per minute",
+                        l.limits.tokens_per_minute
+                    ),
+                },
+                hdrs,
+            ));
+        }
+        permit.reserved = tokens;
+        permit.settled = false;
+        permit.tenant_limiter = Some(tenant.clone());
+    }
+    Ok((permit, hdrs))
+}
+
+fn format_secs(d: Duration) -> String {
+    format!("{:.3}s", d.as_secs_f64())
+}
+
+/// Token bucket with capacity = tokens/minute, refilled continuously; equivalent to GCRA
+/// with burst = one minute's worth, plus refunds. May go negative (debt) when a request
+/// used more than it reserved.
+#[derive(Debug)]
+pub struct TokenBucket {
+    capacity: f64,
+    per_sec: f64,
+    level: f64,
+    at: Instant,
+}
+
+impl TokenBucket {
+    /// A full bucket of `per_minute` tokens.
+    pub fn new(per_minute: u64, now: Instant) -> Self {
+        let capacity = per_minute as f64;
+        Self {
+            capacity,
+            per_sec: capacity / 60.0,
+            level: capacity,
+            at: now,
+        }
+    }
+
+    fn refill(&mut self, now: Instant) {
+        let dt = now.saturating_duration_since(self.at).as_secs_f64();
+        self.level = (self.level + dt * self.per_sec).min(self.capacity);
+        self.at = now;
+    }
+
+    /// Takes `n` tokens, or says how long until they are available.
+    pub fn reserve(&mut self, n: u64, now: Instant) -> Result<(), Duration> {
+        self.refill(now);
+        let n = n as f64;
+        if n > self.capacity {
+            return Err(Duration::from_secs(60));
+        }
+        if self.level >= n {
+            self.level -= n;
+            Ok(())
+        } else {
+            Err(Duration::from_secs_f64((n - self.level) / self.per_sec))
+        }
+    }
+
+    /// Replaces a reservation with the actual usage.
+    pub fn settle(&mut self, reserved: u64, actual: u64, now: Instant) {
+        self.refill(now);
+        self.level = (self.level + reserved as f64 - actual as f64).min(self.capacity);
+    }
+
+    /// Whole tokens available now.
+    pub fn available(&mut self, now: Instant) -> u64 {
+        self.refill(now);
+        self.level.max(0.0) as u64
+    }
+
+    /// Time until the bucket is full.
+    pub fn time_to_full(&mut self, now: Instant) -> Duration {
+        self.refill(now);
+        Duration::from_secs_f64(((self.capacity - self.level) / self.per_sec).max(0.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Config, TenantConfig};
+    use crate::tenants::{hash_key, TenantTable};
+
+    fn tenant(limits: TenantLimits) -> Arc<crate::tenants::Tenant> {
+        let mut c = Config::default();
+        c.auth.salt_secret = "0123456789abcdef-secret".into();
+        c.tenants = vec![TenantConfig {
+            id: "t".into(),
+            api_key_sha256: vec![hash_key("k")],
+            models: vec!["*".into()],
+            limits,
+        }];
+        TenantTable::build(&c, None)
+            .authenticate(Some(b"Bearer k"))
+            .unwrap()
+    }
+
+    #[test]
+    fn bucket_never_admits_more_than_capacity_plus_refill() {
+        let t0 = Instant::now();
+        let mut b = TokenBucket::new(6000, t0);
+        let mut admitted = 0u64;
+        for i in 0..2000u64 {
+            let now = t0 + Duration::from_millis(i);
+            if b.reserve(37, now).is_ok() {
+                admitted += 37;
+            }
+        }
+        // 2 s of refill at 100 tokens/s on top of a full bucket of 6000.
+        assert!(admitted <= 6000 + 200, "{admitted}");
+        assert!(admitted >= 6000, "{admitted}");
+        assert_eq!(
+            b.reserve(7000, t0 + Duration::from_secs(3)),
+            Err(Duration::from_secs(60))
+        );
+    }
+
+    #[test]
+    fn settle_refunds_unused_tokens() {
+        let t0 = Instant::now();
+        let mut b = TokenBucket::new(600, t0);
+        b.reserve(500, t0).unwrap();
+        assert!(b.reserve(500, t0).is_err());
+        b.settle(500, 100, t0);
+        assert_eq!(b.available(t0), 500);
+        b.reserve(500, t0).unwrap();
+    }
+
+    #[test]
+    fn requests_get_burst_then_429_with_retry_after() {
+        let t = tenant(TenantLimits {
+            requests_per_minute: 60,
+            request_burst: 3,
+            ..Default::default()
+        });
+        let mut ok = 0;
+        let mut last_err = None;
+        for _ in 0..5 {
+            match admit(&t, 10) {
+                Ok(_) => ok += 1,
+                Err((e, h)) => {
+                    assert!(h
+                        .headers
+                        .iter()
+                        .any(|(k, _)| *k == "x-ratelimit-reset-requests"));
+                    last_err = Some(e);
+                }
+            }
+        }
+        assert_eq!(ok, 3);
+        match last_err {
+            Some(GatewayError::RateLimited {
+                kind: LimitKind::Requests,
+                retry_after,
+                ..
+            }) => {
+                assert!(retry_after <= Duration::from_secs(1) && retry_after > Duration::ZERO)
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn concurrency_is_released_on_drop() {
+        let t = tenant(TenantLimits {
+            max_concurrent: 1,
+            ..Default::default()
+        });
+        let p = admit(&t, 1).unwrap();
+        assert!(admit(&t, 1).is_err());
+        drop(p);
+        assert_eq!(t.limiter.in_flight(), 0);
+        assert!(admit(&t, 1).is_ok());
+    }
+
+    #[test]
+    fn unsettled_permit_refunds_and_settled_charges_actual() {
+        let t = tenant(TenantLimits {
+            tokens_per_minute: 1000,
+            ..Default::default()
+        });
+        let (p, _) = admit(&t, 900).unwrap();
+        assert!(admit(&t, 900).is_err());
+        drop(p);
+        let (mut p, _) = admit(&t, 900).unwrap();
+        p.settle(850);
+        drop(p);
+        assert!(admit(&t, 900).is_err());
+        assert!(admit(&t, 100).is_ok());
+    }
+}

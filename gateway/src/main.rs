@@ -1,0 +1,52 @@
+//! `gateway [--config FILE] [--listen ADDR] [--replica URL]... [--policy NAME] [--no-auth]`
+
+use clap::Parser;
+use gateway::server::{self, Overrides};
+use std::path::PathBuf;
+
+/// Warmpath gateway: prefix-aware, per-tenant OpenAI endpoint.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Cli {
+    /// YAML config file (see configs/gateway.example.yaml).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Data-plane listen address (overrides `listen`).
+    #[arg(long)]
+    listen: Option<String>,
+    /// Admin listen address (overrides `admin_listen`).
+    #[arg(long)]
+    admin_listen: Option<String>,
+    /// Replica base URL, repeatable (replaces `replicas`).
+    #[arg(long = "replica")]
+    replicas: Vec<String>,
+    /// Routing policy by name (overrides `policy`).
+    #[arg(long)]
+    policy: Option<String>,
+    /// Disable API keys. For local use only.
+    #[arg(long)]
+    no_auth: bool,
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let overrides = Overrides {
+        listen: cli.listen,
+        admin_listen: cli.admin_listen,
+        replicas: cli.replicas,
+        policy: cli.policy,
+        no_auth: cli.no_auth,
+    };
+    if overrides.no_auth {
+        tracing::warn!("--no-auth: every request is accepted without an API key; use only on a trusted machine");
+    }
+    let cfg = server::load(cli.config.as_ref(), &overrides)?;
+    server::run(cfg, cli.config, overrides)
+}

@@ -1,0 +1,476 @@
+//! The gateway as one Pingora `ProxyHttp`: the request phase ([`crate::intake`]) decides
+//! everything before Pingora connects upstream; the later phases pick the attempt's
+//! replica, stamp headers, watch the response and account for it.
+
+use crate::error::GatewayError;
+use crate::intake::{self, Intake};
+use crate::limits::Permit;
+use crate::plan::Plan;
+use crate::replicas::Slot;
+use crate::response::ResponseTracker;
+use crate::retry::backoff;
+use crate::state::AppState;
+use crate::tenants::Tenant;
+use crate::trace::TraceContext;
+use async_trait::async_trait;
+use bytes::Bytes;
+use pingora_core::upstreams::peer::HttpPeer;
+use pingora_error::{Error, ErrorType, Result};
+use pingora_http::{RequestHeader, ResponseHeader};
+use pingora_proxy::{FailToProxy, ProxyHttp, Session};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use warmpath_protocol::replica_api::{HEADER_CACHE_SALT, HEADER_PREDICTED_CACHED, HEADER_REPLICA};
+
+/// The proxy service.
+pub struct Gateway {
+    state: Arc<AppState>,
+}
+
+impl Gateway {
+    /// A proxy over `state`.
+    pub fn new(state: Arc<AppState>) -> Self {
+        Self { state }
+    }
+}
+
+/// Per-request state across phases.
+pub struct RequestCtx {
+    /// Request id (the W3C trace id).
+    pub request_id: String,
+    /// Trace context propagated upstream.
+    pub trace: TraceContext,
+    /// Arrival time.
+    pub start: Instant,
+    /// Authenticated tenant.
+    pub tenant: Option<Arc<Tenant>>,
+    /// Model asked for.
+    pub model: String,
+    /// Token reservation.
+    pub permit: Option<Permit>,
+    /// `x-ratelimit-*` headers.
+    pub rate_headers: Vec<(&'static str, String)>,
+    /// The routing plan.
+    pub plan: Option<Plan>,
+    /// Slot held from admission for the first attempt.
+    pub pending_slot: Option<Slot>,
+    /// Slot of the current attempt.
+    pub slot: Option<Slot>,
+    /// Next plan candidate for a retry.
+    pub next_candidate: usize,
+    /// Attempts made.
+    pub attempts: u32,
+    /// The response header went downstream: no more retries.
+    pub response_started: bool,
+    /// Final status.
+    pub status: u16,
+    /// Error code label when the gateway answered with an error.
+    pub error_code: Option<&'static str>,
+    /// Response observer.
+    pub tracker: Option<ResponseTracker>,
+    /// Upstream Retry-After to honour on the next attempt.
+    pub upstream_retry_after: Option<Duration>,
+    /// The stream got its terminal error event.
+    pub stream_error_sent: bool,
+    /// The whole request body was read.
+    pub body_read: bool,
+    /// Replica of the final attempt.
+    pub replica_label: String,
+    /// A stale pooled connection was already retried.
+    pub stale_retried: bool,
+}
+
+impl RequestCtx {
+    fn new() -> Self {
+        let trace = TraceContext::new_root();
+        Self {
+            request_id: trace.trace_id_hex(),
+            trace,
+            start: Instant::now(),
+            tenant: None,
+            model: String::new(),
+            permit: None,
+            rate_headers: Vec::new(),
+            plan: None,
+            pending_slot: None,
+            slot: None,
+            next_candidate: 1,
+            attempts: 0,
+            response_started: false,
+            status: 0,
+            error_code: None,
+            tracker: None,
+            upstream_retry_after: None,
+            stream_error_sent: false,
+            body_read: false,
+            replica_label: String::new(),
+            stale_retried: false,
+        }
+    }
+
+    fn is_stream(&self) -> bool {
+        self.plan.as_ref().is_some_and(|p| p.stream)
+    }
+
+    fn can_retry(&self, max_attempts: u32) -> bool {
+        !self.response_started
+            && self.attempts < max_attempts
+            && self
+                .plan
+                .as_ref()
+                .is_some_and(|p| self.next_candidate < p.candidates.len())
+    }
+}
+
+fn internal(msg: &'static str) -> Box<Error> {
+    Error::explain(ErrorType::InternalError, msg)
+}
+
+#[async_trait]
+impl ProxyHttp for Gateway {
+    type CTX = RequestCtx;
+
+    fn new_ctx(&self) -> RequestCtx {
+        RequestCtx::new()
+    }
+
+    async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
+        if let Some(tp) = session
+            .req_header()
+            .headers
+            .get("traceparent")
+            .and_then(|v| v.to_str().ok())
+        {
+            if let Some(t) = TraceContext::child_of(tp) {
+                ctx.request_id = t.trace_id_hex();
+                ctx.trace = t;
+            }
+        }
+        match intake::run(&self.state, session, ctx).await? {
+            Intake::Forward => Ok(false),
+            Intake::Answered(status) => {
+                ctx.status = status;
+                Ok(true)
+            }
+        }
+    }
+
+    async fn upstream_peer(
+        &self,
+        _session: &mut Session,
+        ctx: &mut RequestCtx,
+    ) -> Result<Box<HttpPeer>> {
+        let cfg = self.state.config();
+        let slot = match ctx.pending_slot.take() {
+            Some(s) => s,
+            None => {
+                // A retry: budget, backoff, then the next candidate with room.
+                let now = Instant::now();
+                if !self.state.retry_budget.try_retry(
+                    now,
+                    cfg.retry.budget_ratio,
+                    cfg.retry.budget_floor_per_s,
+                ) {
+                    self.state.metrics.retry_budget_exhausted.inc();
+                    return Err(Error::explain(
+                        ErrorType::HTTPStatus(503),
+                        "retry budget exhausted",
+                    ));
+                }
+                let wait = backoff(
+                    ctx.attempts,
+                    Duration::from_millis(cfg.retry.backoff_base_ms),
+                    Duration::from_millis(cfg.retry.backoff_max_ms),
+                    ctx.upstream_retry_after.take(),
+                );
+                tokio::time::sleep(wait).await;
+                let plan = ctx
+                    .plan
+                    .as_ref()
+                    .ok_or_else(|| internal("no routing plan"))?;
+                let mut found = None;
+                while ctx.next_candidate < plan.candidates.len() {
+                    let r = &plan.candidates[ctx.next_candidate];
+                    ctx.next_candidate += 1;
+                    if !r.health.lock().routable(Instant::now()) {
+                        continue;
+                    }
+                    if let Some(s) = self
+                        .state
+                        .registry
+                        .try_acquire(r, cfg.admission.max_in_flight_per_replica)
+                    {
+                        found = Some(s);
+                        break;
+                    }
+                }
+                found.ok_or_else(|| {
+                    Error::explain(ErrorType::HTTPStatus(503), "no replica left to retry on")
+                })?
+            }
+        };
+        ctx.attempts += 1;
+        let r = slot.replica().clone();
+        ctx.replica_label = r.id.to_string();
+        ctx.slot = Some(slot);
+        let mut peer = HttpPeer::new(r.addr.authority(), false, String::new());
+        let connect = Duration::from_millis(cfg.timeouts.connect_ms);
+        peer.options.connection_timeout = Some(connect);
+        peer.options.total_connection_timeout = Some(connect);
+        // Streams: the idle bound applies to every read (first token included); plain
+        // responses arrive whole, so their bound is the first-token (= response) deadline.
+        let read = if ctx.is_stream() {
+            cfg.timeouts.idle_ms
+        } else {
+            cfg.timeouts.first_token_ms
+        };
+        peer.options.read_timeout = Some(Duration::from_millis(read));
+        peer.options.write_timeout = Some(Duration::from_millis(cfg.timeouts.idle_ms));
+        peer.options.idle_timeout = Some(Duration::from_secs(60));
+        Ok(Box::new(peer))
+    }
+
+    async fn upstream_request_filter(
+        &self,
+        _session: &mut Session,
+        upstream: &mut RequestHeader,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        let tenant = ctx.tenant.as_ref().ok_or_else(|| internal("no tenant"))?;
+        upstream.remove_header("authorization");
+        upstream.remove_header(HEADER_CACHE_SALT);
+        upstream.insert_header(HEADER_CACHE_SALT, tenant.salt.as_str())?;
+        upstream.insert_header("traceparent", ctx.trace.header())?;
+        upstream.insert_header("x-request-id", ctx.request_id.as_str())?;
+        if let (Some(plan), Some(slot)) = (&ctx.plan, &ctx.slot) {
+            upstream.insert_header("host", slot.replica().addr.authority())?;
+            self.state.router.record_routed(
+                slot.replica().id,
+                &plan.hashes,
+                self.state.now_millis(),
+            );
+            if ctx.attempts == 1 {
+                self.state
+                    .metrics
+                    .added_latency
+                    .with_label_values(&[plan.endpoint.as_str()])
+                    .observe(ctx.start.elapsed().as_secs_f64());
+            }
+        }
+        Ok(())
+    }
+
+    async fn upstream_response_filter(
+        &self,
+        _session: &mut Session,
+        resp: &mut ResponseHeader,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        let status = resp.status.as_u16();
+        let max_attempts = self.state.config().retry.max_attempts;
+        if matches!(status, 429 | 502 | 503 | 504) && ctx.can_retry(max_attempts) {
+            ctx.upstream_retry_after = resp
+                .headers
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|s| s.trim().parse::<u64>().ok())
+                .map(Duration::from_secs);
+            let label = if status == 429 {
+                "upstream_429"
+            } else {
+                "upstream_5xx"
+            };
+            self.state.metrics.retries.with_label_values(&[label]).inc();
+            let mut e = Error::explain(ErrorType::HTTPStatus(status), "retryable upstream status");
+            e.set_retry(true);
+            return Err(e);
+        }
+        ctx.response_started = true;
+        ctx.status = status;
+        Ok(())
+    }
+
+    async fn response_filter(
+        &self,
+        _session: &mut Session,
+        resp: &mut ResponseHeader,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        let cfg = self.state.config();
+        if let (Some(plan), Some(slot)) = (&ctx.plan, &ctx.slot) {
+            if cfg.headers.replica {
+                resp.insert_header(HEADER_REPLICA, slot.replica().id.to_string())?;
+            }
+            if cfg.headers.predicted_cached_tokens {
+                resp.insert_header(
+                    HEADER_PREDICTED_CACHED,
+                    plan.predicted_cached_tokens(slot.replica()).to_string(),
+                )?;
+            }
+        }
+        for (k, v) in &ctx.rate_headers {
+            resp.insert_header(*k, v.as_str())?;
+        }
+        resp.insert_header("x-request-id", ctx.request_id.as_str())?;
+        Ok(())
+    }
+
+    fn response_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<Bytes>,
+        end_of_stream: bool,
+        ctx: &mut RequestCtx,
+    ) -> Result<Option<Duration>> {
+        if let (Some(t), Some(b)) = (ctx.tracker.as_mut(), body.as_ref()) {
+            t.observe(b);
+        }
+        let stream = ctx.is_stream();
+        if end_of_stream && stream && ctx.response_started && !ctx.stream_error_sent {
+            let done = ctx
+                .tracker
+                .as_ref()
+                .is_some_and(|t| t.saw_done() && !t.saw_error());
+            if !done {
+                // The replica ended the stream without [DONE]: finish with an error event.
+                let ev = GatewayError::Upstream("the replica ended the stream early".into())
+                    .to_sse_event();
+                let mut out = body.take().map(|b| b.to_vec()).unwrap_or_default();
+                out.extend_from_slice(&ev);
+                *body = Some(Bytes::from(out));
+                ctx.stream_error_sent = true;
+                self.state
+                    .metrics
+                    .stream_errors
+                    .with_label_values(&["truncated"])
+                    .inc();
+            }
+        }
+        Ok(None)
+    }
+
+    fn fail_to_connect(
+        &self,
+        _session: &mut Session,
+        _peer: &HttpPeer,
+        ctx: &mut RequestCtx,
+        mut e: Box<Error>,
+    ) -> Box<Error> {
+        if let Some(slot) = ctx.slot.take() {
+            self.state.report(slot.replica(), false);
+        }
+        let retry = ctx.can_retry(self.state.config().retry.max_attempts);
+        if retry {
+            self.state
+                .metrics
+                .retries
+                .with_label_values(&["connect"])
+                .inc();
+        }
+        e.set_retry(retry);
+        e
+    }
+
+    fn error_while_proxy(
+        &self,
+        _peer: &HttpPeer,
+        _session: &mut Session,
+        mut e: Box<Error>,
+        ctx: &mut RequestCtx,
+        client_reused: bool,
+    ) -> Box<Error> {
+        let upstream_status = matches!(e.etype(), ErrorType::HTTPStatus(_));
+        if client_reused && !upstream_status && !ctx.response_started && !ctx.stale_retried {
+            // A pooled connection the replica had already closed: retry the same replica
+            // once on a fresh connection; not a fault, not a budgeted retry.
+            ctx.stale_retried = true;
+            ctx.pending_slot = ctx.slot.take();
+            e.set_retry(ctx.pending_slot.is_some());
+            return e;
+        }
+        let upstream_fault = e.esource() == &pingora_error::ErrorSource::Upstream;
+        if let Some(slot) = ctx.slot.take() {
+            // A retryable status is the replica pushing back, and a client that went away
+            // is not the replica's fault: only upstream errors count against its health.
+            if upstream_fault && !upstream_status {
+                self.state.report(slot.replica(), false);
+            }
+        }
+        let retry = ctx.can_retry(self.state.config().retry.max_attempts)
+            && (upstream_status || upstream_fault);
+        if retry && !upstream_status {
+            self.state
+                .metrics
+                .retries
+                .with_label_values(&["upstream_error"])
+                .inc();
+        }
+        e.set_retry(retry);
+        e
+    }
+
+    async fn fail_to_proxy(
+        &self,
+        session: &mut Session,
+        e: &Error,
+        ctx: &mut RequestCtx,
+    ) -> FailToProxy {
+        let err = classify(e);
+        if ctx.response_started {
+            if ctx.is_stream() && !ctx.stream_error_sent {
+                ctx.stream_error_sent = true;
+                self.state
+                    .metrics
+                    .stream_errors
+                    .with_label_values(&[err.code()])
+                    .inc();
+                let _ = session
+                    .write_response_body(Some(Bytes::from(err.to_sse_event())), true)
+                    .await;
+            }
+            return FailToProxy {
+                error_code: 0,
+                can_reuse_downstream: false,
+            };
+        }
+        let downstream_dead = matches!(e.esource(), pingora_error::ErrorSource::Downstream)
+            && matches!(
+                e.etype(),
+                ErrorType::WriteError | ErrorType::ReadError | ErrorType::ConnectionClosed
+            );
+        if downstream_dead {
+            return FailToProxy {
+                error_code: 0,
+                can_reuse_downstream: false,
+            };
+        }
+        ctx.status = err.status();
+        ctx.error_code = Some(err.code());
+        let _ =
+            crate::respond::error(session, &err, &ctx.rate_headers, &ctx.request_id, true).await;
+        FailToProxy {
+            error_code: err.status(),
+            can_reuse_downstream: false,
+        }
+    }
+
+    async fn logging(&self, _session: &mut Session, e: Option<&Error>, ctx: &mut RequestCtx) {
+        crate::accounting::finish(&self.state, e, ctx);
+    }
+}
+
+/// Maps a Pingora error to the gateway's error.
+fn classify(e: &Error) -> GatewayError {
+    match e.etype() {
+        ErrorType::ConnectTimedout | ErrorType::ReadTimedout | ErrorType::WriteTimedout => {
+            GatewayError::UpstreamTimeout
+        }
+        ErrorType::HTTPStatus(503) => GatewayError::Overloaded {
+            retry_after: Duration::from_secs(1),
+        },
+        ErrorType::HTTPStatus(429) => GatewayError::Overloaded {
+            retry_after: Duration::from_secs(1),
+        },
+        _ => GatewayError::Upstream(e.etype().as_str().to_string()),
+    }
+}

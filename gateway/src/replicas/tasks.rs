@@ -1,0 +1,151 @@
+//! Per-replica background tasks: follow the KV event stream (resume, resnapshot on a gap
+//! or a new epoch), poll the load endpoint, and probe health with a one-token generation.
+
+use super::client::{self, LineSplitter};
+use super::Replica;
+use crate::state::AppState;
+use router_policy::{KvStreamMessage, Observation};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use warmpath_protocol::replica_api::{ReplicaLoad, PATH_KV_EVENTS, PATH_LOAD};
+
+/// Starts the follower, poller and prober of `r` on the control-plane runtime.
+pub fn spawn_all(state: &Arc<AppState>, r: Arc<Replica>) {
+    state.control.spawn(follow_events(state.clone(), r.clone()));
+    state.control.spawn(poll_load(state.clone(), r.clone()));
+    state.control.spawn(probe(state.clone(), r));
+}
+
+fn gone(r: &Replica) -> bool {
+    r.removed.load(Ordering::Acquire)
+}
+
+/// How one connection of the event stream ended.
+enum StreamEnd {
+    /// Closed or failed: reconnect and resume.
+    Resume,
+    /// Lost our place (gap or new epoch): reconnect for a fresh snapshot.
+    Resnapshot,
+    /// The replica was removed.
+    Stop,
+}
+
+async fn follow_events(state: Arc<AppState>, r: Arc<Replica>) {
+    let mut fresh = false;
+    let mut backoff = Duration::from_millis(50);
+    while !gone(&r) {
+        let path = match (fresh, state.router.cursor(r.id)) {
+            (false, Some((epoch, seq))) => {
+                format!("{PATH_KV_EVENTS}?epoch={}&from_seq={}", epoch.0, seq.0)
+            }
+            _ => PATH_KV_EVENTS.to_string(),
+        };
+        fresh = false;
+        let opened = tokio::time::timeout(
+            Duration::from_secs(2),
+            client::open(&r.addr, "GET", &path, None),
+        )
+        .await;
+        match opened {
+            Ok(Ok((200, body))) => {
+                backoff = Duration::from_millis(50);
+                match read_stream(&state, &r, body).await {
+                    StreamEnd::Stop => return,
+                    StreamEnd::Resnapshot => fresh = true,
+                    StreamEnd::Resume => {}
+                }
+            }
+            Ok(Ok((status, _))) => {
+                tracing::warn!(replica = %r.id, status, "kv event stream refused")
+            }
+            Ok(Err(e)) => {
+                tracing::debug!(replica = %r.id, error = %e, "kv event stream connect failed")
+            }
+            Err(_) => tracing::debug!(replica = %r.id, "kv event stream connect timed out"),
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(1));
+    }
+}
+
+async fn read_stream(state: &AppState, r: &Replica, mut body: client::BodyStream) -> StreamEnd {
+    let mut lines = LineSplitter::default();
+    loop {
+        if gone(r) {
+            return StreamEnd::Stop;
+        }
+        let chunk = match tokio::time::timeout(Duration::from_millis(500), body.next_chunk()).await
+        {
+            Err(_) => continue,
+            Ok(Ok(Some(c))) => c,
+            Ok(Ok(None)) => return StreamEnd::Resume,
+            Ok(Err(e)) => {
+                tracing::debug!(replica = %r.id, error = %e, "kv event stream broke");
+                return StreamEnd::Resume;
+            }
+        };
+        for line in lines.push(&chunk) {
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let msg: KvStreamMessage = match serde_json::from_slice(&line) {
+                Ok(m) => m,
+                Err(e) => {
+                    tracing::warn!(replica = %r.id, error = %e, "bad kv event line");
+                    continue;
+                }
+            };
+            let obs = state.router.apply_message(r.id, &msg);
+            let label = match obs {
+                Observation::Apply => "apply",
+                Observation::Duplicate => "duplicate",
+                Observation::Gap { .. } => "gap",
+                Observation::NewEpoch => "new_epoch",
+            };
+            state.metrics.kv_events.with_label_values(&[label]).inc();
+            if matches!(obs, Observation::Gap { .. } | Observation::NewEpoch) {
+                tracing::info!(replica = %r.id, observation = label, "kv event stream resync");
+                return StreamEnd::Resnapshot;
+            }
+        }
+    }
+}
+
+async fn poll_load(state: Arc<AppState>, r: Arc<Replica>) {
+    while !gone(&r) {
+        let every = Duration::from_millis(state.config().load_poll_ms);
+        match client::get_json::<ReplicaLoad>(&r.addr, PATH_LOAD, Duration::from_secs(1)).await {
+            Ok(load) => *r.load.lock() = load,
+            Err(e) => tracing::debug!(replica = %r.id, error = %e, "load poll failed"),
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
+async fn probe(state: Arc<AppState>, r: Arc<Replica>) {
+    let body = serde_json::json!({
+        "model": r.info.model, "prompt": "ping", "max_tokens": 1, "temperature": 0.0, "stream": false,
+    })
+    .to_string();
+    while !gone(&r) {
+        let cfg = state.config();
+        tokio::time::sleep(Duration::from_millis(cfg.health.probe_interval_ms)).await;
+        if gone(&r) {
+            return;
+        }
+        let deadline = Duration::from_millis(cfg.health.probe_timeout_ms);
+        let res = client::request(
+            &r.addr,
+            "POST",
+            "/v1/completions",
+            Some(body.as_bytes()),
+            deadline,
+        )
+        .await;
+        if let Err(e) = &res {
+            tracing::debug!(replica = %r.id, error = %e, "health probe failed");
+        }
+        state.report(&r, res.is_ok());
+    }
+}

@@ -1,0 +1,137 @@
+//! The gateway's side of routing: the prefix index and the policy behind one lock, and a
+//! bounded log of recent decisions for the admin API.
+
+use parking_lot::Mutex;
+use router_policy::{
+    BlockHash, ClusterView, Decision, Epoch, KvStreamMessage, Millis, Observation, Policy,
+    PolicyConfig, PrefixIndex, ReplicaId, RouteError, RouteRequest, SeqNo,
+};
+use serde::Serialize;
+use std::collections::VecDeque;
+
+struct Inner {
+    policy: Box<dyn Policy>,
+    index: PrefixIndex,
+}
+
+/// Index + policy + decision log.
+pub struct Router {
+    inner: Mutex<Inner>,
+    log: Mutex<VecDeque<DecisionRecord>>,
+    log_cap: usize,
+}
+
+impl std::fmt::Debug for Router {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Router")
+            .field("policy", &self.policy_name())
+            .finish()
+    }
+}
+
+/// One routing decision as the admin API shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct DecisionRecord {
+    /// Request id.
+    pub request_id: String,
+    /// Unix time, milliseconds.
+    pub unix_ms: u64,
+    /// Tenant id.
+    pub tenant: String,
+    /// Model requested.
+    pub model: String,
+    /// Prompt length.
+    pub prompt_tokens: u32,
+    /// Full blocks hashed.
+    pub blocks: usize,
+    /// Time spent tokenizing + hashing, microseconds.
+    pub prepare_us: u64,
+    /// Time spent in the policy, microseconds.
+    pub select_us: u64,
+    /// The decision with its explanation.
+    pub decision: Decision,
+}
+
+impl Router {
+    /// A router running `policy`, keeping `log_cap` recent decisions.
+    pub fn new(policy: &PolicyConfig, log_cap: usize) -> Self {
+        Self {
+            inner: Mutex::new(Inner {
+                policy: policy.build(),
+                index: PrefixIndex::default(),
+            }),
+            log: Mutex::new(VecDeque::with_capacity(log_cap.min(4096))),
+            log_cap,
+        }
+    }
+
+    /// Replaces the policy (config reload); the index is kept.
+    pub fn set_policy(&self, policy: &PolicyConfig) {
+        self.inner.lock().policy = policy.build();
+    }
+
+    /// The running policy's name.
+    pub fn policy_name(&self) -> &'static str {
+        self.inner.lock().policy.name()
+    }
+
+    /// Folds one KV stream message of `replica` into the index.
+    pub fn apply_message(&self, replica: ReplicaId, msg: &KvStreamMessage) -> Observation {
+        self.inner.lock().index.apply_message(replica, msg)
+    }
+
+    /// Where `replica`'s event stream should resume.
+    pub fn cursor(&self, replica: ReplicaId) -> Option<(Epoch, SeqNo)> {
+        self.inner.lock().index.cursor(replica)
+    }
+
+    /// Blocks the index believes `replica` holds (events only).
+    pub fn precise_blocks(&self, replica: ReplicaId) -> usize {
+        self.inner.lock().index.precise_blocks(replica)
+    }
+
+    /// Drops everything known about a replica.
+    pub fn forget_replica(&self, replica: ReplicaId) {
+        self.inner.lock().index.remove_replica(replica);
+    }
+
+    /// Runs the policy.
+    pub fn select(
+        &self,
+        req: &RouteRequest<'_>,
+        view: &ClusterView,
+    ) -> Result<Decision, RouteError> {
+        let mut g = self.inner.lock();
+        let Inner { policy, index } = &mut *g;
+        policy.select(req, view, index)
+    }
+
+    /// Records the final choice in the approximate index.
+    pub fn record_routed(&self, replica: ReplicaId, hashes: &[BlockHash], now: Millis) {
+        self.inner.lock().index.record_routed(replica, hashes, now);
+    }
+
+    /// Appends to the decision log.
+    pub fn log_decision(&self, rec: DecisionRecord) {
+        if self.log_cap == 0 {
+            return;
+        }
+        let mut log = self.log.lock();
+        if log.len() >= self.log_cap {
+            log.pop_front();
+        }
+        log.push_back(rec);
+    }
+
+    /// Recent decisions, newest last.
+    pub fn recent(&self, limit: usize) -> Vec<DecisionRecord> {
+        let log = self.log.lock();
+        let skip = log.len().saturating_sub(limit);
+        log.iter().skip(skip).cloned().collect()
+    }
+
+    /// Index statistics.
+    pub fn index_stats(&self) -> router_policy::IndexStats {
+        self.inner.lock().index.stats()
+    }
+}

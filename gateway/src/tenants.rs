@@ -1,0 +1,202 @@
+//! Tenants: API-key authentication (keys stored as SHA-256, compared in constant time),
+//! model allowlists, and the per-tenant cache salt (HMAC of the tenant id).
+
+use crate::config::{Config, TenantConfig, TenantLimits};
+use crate::error::GatewayError;
+use crate::limits::TenantLimiter;
+use hmac::{Hmac, Mac};
+use router_policy::CacheSalt;
+use sha2::{Digest, Sha256};
+use std::sync::Arc;
+use subtle::ConstantTimeEq;
+
+/// Tenant id used when authentication is off.
+pub const LOCAL_TENANT: &str = "local";
+
+/// One authenticated tenant.
+#[derive(Debug)]
+pub struct Tenant {
+    /// Tenant id.
+    pub id: String,
+    /// Allowed models (`*` = all).
+    models: Vec<String>,
+    /// The cache salt the gateway stamps on this tenant's requests.
+    pub salt: CacheSalt,
+    /// Rate limiter state.
+    pub limiter: TenantLimiter,
+    key_hashes: Vec<[u8; 32]>,
+}
+
+impl Tenant {
+    /// Whether this tenant may use `model`.
+    pub fn allows(&self, model: &str) -> bool {
+        self.models.iter().any(|m| m == "*" || m == model)
+    }
+}
+
+/// All tenants, built from config.
+#[derive(Debug)]
+pub struct TenantTable {
+    auth: bool,
+    tenants: Vec<Arc<Tenant>>,
+}
+
+/// SHA-256 of an API key, hex (what the config stores).
+pub fn hash_key(key: &str) -> String {
+    hex::encode(Sha256::digest(key.as_bytes()))
+}
+
+/// The cache salt of a tenant: HMAC-SHA256(secret, tenant id), first 128 bits as hex.
+pub fn derive_salt(secret: &str, tenant: &str) -> CacheSalt {
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret.as_bytes())
+        .expect("HMAC accepts keys of any length");
+    mac.update(b"warmpath.cache-salt.v1\0");
+    mac.update(tenant.as_bytes());
+    let out = mac.finalize().into_bytes();
+    CacheSalt::new(hex::encode(&out[..16]))
+}
+
+impl TenantTable {
+    /// Builds the table. `previous` keeps limiter state of tenants whose limits did not
+    /// change across a reload.
+    pub fn build(cfg: &Config, previous: Option<&TenantTable>) -> TenantTable {
+        let secret = cfg.auth.salt_secret.as_str();
+        let mut tenants = Vec::new();
+        if !cfg.auth.enabled {
+            tenants.push(Arc::new(Tenant {
+                id: LOCAL_TENANT.into(),
+                models: vec!["*".into()],
+                salt: derive_salt(secret, LOCAL_TENANT),
+                limiter: TenantLimiter::new(&TenantLimits::default()),
+                key_hashes: Vec::new(),
+            }));
+        }
+        for t in &cfg.tenants {
+            if let Some(prev) = previous.and_then(|p| p.reuse(t, secret)) {
+                tenants.push(prev);
+                continue;
+            }
+            tenants.push(Arc::new(Tenant {
+                id: t.id.clone(),
+                models: t.models.clone(),
+                salt: derive_salt(secret, &t.id),
+                limiter: TenantLimiter::new(&t.limits),
+                key_hashes: decode_hashes(&t.api_key_sha256),
+            }));
+        }
+        TenantTable {
+            auth: cfg.auth.enabled,
+            tenants,
+        }
+    }
+
+    fn reuse(&self, t: &TenantConfig, secret: &str) -> Option<Arc<Tenant>> {
+        let old = self.tenants.iter().find(|o| o.id == t.id)?;
+        let same = old.limiter.limits() == &t.limits
+            && old.models == t.models
+            && old.key_hashes == decode_hashes(&t.api_key_sha256)
+            && old.salt == derive_salt(secret, &t.id);
+        same.then(|| old.clone())
+    }
+
+    /// Authenticates an `Authorization` header value.
+    pub fn authenticate(&self, authorization: Option<&[u8]>) -> Result<Arc<Tenant>, GatewayError> {
+        if !self.auth {
+            return self
+                .tenants
+                .first()
+                .cloned()
+                .ok_or(GatewayError::Unauthorized);
+        }
+        let value = authorization.ok_or(GatewayError::Unauthorized)?;
+        let value = std::str::from_utf8(value).map_err(|_| GatewayError::Unauthorized)?;
+        let (scheme, key) = value.split_once(' ').ok_or(GatewayError::Unauthorized)?;
+        if !scheme.eq_ignore_ascii_case("bearer") || key.is_empty() || key.contains(' ') {
+            return Err(GatewayError::Unauthorized);
+        }
+        let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
+        // Compare against every stored hash without early exit.
+        let mut found: Option<&Arc<Tenant>> = None;
+        for t in &self.tenants {
+            for h in &t.key_hashes {
+                if bool::from(h.ct_eq(&digest)) {
+                    found = Some(t);
+                }
+            }
+        }
+        found.cloned().ok_or(GatewayError::Unauthorized)
+    }
+
+    /// Tenants, for metrics and admin.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Tenant>> {
+        self.tenants.iter()
+    }
+}
+
+fn decode_hashes(hexes: &[String]) -> Vec<[u8; 32]> {
+    hexes
+        .iter()
+        .filter_map(|h| hex::decode(h).ok())
+        .filter_map(|v| <[u8; 32]>::try_from(v.as_slice()).ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::TenantConfig;
+
+    fn cfg() -> Config {
+        let mut c = Config::default();
+        c.auth.salt_secret = "0123456789abcdef-secret".into();
+        c.tenants = vec![
+            TenantConfig {
+                id: "a".into(),
+                api_key_sha256: vec![hash_key("key-a")],
+                models: vec!["m1".into()],
+                limits: TenantLimits::default(),
+            },
+            TenantConfig {
+                id: "b".into(),
+                api_key_sha256: vec![hash_key("key-b")],
+                models: vec!["*".into()],
+                limits: TenantLimits::default(),
+            },
+        ];
+        c
+    }
+
+    #[test]
+    fn authenticates_by_hashed_key() {
+        let t = TenantTable::build(&cfg(), None);
+        assert_eq!(t.authenticate(Some(b"Bearer key-a")).unwrap().id, "a");
+        assert_eq!(t.authenticate(Some(b"bearer key-b")).unwrap().id, "b");
+        assert!(t.authenticate(Some(b"Bearer key-c")).is_err());
+        assert!(t.authenticate(Some(b"key-a")).is_err());
+        assert!(t.authenticate(None).is_err());
+        assert!(t.authenticate(Some(b"Bearer key-a extra")).is_err());
+    }
+
+    #[test]
+    fn allowlist_and_salts() {
+        let t = TenantTable::build(&cfg(), None);
+        let a = t.authenticate(Some(b"Bearer key-a")).unwrap();
+        let b = t.authenticate(Some(b"Bearer key-b")).unwrap();
+        assert!(a.allows("m1") && !a.allows("m2"));
+        assert!(b.allows("anything"));
+        assert_ne!(a.salt, b.salt);
+        assert_eq!(a.salt, derive_salt("0123456789abcdef-secret", "a"));
+        assert_ne!(a.salt, derive_salt("another-secret-0123", "a"));
+        assert_eq!(a.salt.as_str().len(), 32);
+    }
+
+    #[test]
+    fn reload_keeps_unchanged_limiter_state() {
+        let c = cfg();
+        let t1 = TenantTable::build(&c, None);
+        let t2 = TenantTable::build(&c, Some(&t1));
+        let a1 = t1.authenticate(Some(b"Bearer key-a")).unwrap();
+        let a2 = t2.authenticate(Some(b"Bearer key-a")).unwrap();
+        assert!(Arc::ptr_eq(&a1, &a2));
+    }
+}

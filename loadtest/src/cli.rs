@@ -1,0 +1,270 @@
+//! Command-line shapes (see shared/CLI.md): `loadtest run|simulate --workload ...` and
+//! `loadtest calibrate --endpoint URL [--out FILE]`.
+
+use crate::metrics::Slo;
+use crate::workload::WorkloadArgs;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+/// Warmpath load generator and cluster simulator.
+#[derive(Debug, Parser)]
+#[command(name = "loadtest", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+    /// More logging (-v: debug, -vv: trace).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Drive a real OpenAI-compatible endpoint.
+    Run(RunArgs),
+    /// Simulate a cluster routed by router-policy.
+    Simulate(SimulateArgs),
+    /// Measure a replica and write a simulator cost profile.
+    Calibrate(CalibrateArgs),
+}
+
+/// Which OpenAI endpoint to call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Api {
+    /// `POST /v1/completions` with a text prompt.
+    Completions,
+    /// `POST /v1/chat/completions` with one user message.
+    Chat,
+}
+
+/// Outputs shared by `run` and `simulate`.
+#[derive(Clone, Debug, Args)]
+pub struct OutputArgs {
+    /// Write the summary as a JSON array (one object per run/policy).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write one JSON line per request.
+    #[arg(long)]
+    pub requests_jsonl: Option<PathBuf>,
+    /// Write SVG plots (TTFT CDF, throughput and hit rate over time) into this directory.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Goodput SLOs, vLLM style: `ttft:MS`, `tpot:MS`, `e2el:MS` (repeatable).
+    #[arg(long, value_parser = parse_slo_item, num_args = 1..)]
+    pub goodput: Vec<(String, f64)>,
+}
+
+impl OutputArgs {
+    /// The SLOs given with `--goodput`.
+    pub fn slo(&self) -> Slo {
+        let mut s = Slo::default();
+        for (k, v) in &self.goodput {
+            match k.as_str() {
+                "ttft" => s.ttft_ms = Some(*v),
+                "tpot" => s.tpot_ms = Some(*v),
+                _ => s.e2el_ms = Some(*v),
+            }
+        }
+        s
+    }
+}
+
+fn parse_slo_item(s: &str) -> Result<(String, f64), String> {
+    let (k, v) = s
+        .split_once(':')
+        .ok_or_else(|| format!("expected KEY:MS, got {s:?}"))?;
+    if !matches!(k, "ttft" | "tpot" | "e2el") {
+        return Err(format!("unknown SLO {k:?} (ttft, tpot, e2el)"));
+    }
+    let v: f64 = v.parse().map_err(|_| format!("bad milliseconds {v:?}"))?;
+    Ok((k.to_string(), v))
+}
+
+/// `loadtest run`.
+#[derive(Clone, Debug, Args)]
+pub struct RunArgs {
+    /// Workload and arrival knobs.
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    /// Base URL of the OpenAI-compatible server (gateway or replica), loopback in tests.
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    pub endpoint: String,
+    /// Replicas behind the endpoint (recorded in the report only).
+    #[arg(long)]
+    pub replicas: Option<u32>,
+    /// Label for this run in the report, e.g. the gateway's policy (one per invocation).
+    #[arg(long)]
+    pub policy: Vec<String>,
+    /// Seed for prompt content and arrivals.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Model name to put in requests.
+    #[arg(long, default_value = "default")]
+    pub model: String,
+    /// Completions or chat endpoint.
+    #[arg(long, value_enum, default_value_t = Api::Completions)]
+    pub api: Api,
+    /// Bearer token, if the endpoint needs one.
+    #[arg(long, env = "WARMPATH_API_KEY")]
+    pub api_key: Option<String>,
+    /// Per-request timeout, seconds.
+    #[arg(long, default_value_t = 600.0)]
+    pub request_timeout: f64,
+    /// Do not ask the server to ignore EOS (by default it must produce exactly the output length).
+    #[arg(long)]
+    pub no_ignore_eos: bool,
+    /// Hide the progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Outputs.
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// `loadtest simulate`.
+#[derive(Clone, Debug, Args)]
+pub struct SimulateArgs {
+    /// Workload and arrival knobs.
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    /// Number of simulated replicas.
+    #[arg(long, default_value_t = 8)]
+    pub replicas: u32,
+    /// Policies to compare (repeatable); default: every router-policy policy.
+    #[arg(long)]
+    pub policy: Vec<String>,
+    /// Seed for workload content, arrivals and randomised policies.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Replica cost profile.
+    #[arg(long, default_value = "configs/profiles/smollm2-cpu.json")]
+    pub profile: PathBuf,
+    /// Override the profile's KV capacity per replica (blocks).
+    #[arg(long)]
+    pub kv_capacity_blocks: Option<u64>,
+    /// Override the profile's block size (tokens).
+    #[arg(long)]
+    pub block_size: Option<u32>,
+    /// KV event delay from replica to router, ms.
+    #[arg(long, default_value_t = 10.0)]
+    pub kv_event_delay_ms: f64,
+    /// Load report period (staleness bound), ms; 0 = always fresh.
+    #[arg(long, default_value_t = 100.0)]
+    pub load_staleness_ms: f64,
+    /// Also compute the oracle hit rate (one cache of N x capacity); on by default.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub oracle: bool,
+    /// Hide progress output.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Outputs.
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// `loadtest calibrate`.
+#[derive(Clone, Debug, Args)]
+pub struct CalibrateArgs {
+    /// Replica (or gateway) base URL.
+    #[arg(long)]
+    pub endpoint: String,
+    /// Where to write the profile.
+    #[arg(long, default_value = "configs/profiles/calibrated.json")]
+    pub out: PathBuf,
+    /// Profile name.
+    #[arg(long, default_value = "calibrated")]
+    pub name: String,
+    /// Model name to put in requests.
+    #[arg(long, default_value = "default")]
+    pub model: String,
+    /// Completions or chat endpoint.
+    #[arg(long, value_enum, default_value_t = Api::Completions)]
+    pub api: Api,
+    /// Bearer token, if needed.
+    #[arg(long, env = "WARMPATH_API_KEY")]
+    pub api_key: Option<String>,
+    /// Prompt tokens of the prefill probe.
+    #[arg(long, default_value_t = 512)]
+    pub prefill_tokens: u32,
+    /// Batch sizes to measure decode step time at.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
+    pub batches: Vec<u32>,
+    /// Output tokens per decode probe.
+    #[arg(long, default_value_t = 32)]
+    pub decode_tokens: u32,
+    /// Block size and KV capacity when the replica does not report them.
+    #[arg(long, default_value_t = 16)]
+    pub block_size: u32,
+    /// KV capacity in blocks when the replica does not report it.
+    #[arg(long, default_value_t = 4096)]
+    pub kv_capacity_blocks: u64,
+    /// Most sequences in a batch (the replica's limit).
+    #[arg(long, default_value_t = 32)]
+    pub max_batch: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documented_command_shapes_parse() {
+        let c = Cli::try_parse_from([
+            "loadtest",
+            "simulate",
+            "--workload",
+            "mooncake",
+            "--trace",
+            "t.jsonl",
+            "--replicas",
+            "64",
+            "--policy",
+            "warm",
+            "--policy",
+            "round_robin",
+            "--seed",
+            "3",
+            "--json",
+            "o.json",
+            "--plot",
+            "d",
+        ])
+        .unwrap();
+        let Command::Simulate(s) = c.command else {
+            panic!("not simulate")
+        };
+        assert_eq!(s.policy, vec!["warm", "round_robin"]);
+        assert_eq!((s.replicas, s.seed), (64, 3));
+        let c = Cli::try_parse_from([
+            "loadtest",
+            "run",
+            "--workload",
+            "shared-prefix",
+            "--endpoint",
+            "http://127.0.0.1:9",
+            "--groups",
+            "4",
+            "--goodput",
+            "ttft:500",
+            "tpot:50",
+        ])
+        .unwrap();
+        let Command::Run(r) = c.command else {
+            panic!("not run")
+        };
+        assert_eq!(r.workload.groups, 4);
+        assert_eq!(r.output.slo().ttft_ms, Some(500.0));
+        assert_eq!(r.output.slo().tpot_ms, Some(50.0));
+        assert!(Cli::try_parse_from([
+            "loadtest",
+            "calibrate",
+            "--endpoint",
+            "http://x",
+            "--out",
+            "p.json"
+        ])
+        .is_ok());
+        assert!(Cli::try_parse_from(["loadtest", "run", "--workload", "nope"]).is_err());
+    }
+}

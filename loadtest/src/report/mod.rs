@@ -1,0 +1,16 @@
+//! Report outputs: the terminal table, JSON files and plots.
+
+pub mod json;
+pub mod plot;
+pub mod table;
+
+use crate::metrics::{RequestRecord, Summary};
+
+/// One run (or one policy of a simulation) with its records.
+#[derive(Debug)]
+pub struct RunReport {
+    /// The summary (JSON object).
+    pub summary: Summary,
+    /// Per-request records.
+    pub records: Vec<RequestRecord>,
+}

@@ -1,0 +1,344 @@
+//! One simulated replica: FCFS admission bounded by batch size and KV blocks, continuous
+//! batching with chunked prefill, a radix cache that stores each prompt's full blocks when
+//! its prefill finishes (a `Stored` event) and evicts LRU leaves to admit work (`Removed`).
+
+use super::profile::CostProfile;
+use super::radix::RadixCache;
+use router_policy::{BlockHash, KvEvent};
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// A request inside a replica.
+#[derive(Debug)]
+pub(crate) struct Seq {
+    /// Index of the request in the workload.
+    pub req: usize,
+    /// Full-block hash chain of the prompt.
+    pub hashes: Arc<[BlockHash]>,
+    /// Prompt tokens.
+    pub prompt_tokens: u32,
+    /// Output tokens to produce.
+    pub output_target: u32,
+    /// Arrival at the replica (= at the router; the network is not modelled), ms.
+    pub arrival_ms: f64,
+    /// Blocks of the prefix found cached at admission (locked while running).
+    pub cached_blocks: u32,
+    /// Prompt tokens still to prefill.
+    pub remaining_prefill: u32,
+    /// Output tokens produced so far.
+    pub produced: u32,
+    /// First token time, ms.
+    pub first_token_ms: f64,
+    /// Last token time, ms.
+    pub last_token_ms: f64,
+    /// Gaps between tokens, ms.
+    pub itls: Vec<f32>,
+    /// Blocks reserved for the uncached full prompt blocks until they are stored.
+    reserved_prompt: u64,
+    /// Blocks reserved for the partial tail and the output (freed at the end).
+    reserved_private: u64,
+    /// Decoding at the start of the current step.
+    decoding: bool,
+    /// Prefill tokens scheduled in the current step.
+    chunk: u32,
+}
+
+impl Seq {
+    /// A new, not yet admitted request.
+    pub(super) fn new(
+        req: usize,
+        hashes: Arc<[BlockHash]>,
+        prompt_tokens: u32,
+        output_target: u32,
+        arrival_ms: f64,
+    ) -> Self {
+        Self {
+            req,
+            hashes,
+            prompt_tokens,
+            output_target: output_target.max(1),
+            arrival_ms,
+            cached_blocks: 0,
+            remaining_prefill: prompt_tokens,
+            produced: 0,
+            first_token_ms: 0.0,
+            last_token_ms: 0.0,
+            itls: Vec::new(),
+            reserved_prompt: 0,
+            reserved_private: 0,
+            decoding: false,
+            chunk: 0,
+        }
+    }
+}
+
+/// What a finished step produced.
+#[derive(Debug, Default)]
+pub(crate) struct StepOutput {
+    /// Requests that produced their last token.
+    pub completed: Vec<Seq>,
+    /// KV events, in order.
+    pub events: Vec<KvEvent>,
+}
+
+/// Replica state.
+#[derive(Debug)]
+pub(crate) struct Replica {
+    pub cache: RadixCache,
+    pub waiting: VecDeque<Seq>,
+    pub running: Vec<Seq>,
+    /// Blocks reserved but not in the cache (uncached prompt blocks, tails, outputs).
+    pub reserved: u64,
+    /// A step is in progress.
+    pub busy: bool,
+    /// Duration of the step in progress, ms.
+    pub step_ms: f64,
+    capacity: u64,
+    block_size: u32,
+}
+
+impl Replica {
+    pub(super) fn new(profile: &CostProfile) -> Self {
+        Self {
+            cache: RadixCache::new(),
+            waiting: VecDeque::new(),
+            running: Vec::new(),
+            reserved: 0,
+            busy: false,
+            step_ms: 0.0,
+            capacity: profile.kv_capacity_blocks,
+            block_size: profile.block_size,
+        }
+    }
+
+    /// KV blocks in use (cached or reserved).
+    pub(super) fn used_blocks(&self) -> u64 {
+        self.cache.len() as u64 + self.reserved
+    }
+
+    /// Prompt tokens still to prefill, running and waiting.
+    pub(super) fn queued_prefill_tokens(&self) -> u64 {
+        self.running
+            .iter()
+            .map(|s| s.remaining_prefill as u64)
+            .sum::<u64>()
+            + self
+                .waiting
+                .iter()
+                .map(|s| s.prompt_tokens as u64)
+                .sum::<u64>()
+    }
+
+    /// Admits waiting requests in FCFS order while the batch and the KV capacity allow,
+    /// evicting unreferenced cached blocks as needed (their `Removed` events go to `events`).
+    fn admit(&mut self, profile: &CostProfile, events: &mut Vec<KvEvent>) {
+        let bs = self.block_size;
+        while self.running.len() < profile.max_batch as usize {
+            let Some(seq) = self.waiting.front() else {
+                break;
+            };
+            // At least one prompt token is always computed (as in vLLM): cap the hit.
+            let max_hit = ((seq.prompt_tokens.saturating_sub(1)) / bs) as usize;
+            let hit = self.cache.match_len(&seq.hashes).min(max_hit);
+            let prompt_blocks = seq.hashes.len() as u64;
+            let new_prompt = prompt_blocks - hit as u64;
+            let tail = (seq.prompt_tokens - prompt_blocks as u32 * bs) + seq.output_target;
+            let private = tail.div_ceil(bs) as u64;
+            let need = new_prompt + private;
+            let hashes = seq.hashes.clone();
+            self.cache.acquire(&hashes[..hit]);
+            let free = self.capacity.saturating_sub(self.used_blocks());
+            if need > free {
+                let evicted = self.cache.evict((need - free) as usize);
+                if !evicted.is_empty() {
+                    events.push(KvEvent::Removed { hashes: evicted });
+                }
+            }
+            let free = self.capacity.saturating_sub(self.used_blocks());
+            // An idle replica always takes the head request, even if it over-commits.
+            if need > free && !self.running.is_empty() {
+                self.cache.release(&hashes[..hit]);
+                break;
+            }
+            let Some(mut seq) = self.waiting.pop_front() else {
+                break;
+            };
+            seq.cached_blocks = hit as u32;
+            seq.remaining_prefill = seq.prompt_tokens - hit as u32 * bs;
+            seq.reserved_prompt = new_prompt;
+            seq.reserved_private = private;
+            self.reserved += need;
+            self.running.push(seq);
+        }
+    }
+
+    /// Admits work and plans the next step; returns its duration, or `None` when idle.
+    pub(super) fn plan_step(
+        &mut self,
+        profile: &CostProfile,
+        events: &mut Vec<KvEvent>,
+    ) -> Option<f64> {
+        self.admit(profile, events);
+        if self.running.is_empty() {
+            self.busy = false;
+            return None;
+        }
+        let mut budget = profile.max_prefill_tokens_per_step;
+        let mut decode = 0u32;
+        let mut prefill = 0u64;
+        for s in &mut self.running {
+            s.decoding = s.remaining_prefill == 0;
+            s.chunk = 0;
+            if s.decoding {
+                decode += 1;
+            } else if budget > 0 {
+                s.chunk = s.remaining_prefill.min(budget);
+                budget -= s.chunk;
+                prefill += s.chunk as u64;
+            }
+        }
+        self.busy = true;
+        self.step_ms = profile.step_ms(decode, prefill);
+        Some(self.step_ms)
+    }
+
+    /// Applies the step that ends at `now`.
+    pub(super) fn finish_step(&mut self, now: f64) -> StepOutput {
+        let mut out = StepOutput::default();
+        for s in &mut self.running {
+            if s.decoding {
+                s.produced += 1;
+                s.itls.push((now - s.last_token_ms) as f32);
+                s.last_token_ms = now;
+            } else if s.chunk > 0 {
+                s.remaining_prefill -= s.chunk;
+                s.chunk = 0;
+                if s.remaining_prefill == 0 {
+                    s.produced = 1;
+                    s.first_token_ms = now;
+                    s.last_token_ms = now;
+                    let (present, new) = self.cache.insert_acquired(&s.hashes);
+                    self.cache.release(&s.hashes[..s.cached_blocks as usize]);
+                    self.reserved -= s.reserved_prompt;
+                    s.reserved_prompt = 0;
+                    if !new.is_empty() {
+                        let parent = present.checked_sub(1).map(|i| s.hashes[i]);
+                        out.events.push(KvEvent::Stored {
+                            parent,
+                            hashes: new,
+                        });
+                    }
+                }
+            }
+        }
+        let mut i = 0;
+        while i < self.running.len() {
+            let s = &self.running[i];
+            if s.remaining_prefill == 0 && s.produced >= s.output_target {
+                let s = self.running.remove(i);
+                self.cache.release(&s.hashes);
+                self.reserved -= s.reserved_private;
+                out.completed.push(s);
+            } else {
+                i += 1;
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profile(cap: u64) -> CostProfile {
+        CostProfile {
+            name: "t".into(),
+            source: "test".into(),
+            block_size: 4,
+            kv_capacity_blocks: cap,
+            prefill_tokens_per_s: 1000.0,
+            prefill_step_overhead_ms: 0.0,
+            decode_step_ms: vec![(1, 10.0), (2, 12.0)],
+            max_batch: 4,
+            max_prefill_tokens_per_step: 8,
+        }
+    }
+
+    fn chain(xs: &[u64]) -> Arc<[BlockHash]> {
+        xs.iter().map(|&x| BlockHash(x)).collect::<Vec<_>>().into()
+    }
+
+    /// Runs the replica to idle; returns (completed seqs, events) with the clock.
+    fn drain(r: &mut Replica, p: &CostProfile, now: &mut f64) -> (Vec<Seq>, Vec<KvEvent>) {
+        let (mut done, mut ev) = (Vec::new(), Vec::new());
+        while let Some(ms) = r.plan_step(p, &mut ev) {
+            *now += ms;
+            let o = r.finish_step(*now);
+            done.extend(o.completed);
+            ev.extend(o.events);
+        }
+        (done, ev)
+    }
+
+    #[test]
+    fn chunked_prefill_then_decode_timeline() {
+        let p = profile(100);
+        let mut r = Replica::new(&p);
+        // 12 prompt tokens (3 full blocks), 3 output tokens.
+        r.waiting
+            .push_back(Seq::new(0, chain(&[1, 2, 3]), 12, 3, 0.0));
+        let mut now = 0.0;
+        let (done, ev) = drain(&mut r, &p, &mut now);
+        // Prefill 8 tokens (8 ms) + 4 tokens (4 ms): first token at 12 ms; two decode steps of 10 ms.
+        let s = &done[0];
+        assert_eq!(s.first_token_ms, 12.0);
+        assert_eq!(s.last_token_ms, 32.0);
+        assert_eq!(s.itls, vec![10.0, 10.0]);
+        assert_eq!(
+            ev,
+            vec![KvEvent::Stored {
+                parent: None,
+                hashes: chain(&[1, 2, 3]).to_vec()
+            }]
+        );
+        assert_eq!(r.reserved, 0);
+        assert_eq!(r.cache.len(), 3);
+    }
+
+    #[test]
+    fn cached_prefix_is_reused_and_lru_evicts_to_admit() {
+        let p = profile(8);
+        let mut r = Replica::new(&p);
+        let mut now = 0.0;
+        r.waiting
+            .push_back(Seq::new(0, chain(&[1, 2, 3]), 12, 1, 0.0));
+        drain(&mut r, &p, &mut now);
+        // Same 2-block prefix, 12 tokens: 2 blocks hit (8 tokens cached), 4 to prefill.
+        r.waiting
+            .push_back(Seq::new(1, chain(&[1, 2, 4]), 12, 1, now));
+        let (done, ev) = drain(&mut r, &p, &mut now);
+        assert_eq!(done[0].cached_blocks, 2);
+        assert_eq!(
+            ev,
+            vec![KvEvent::Stored {
+                parent: Some(BlockHash(2)),
+                hashes: vec![BlockHash(4)]
+            }]
+        );
+        // A fully cached prompt still computes its last block.
+        r.waiting
+            .push_back(Seq::new(2, chain(&[1, 2, 4]), 12, 1, now));
+        let (done, _) = drain(&mut r, &p, &mut now);
+        assert_eq!(done[0].cached_blocks, 2);
+        // A cold 6-block prompt needs 6 + 1 blocks: LRU leaves go first (3, then 4, ...).
+        r.waiting
+            .push_back(Seq::new(3, chain(&[7, 8, 9, 10, 11, 12]), 24, 1, now));
+        let (_, ev) = drain(&mut r, &p, &mut now);
+        let KvEvent::Removed { hashes } = &ev[0] else {
+            panic!("expected a removal first: {ev:?}")
+        };
+        assert_eq!(hashes[0], BlockHash(3));
+        assert!(r.used_blocks() <= 8);
+    }
+}

@@ -1,0 +1,131 @@
+//! `loadtest simulate`: builds the workload once, computes the oracle hit rate, simulates
+//! each requested policy and reports one row / one JSON object per policy.
+
+use crate::cli::SimulateArgs;
+use crate::metrics::Summary;
+use crate::prompt::PromptHasher;
+use crate::report::{json, plot, table, RunReport};
+use crate::rng::mix;
+use crate::sim::{oracle_hit_rate, simulate, CostProfile, SimConfig};
+use crate::workload::{self, LoadShape, Workload};
+use anyhow::{bail, Context};
+use router_policy::{
+    BlockSize, CheckpointId, HashNamespace, IndexConfig, PolicyConfig, POLICY_NAMES,
+};
+use std::time::Instant;
+
+/// Checkpoint id the simulated replicas serve.
+pub const SIM_CHECKPOINT: &str = "simulated-model@sim";
+
+/// Runs the command; returns the reports (also written/printed as asked).
+pub fn run(args: &SimulateArgs) -> anyhow::Result<Vec<RunReport>> {
+    let mut profile = CostProfile::load(&args.profile)?;
+    if let Some(c) = args.kv_capacity_blocks {
+        profile.kv_capacity_blocks = c;
+    }
+    if let Some(b) = args.block_size {
+        profile.block_size = b;
+    }
+    profile.validate().map_err(anyhow::Error::msg)?;
+    if args.replicas == 0 {
+        bail!("--replicas must be at least 1");
+    }
+    let started = Instant::now();
+    let workload = workload::build(&args.workload, args.seed).context("building the workload")?;
+    tracing::info!(
+        requests = workload.requests.len(),
+        ms = started.elapsed().as_millis() as u64,
+        "workload built"
+    );
+    let policies: Vec<String> = if args.policy.is_empty() {
+        POLICY_NAMES.iter().map(|s| s.to_string()).collect()
+    } else {
+        args.policy.clone()
+    };
+    let cfg = SimConfig {
+        replicas: args.replicas,
+        profile,
+        kv_event_delay_ms: args.kv_event_delay_ms,
+        load_staleness_ms: args.load_staleness_ms,
+        checkpoint: CheckpointId::new(SIM_CHECKPOINT),
+        index: IndexConfig::default(),
+    };
+    let oracle = args.oracle.then(|| {
+        let seed = HashNamespace::new(cfg.checkpoint.clone()).root_seed();
+        let mut h = PromptHasher::new(seed, BlockSize(cfg.profile.block_size));
+        oracle_hit_rate(
+            &workload.requests,
+            &mut h,
+            cfg.profile.kv_capacity_blocks * args.replicas as u64,
+        )
+    });
+    let mut reports = Vec::new();
+    for name in &policies {
+        let t = Instant::now();
+        let report = simulate_policy(name, &workload, &cfg, args, oracle)?;
+        if !args.quiet {
+            eprintln!(
+                "simulated {name}: {} requests on {} replicas in {:.2} s",
+                report.records.len(),
+                args.replicas,
+                t.elapsed().as_secs_f64()
+            );
+        }
+        reports.push(report);
+    }
+    let rows: Vec<&Summary> = reports.iter().map(|r| &r.summary).collect();
+    println!("{}", table::render(&rows));
+    write_outputs(&args.output, &reports)?;
+    Ok(reports)
+}
+
+/// Simulates one policy by name and summarises it.
+pub fn simulate_policy(
+    name: &str,
+    workload: &Workload,
+    cfg: &SimConfig,
+    args: &SimulateArgs,
+    oracle: Option<f64>,
+) -> anyhow::Result<RunReport> {
+    let mut pc = PolicyConfig::from_name(name)?;
+    if let PolicyConfig::Random { seed } = &mut pc {
+        *seed = mix(&[args.seed, 0x0BAD_5EED]);
+    }
+    pc.validate()?;
+    let outcome = simulate(workload, cfg, pc.build());
+    tracing::debug!(policy = name, events = outcome.events, "simulation done");
+    let mut summary = Summary::compute(&outcome.records, &args.output.slo());
+    summary.policy = name.to_string();
+    summary.backend = "simulator".into();
+    summary.workload = format!("{:?}", args.workload.workload).to_lowercase();
+    summary.oracle_hit_rate = oracle;
+    label_shape(&mut summary, &workload.shape);
+    Ok(RunReport {
+        summary,
+        records: outcome.records,
+    })
+}
+
+/// Records the arrival shape in vLLM's keys.
+pub fn label_shape(s: &mut Summary, shape: &LoadShape) {
+    match *shape {
+        LoadShape::Poisson { rate } => s.request_rate = Some(rate),
+        LoadShape::Closed { concurrency } => s.max_concurrency = Some(concurrency),
+        LoadShape::Burst | LoadShape::Trace { .. } => {}
+    }
+}
+
+/// Writes `--json`, `--requests-jsonl` and `--plot` outputs.
+pub fn write_outputs(out: &crate::cli::OutputArgs, reports: &[RunReport]) -> anyhow::Result<()> {
+    if let Some(p) = &out.json {
+        json::write_summaries(p, reports)?;
+    }
+    if let Some(p) = &out.requests_jsonl {
+        json::write_requests(p, reports)?;
+    }
+    if let Some(d) = &out.plot {
+        let paths = plot::write_plots(d, reports)?;
+        tracing::info!(?paths, "plots written");
+    }
+    Ok(())
+}

@@ -1,0 +1,40 @@
+//! Tokenizer and chat template shared by the gateway and the replica.
+//!
+//! The replica builds a [`TokenizerSpec`] from its model files (GGUF metadata, a HF
+//! `tokenizer.json`, or a synthetic byte-level vocabulary) and serves it as JSON; the
+//! gateway rebuilds the identical [`ChatTokenizer`] from that JSON, so both sides produce
+//! the same token ids (and so the same block hashes) for the same request.
+//!
+//! # Layout
+//! - [`spec`]: the serialisable [`TokenizerSpec`] and [`ChatMessage`].
+//! - [`tokenizer`]: [`ChatTokenizer`], encode/decode and chat rendering.
+//! - [`stream`]: [`StreamDecoder`], incremental decoding that only yields complete UTF-8.
+
+mod spec;
+mod stream;
+mod template;
+mod tokenizer;
+
+pub use spec::{ChatMessage, TokenizerSpec};
+pub use stream::StreamDecoder;
+pub use tokenizer::ChatTokenizer;
+
+/// Errors from building or using a tokenizer.
+#[derive(Debug, thiserror::Error)]
+pub enum TextError {
+    /// The HF tokenizer JSON could not be loaded.
+    #[error("invalid tokenizer definition: {0}")]
+    InvalidTokenizer(String),
+    /// Encoding or decoding failed inside the tokenizer.
+    #[error("tokenizer failed: {0}")]
+    Tokenizer(String),
+    /// The spec has no chat template.
+    #[error("the model has no chat template")]
+    NoChatTemplate,
+    /// The chat template failed to compile or render.
+    #[error("chat template error: {0}")]
+    Template(String),
+    /// A special token named by the spec is not in the vocabulary.
+    #[error("special token {0:?} is not in the vocabulary")]
+    UnknownSpecialToken(String),
+}

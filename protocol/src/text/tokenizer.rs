@@ -1,0 +1,139 @@
+//! [`ChatTokenizer`]: a HF `tokenizers` tokenizer plus chat template and special tokens.
+
+use super::template::ChatTemplate;
+use super::{ChatMessage, StreamDecoder, TextError, TokenizerSpec};
+use router_policy::TokenId;
+use std::str::FromStr;
+use std::sync::Arc;
+use tokenizers::Tokenizer;
+
+/// Tokenizer + chat template, built from a [`TokenizerSpec`]. Cheap to clone.
+#[derive(Clone)]
+pub struct ChatTokenizer {
+    spec: Arc<TokenizerSpec>,
+    inner: Arc<Tokenizer>,
+    template: Option<Arc<ChatTemplate>>,
+    bos: Option<TokenId>,
+    stop: Vec<TokenId>,
+}
+
+impl std::fmt::Debug for ChatTokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChatTokenizer")
+            .field("vocab_size", &self.inner.get_vocab_size(true))
+            .field("bos", &self.bos)
+            .field("stop", &self.stop)
+            .finish()
+    }
+}
+
+impl ChatTokenizer {
+    /// Rebuilds the tokenizer described by `spec`.
+    pub fn from_spec(spec: &TokenizerSpec) -> Result<Self, TextError> {
+        let json = serde_json::to_string(&spec.tokenizer)
+            .map_err(|e| TextError::InvalidTokenizer(e.to_string()))?;
+        let inner =
+            Tokenizer::from_str(&json).map_err(|e| TextError::InvalidTokenizer(e.to_string()))?;
+        let lookup = |s: &str| {
+            inner
+                .token_to_id(s)
+                .map(TokenId)
+                .ok_or_else(|| TextError::UnknownSpecialToken(s.to_string()))
+        };
+        let bos = spec.bos_token.as_deref().map(lookup).transpose()?;
+        let mut stop = Vec::new();
+        for s in spec.stop_tokens.iter().chain(spec.eos_token.iter()) {
+            let id = lookup(s)?;
+            if !stop.contains(&id) {
+                stop.push(id);
+            }
+        }
+        let template = match &spec.chat_template {
+            Some(src) => Some(Arc::new(ChatTemplate::new(src)?)),
+            None => None,
+        };
+        Ok(Self {
+            spec: Arc::new(spec.clone()),
+            inner: Arc::new(inner),
+            template,
+            bos,
+            stop,
+        })
+    }
+
+    /// The spec this tokenizer was built from (serve it to rebuild an identical one).
+    pub fn spec(&self) -> &TokenizerSpec {
+        &self.spec
+    }
+
+    /// Number of entries in the vocabulary, added tokens included.
+    pub fn vocab_size(&self) -> usize {
+        self.inner.get_vocab_size(true)
+    }
+
+    /// Encodes `text`. Special-token texts (e.g. `<|im_start|>`) always map to their ids;
+    /// `add_special` prepends BOS when the model asks for it.
+    pub fn encode(&self, text: &str, add_special: bool) -> Result<Vec<TokenId>, TextError> {
+        let enc = self
+            .inner
+            .encode(text, false)
+            .map_err(|e| TextError::Tokenizer(e.to_string()))?;
+        let mut out = Vec::with_capacity(enc.get_ids().len() + 1);
+        if add_special && self.spec.add_bos {
+            if let Some(bos) = self.bos {
+                out.push(bos);
+            }
+        }
+        out.extend(enc.get_ids().iter().map(|&i| TokenId(i)));
+        Ok(out)
+    }
+
+    /// Renders `messages` with the chat template.
+    pub fn render_chat(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+    ) -> Result<String, TextError> {
+        let template = self.template.as_ref().ok_or(TextError::NoChatTemplate)?;
+        template.render(
+            messages,
+            add_generation_prompt,
+            self.spec.bos_token.as_deref(),
+            self.spec.eos_token.as_deref(),
+        )
+    }
+
+    /// Renders `messages` with the generation prompt and encodes the result.
+    pub fn encode_chat(&self, messages: &[ChatMessage]) -> Result<Vec<TokenId>, TextError> {
+        let text = self.render_chat(messages, true)?;
+        self.encode(&text, true)
+    }
+
+    /// Decodes `ids`, special tokens included. Invalid UTF-8 becomes U+FFFD.
+    pub fn decode(&self, ids: &[TokenId]) -> Result<String, TextError> {
+        let raw: Vec<u32> = ids.iter().map(|t| t.0).collect();
+        self.inner
+            .decode(&raw, false)
+            .map_err(|e| TextError::Tokenizer(e.to_string()))
+    }
+
+    /// Tokens that end generation.
+    pub fn eos_tokens(&self) -> &[TokenId] {
+        &self.stop
+    }
+
+    /// The BOS token id, if the model has one.
+    pub fn bos_token(&self) -> Option<TokenId> {
+        self.bos
+    }
+
+    /// The text of token `id`, if it exists.
+    pub fn id_to_token(&self, id: TokenId) -> Option<String> {
+        self.inner.id_to_token(id.0)
+    }
+
+    /// A decoder that turns a stream of generated ids into complete UTF-8 text pieces.
+    pub fn stream_decoder(&self) -> StreamDecoder {
+        StreamDecoder::new(self.clone())
+    }
+}

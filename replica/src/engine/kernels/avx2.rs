@@ -1,0 +1,203 @@
+//! AVX2 + FMA + F16C integer dot products (the ggml `vec_dot_q*_q8` scheme).
+#![allow(unsafe_code)]
+
+use super::super::quant::{Q8Block, QuantKind};
+use std::arch::x86_64::*;
+
+pub(super) fn available() -> bool {
+    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *AVAILABLE.get_or_init(|| {
+        is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("f16c")
+    })
+}
+
+pub(super) fn dot_q4_0(row: &[u8], x: &[Q8Block]) -> f32 {
+    assert!(row.len() >= x.len() * QuantKind::Q4_0.block_bytes());
+    // SAFETY: only installed by `qdot_for` after `available()` returned true; the assert
+    // bounds every block read.
+    unsafe { q4_0_impl(row, x) }
+}
+
+pub(super) fn dot_q4_1(row: &[u8], x: &[Q8Block]) -> f32 {
+    assert!(row.len() >= x.len() * QuantKind::Q4_1.block_bytes());
+    // SAFETY: as in `dot_q4_0`.
+    unsafe { q4_1_impl(row, x) }
+}
+
+pub(super) fn dot_q8_0(row: &[u8], x: &[Q8Block]) -> f32 {
+    assert!(row.len() >= x.len() * QuantKind::Q8_0.block_bytes());
+    // SAFETY: as in `dot_q4_0`.
+    unsafe { q8_0_impl(row, x) }
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn f16_to_f32(p: *const u8) -> f32 {
+    // SAFETY: callers pass a pointer to two readable bytes inside a checked row.
+    let bits = unsafe { std::ptr::read_unaligned(p as *const u16) };
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn hsum(v: __m256) -> f32 {
+    let lo = _mm256_castps256_ps128(v);
+    let hi = _mm256_extractf128_ps(v, 1);
+    let s = _mm_add_ps(lo, hi);
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    _mm_cvtss_f32(s)
+}
+
+/// Unpacks 16 bytes of nibbles into 32 bytes (low nibbles first, then high nibbles).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn nibbles(p: *const u8) -> __m256i {
+    // SAFETY: callers pass a pointer to 16 readable bytes inside a checked row.
+    let tmp = unsafe { _mm_loadu_si128(p as *const __m128i) };
+    let hi = _mm_srli_epi16(tmp, 4);
+    _mm256_and_si256(_mm256_set_m128i(hi, tmp), _mm256_set1_epi8(0x0f))
+}
+
+/// Sum of signed-byte products in 8 lanes of i32, as f32.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn mul_sum_i8(a: __m256i, b: __m256i) -> __m256 {
+    let ax = _mm256_sign_epi8(a, a);
+    let sy = _mm256_sign_epi8(b, a);
+    let dot = _mm256_maddubs_epi16(ax, sy);
+    _mm256_cvtepi32_ps(_mm256_madd_epi16(dot, _mm256_set1_epi16(1)))
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn q4_0_impl(row: &[u8], x: &[Q8Block]) -> f32 {
+    let mut acc = _mm256_setzero_ps();
+    let base = row.as_ptr();
+    for (i, y) in x.iter().enumerate() {
+        // SAFETY: block i lies inside `row` (length asserted by the caller).
+        let blk = unsafe { base.add(i * 18) };
+        let d = f16_to_f32(blk) * y.d;
+        // SAFETY: the 16 nibble bytes follow the 2-byte scale inside the block.
+        let qx = _mm256_sub_epi8(nibbles(unsafe { blk.add(2) }), _mm256_set1_epi8(8));
+        // SAFETY: `qs` is 32 bytes.
+        let qy = unsafe { _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i) };
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), mul_sum_i8(qx, qy), acc);
+    }
+    hsum(acc)
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn q4_1_impl(row: &[u8], x: &[Q8Block]) -> f32 {
+    let mut acc = _mm256_setzero_ps();
+    let mut mins = 0.0f32;
+    let ones = _mm256_set1_epi16(1);
+    let base = row.as_ptr();
+    for (i, y) in x.iter().enumerate() {
+        // SAFETY: block i lies inside `row` (length asserted by the caller).
+        let blk = unsafe { base.add(i * 20) };
+        let d = f16_to_f32(blk) * y.d;
+        // SAFETY: the min follows the scale inside the block.
+        mins += f16_to_f32(unsafe { blk.add(2) }) * y.s;
+        // SAFETY: the 16 nibble bytes follow scale and min inside the block.
+        let qx = nibbles(unsafe { blk.add(4) });
+        // SAFETY: `qs` is 32 bytes.
+        let qy = unsafe { _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i) };
+        let dot = _mm256_madd_epi16(_mm256_maddubs_epi16(qx, qy), ones);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(dot), acc);
+    }
+    hsum(acc) + mins
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn q8_0_impl(row: &[u8], x: &[Q8Block]) -> f32 {
+    let mut acc = _mm256_setzero_ps();
+    let base = row.as_ptr();
+    for (i, y) in x.iter().enumerate() {
+        // SAFETY: block i lies inside `row` (length asserted by the caller).
+        let blk = unsafe { base.add(i * 34) };
+        let d = f16_to_f32(blk) * y.d;
+        // SAFETY: the 32 quant bytes follow the 2-byte scale inside the block.
+        let qx = unsafe { _mm256_loadu_si256(blk.add(2) as *const __m256i) };
+        // SAFETY: `qs` is 32 bytes.
+        let qy = unsafe { _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i) };
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), mul_sum_i8(qx, qy), acc);
+    }
+    hsum(acc)
+}
+
+pub(super) fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    // SAFETY: only called after `available()` returned true; reads stay below `n`.
+    unsafe { dot_f32_impl(&a[..n], &b[..n]) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn dot_f32_impl(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len();
+    let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    let mut i = 0;
+    while i + 16 <= n {
+        // SAFETY: i + 16 <= n = a.len() = b.len().
+        unsafe {
+            let (pa, pb) = (a.as_ptr().add(i), b.as_ptr().add(i));
+            acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa), _mm256_loadu_ps(pb), acc0);
+            acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(8)), _mm256_loadu_ps(pb.add(8)), acc1);
+        }
+        i += 16;
+    }
+    while i + 8 <= n {
+        // SAFETY: i + 8 <= n.
+        unsafe {
+            let (pa, pb) = (a.as_ptr().add(i), b.as_ptr().add(i));
+            acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa), _mm256_loadu_ps(pb), acc0);
+        }
+        i += 8;
+    }
+    let mut s = hsum(_mm256_add_ps(acc0, acc1));
+    while i < n {
+        s += a[i] * b[i];
+        i += 1;
+    }
+    s
+}
+
+/// Four activations at once against one `Q4_1` row: `x` holds 4 rows of `nb` blocks.
+pub(super) fn dot_q4_1_x4(row: &[u8], x: &[Q8Block]) -> [f32; 4] {
+    let nb = x.len() / 4;
+    assert!(row.len() >= nb * QuantKind::Q4_1.block_bytes() && x.len() == nb * 4);
+    // SAFETY: as in `dot_q4_0`; the assert bounds every block read.
+    unsafe { q4_1_x4_impl(row, x, nb) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn q4_1_x4_impl(row: &[u8], x: &[Q8Block], nb: usize) -> [f32; 4] {
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let mut mins = [0.0f32; 4];
+    let ones = _mm256_set1_epi16(1);
+    let base = row.as_ptr();
+    for i in 0..nb {
+        // SAFETY: block i lies inside `row` (length asserted by the caller).
+        let blk = unsafe { base.add(i * 20) };
+        let d = f16_to_f32(blk);
+        // SAFETY: the min follows the scale inside the block.
+        let m = f16_to_f32(unsafe { blk.add(2) });
+        // SAFETY: the 16 nibble bytes follow scale and min inside the block.
+        let qx = nibbles(unsafe { blk.add(4) });
+        for j in 0..4 {
+            let y = &x[j * nb + i];
+            mins[j] += m * y.s;
+            // SAFETY: `qs` is 32 bytes.
+            let qy = unsafe { _mm256_loadu_si256(y.qs.as_ptr() as *const __m256i) };
+            let dot = _mm256_madd_epi16(_mm256_maddubs_epi16(qx, qy), ones);
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d * y.d), _mm256_cvtepi32_ps(dot), acc[j]);
+        }
+    }
+    [
+        hsum(acc[0]) + mins[0],
+        hsum(acc[1]) + mins[1],
+        hsum(acc[2]) + mins[2],
+        hsum(acc[3]) + mins[3],
+    ]
+}

@@ -1,0 +1,90 @@
+//! The paged KV pool: fixed-size pages of K and V for every layer.
+//!
+//! A page holds `block_size` consecutive positions of one sequence, for all layers. The
+//! caller (the radix cache) owns page allocation and may share a page between sequences
+//! whose prefixes match; the engine only reads and writes the pages a step names.
+
+use router_policy::BlockSize;
+
+/// Index of a page in the pool (`0..num_pages`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PageId(pub u32);
+
+/// Shape of one page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KvLayout {
+    /// Positions per page (= the hashing block size).
+    pub block_size: BlockSize,
+    /// Layers stored per page.
+    pub n_layers: usize,
+    /// `n_kv_heads * head_dim`.
+    pub kv_dim: usize,
+}
+
+/// Bytes per stored K or V value (f32).
+const ELEM_BYTES: usize = 4;
+
+impl KvLayout {
+    /// Floats in one page.
+    pub fn floats_per_page(&self) -> usize {
+        self.n_layers * 2 * self.block_size.get() * self.kv_dim
+    }
+    /// Memory of one page.
+    pub fn bytes_per_page(&self) -> usize {
+        self.floats_per_page() * ELEM_BYTES
+    }
+    /// Offset of the K (`kind = 0`) or V (`kind = 1`) row of `slot` in `layer` of `page`.
+    fn offset(&self, page: PageId, layer: usize, kind: usize, slot: usize) -> usize {
+        let bs = self.block_size.get();
+        page.0 as usize * self.floats_per_page() + ((layer * 2 + kind) * bs + slot) * self.kv_dim
+    }
+}
+
+/// Storage for all pages.
+#[derive(Debug)]
+pub(crate) struct KvPool {
+    layout: KvLayout,
+    num_pages: usize,
+    data: Vec<f32>,
+}
+
+impl KvPool {
+    /// Allocates `num_pages` zeroed pages.
+    pub(crate) fn new(layout: KvLayout, num_pages: usize) -> Self {
+        Self {
+            layout,
+            num_pages,
+            data: vec![0.0; layout.floats_per_page() * num_pages],
+        }
+    }
+    /// Page shape.
+    pub(crate) fn layout(&self) -> KvLayout {
+        self.layout
+    }
+    /// Number of pages.
+    pub(crate) fn num_pages(&self) -> usize {
+        self.num_pages
+    }
+    /// Stores K and V of position `pos` of a sequence with block table `pages`.
+    pub(crate) fn write(
+        &mut self,
+        pages: &[PageId],
+        layer: usize,
+        pos: usize,
+        k: &[f32],
+        v: &[f32],
+    ) {
+        let bs = self.layout.block_size.get();
+        let (page, slot) = (pages[pos / bs], pos % bs);
+        let d = self.layout.kv_dim;
+        let ko = self.layout.offset(page, layer, 0, slot);
+        self.data[ko..ko + d].copy_from_slice(k);
+        let vo = self.layout.offset(page, layer, 1, slot);
+        self.data[vo..vo + d].copy_from_slice(v);
+    }
+    /// The contiguous K or V rows of `len` slots of one page (`len <= block_size`).
+    pub(crate) fn page_rows(&self, page: PageId, layer: usize, kind: usize, len: usize) -> &[f32] {
+        let o = self.layout.offset(page, layer, kind, 0);
+        &self.data[o..o + len * self.layout.kv_dim]
+    }
+}

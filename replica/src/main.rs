@@ -1,0 +1,41 @@
+//! `replica`: Warmpath's inference replica binary.
+
+use clap::{Parser, Subcommand};
+use replica::cli::{bench::BenchArgs, generate::GenerateArgs, tokenize::TokenizeArgs};
+use std::io::Write;
+
+#[derive(Parser)]
+#[command(name = "replica", version, about = "Warmpath inference replica")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Generate a continuation of one prompt.
+    Generate(GenerateArgs),
+    /// Print the token ids of a text as a JSON array.
+    Tokenize(TokenizeArgs),
+    /// Measure prefill and decode throughput.
+    Bench(BenchArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let out = match &cli.cmd {
+        Cmd::Generate(a) => replica::cli::generate::run(a)?,
+        Cmd::Tokenize(a) => replica::cli::tokenize::run(a)?,
+        Cmd::Bench(a) => replica::cli::bench::run(a)?,
+    };
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{out}")?;
+    Ok(())
+}

@@ -1,0 +1,148 @@
+//! `replica serve` command-line arguments and their parsed forms.
+
+use crate::server::error::ServerError;
+use clap::Args;
+use std::fmt;
+use std::str::FromStr;
+
+/// Arguments of `replica serve`.
+#[derive(Args, Clone, Debug)]
+pub struct ServeArgs {
+    /// Model to serve: a GGUF/safetensors path, `dummy:NAME`, or no value for the default
+    /// SmolLM2 checkpoint.
+    #[arg(long, num_args = 0..=1, default_missing_value = "", default_value = "")]
+    pub model: String,
+    /// Port to listen on; 0 picks a free one (the bound address is printed).
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
+    /// Address to bind.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Memory for the paged KV pool, e.g. `256MiB`, `1GiB`, `500000000`.
+    #[arg(long, default_value = "256MiB")]
+    pub kv_memory: ByteSize,
+    /// Compute device: `cpu` (or `cuda:N`, not supported yet).
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// Tokens per KV page (= hashed block).
+    #[arg(long, default_value_t = 16)]
+    pub block_size: u32,
+    /// Maximum sequences in the running batch.
+    #[arg(long, default_value_t = 32)]
+    pub max_running: usize,
+    /// Tokens computed per engine step (decode tokens plus prefill chunks).
+    #[arg(long, default_value_t = 512)]
+    pub token_budget: usize,
+    /// Compute threads (0 = the engine's default).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// Deployment region label reported in the replica info.
+    #[arg(long)]
+    pub region: Option<String>,
+    /// Engine steps a waiting request may be passed over by better-cached ones before it
+    /// is admitted in arrival order.
+    #[arg(long, default_value_t = 16)]
+    pub fairness_steps: u64,
+}
+
+impl ServeArgs {
+    /// Defaults for an in-process server serving `model` on a free loopback port.
+    pub fn for_model(model: &str) -> Self {
+        Self {
+            model: model.to_string(),
+            port: 0,
+            host: "127.0.0.1".to_string(),
+            kv_memory: ByteSize(256 << 20),
+            device: "cpu".to_string(),
+            block_size: 16,
+            max_running: 32,
+            token_budget: 512,
+            threads: 0,
+            region: None,
+            fairness_steps: 16,
+        }
+    }
+
+    /// Checks values clap cannot.
+    pub fn validate(&self) -> Result<(), ServerError> {
+        if self.device != "cpu" {
+            return Err(ServerError::Config(format!(
+                "device {:?} is not supported by this build; use --device cpu",
+                self.device
+            )));
+        }
+        if self.block_size == 0 || self.block_size > 256 {
+            return Err(ServerError::Config(
+                "--block-size must be in 1..=256".into(),
+            ));
+        }
+        if self.max_running == 0 {
+            return Err(ServerError::Config(
+                "--max-running must be at least 1".into(),
+            ));
+        }
+        if self.token_budget == 0 {
+            return Err(ServerError::Config(
+                "--token-budget must be at least 1".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A memory size such as `256MiB`, `2GB`, `1k` or a plain byte count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ByteSize(pub u64);
+
+impl FromStr for ByteSize {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim();
+        let split = t
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(t.len());
+        let (num, unit) = t.split_at(split);
+        let value: f64 = num.parse().map_err(|_| format!("invalid size {s:?}"))?;
+        let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+            "" | "b" => 1,
+            "k" | "kb" => 1_000,
+            "kib" => 1 << 10,
+            "m" | "mb" => 1_000_000,
+            "mib" => 1 << 20,
+            "g" | "gb" => 1_000_000_000,
+            "gib" => 1 << 30,
+            other => return Err(format!("unknown size unit {other:?} in {s:?}")),
+        };
+        Ok(ByteSize((value * mult as f64) as u64))
+    }
+}
+
+impl fmt::Display for ByteSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}B", self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_sizes_parse() {
+        assert_eq!("256MiB".parse::<ByteSize>().unwrap(), ByteSize(256 << 20));
+        assert_eq!("1gb".parse::<ByteSize>().unwrap(), ByteSize(1_000_000_000));
+        assert_eq!("1024".parse::<ByteSize>().unwrap(), ByteSize(1024));
+        assert_eq!("1.5KiB".parse::<ByteSize>().unwrap(), ByteSize(1536));
+        assert!("12 parsecs".parse::<ByteSize>().is_err());
+        assert!("MiB".parse::<ByteSize>().is_err());
+    }
+
+    #[test]
+    fn cuda_device_is_a_clear_error() {
+        let mut a = ServeArgs::for_model("dummy:tiny");
+        a.device = "cuda:0".into();
+        let e = a.validate().unwrap_err().to_string();
+        assert!(e.contains("cuda:0") && e.contains("--device cpu"), "{e}");
+    }
+}

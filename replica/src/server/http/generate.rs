@@ -1,0 +1,246 @@
+//! `POST /v1/chat/completions` and `POST /v1/completions`: parse, validate, tokenize,
+//! submit to the engine loop, answer (JSON or SSE).
+
+use super::respond::{self, Endpoint, Job};
+use super::AppState;
+use crate::engine::sampling::SamplingParams;
+use crate::server::error::ApiError;
+use crate::server::worker::{GenRequest, WorkerMsg};
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use router_policy::{CacheSalt, TokenId};
+use serde::de::DeserializeOwned;
+use warmpath_protocol::openai::{
+    ChatCompletionRequest, CompletionRequest, PromptInput, SamplingFields,
+};
+use warmpath_protocol::replica_api::HEADER_CACHE_SALT;
+use warmpath_protocol::text::ChatMessage;
+
+fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|e| ApiError::from_json(&e))
+}
+
+fn check_model(state: &AppState, model: &str) -> Result<(), ApiError> {
+    if model == state.facts.model_name {
+        Ok(())
+    } else {
+        Err(ApiError::ModelNotFound(model.to_string()))
+    }
+}
+
+fn salt(headers: &HeaderMap) -> Option<CacheSalt> {
+    headers
+        .get(HEADER_CACHE_SALT)
+        .and_then(|v| v.to_str().ok())
+        .filter(|s| !s.is_empty())
+        .map(CacheSalt::new)
+}
+
+/// Validates sampling fields against the prompt and the model's limits.
+pub fn sampling_params(
+    f: &SamplingFields,
+    prompt_len: usize,
+    max_context: usize,
+    pool_tokens: usize,
+) -> Result<SamplingParams, ApiError> {
+    if prompt_len == 0 {
+        return Err(ApiError::InvalidParam {
+            param: "prompt",
+            message: "the prompt is empty".into(),
+        });
+    }
+    if prompt_len >= max_context {
+        return Err(ApiError::ContextExceeded {
+            max_context,
+            prompt: prompt_len,
+            requested: prompt_len + 1,
+        });
+    }
+    let room = max_context - prompt_len;
+    let max_tokens = match f.max_completion_tokens.or(f.max_tokens) {
+        None => room,
+        Some(0) => {
+            return Err(ApiError::InvalidParam {
+                param: "max_tokens",
+                message: "max_tokens must be at least 1".into(),
+            })
+        }
+        Some(n) if n as usize > room => {
+            return Err(ApiError::InvalidParam {
+                param: "max_tokens",
+                message: format!(
+                    "max_tokens ({n}) plus the prompt ({prompt_len} tokens) exceeds the context window of {max_context} tokens"
+                ),
+            })
+        }
+        Some(n) => n as usize,
+    };
+    // The whole sequence must fit the KV pool at once (one page of slack for the tail).
+    if prompt_len + max_tokens > pool_tokens {
+        return Err(ApiError::Capacity {
+            needed: prompt_len + max_tokens,
+            total: pool_tokens,
+        });
+    }
+    let temperature = f.temperature.unwrap_or(1.0);
+    if !(0.0..=2.0).contains(&temperature) {
+        return Err(ApiError::InvalidParam {
+            param: "temperature",
+            message: format!("temperature must be between 0 and 2, got {temperature}"),
+        });
+    }
+    let top_p = f.top_p.unwrap_or(1.0);
+    if !(top_p > 0.0 && top_p <= 1.0) {
+        return Err(ApiError::InvalidParam {
+            param: "top_p",
+            message: format!("top_p must be in (0, 1], got {top_p}"),
+        });
+    }
+    let stop = f.stop.as_ref().map(|s| s.to_vec()).unwrap_or_default();
+    if stop.iter().any(String::is_empty) {
+        return Err(ApiError::InvalidParam {
+            param: "stop",
+            message: "stop strings must not be empty".into(),
+        });
+    }
+    Ok(SamplingParams {
+        temperature,
+        top_k: f.top_k.unwrap_or(0) as usize,
+        top_p,
+        seed: f.seed,
+        max_tokens,
+        stop,
+        logprobs: false,
+    })
+}
+
+/// Validates, submits to the engine loop and answers as JSON or SSE.
+async fn submit(
+    state: &AppState,
+    headers: &HeaderMap,
+    prompt: Vec<TokenId>,
+    fields: &SamplingFields,
+    endpoint: Endpoint,
+    model: String,
+) -> Result<Response, ApiError> {
+    let pool_tokens = state.info.capacity_blocks as usize * state.block_size;
+    let params = sampling_params(fields, prompt.len(), state.facts.max_context, pool_tokens)?;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let job = Job {
+        endpoint,
+        model,
+        prompt_tokens: prompt.len(),
+        stop: params.stop.clone(),
+        include_usage: fields
+            .stream_options
+            .as_ref()
+            .is_some_and(|o| o.include_usage),
+        decoder: state.facts.tokenizer.stream_decoder(),
+        rx,
+    };
+    let req = GenRequest {
+        prompt,
+        params,
+        salt: salt(headers),
+        ignore_eos: false,
+        reply: tx,
+    };
+    state
+        .submit
+        .send(WorkerMsg::Generate(req))
+        .map_err(|_| ApiError::Unavailable)?;
+    if fields.stream {
+        Ok(respond::sse(job))
+    } else {
+        respond::full(job).await
+    }
+}
+
+/// `POST /v1/chat/completions`.
+pub async fn chat_completions(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let req: ChatCompletionRequest = parse(&body)?;
+    check_model(&state, &req.model)?;
+    if req.messages.is_empty() {
+        return Err(ApiError::InvalidParam {
+            param: "messages",
+            message: "messages must not be empty".into(),
+        });
+    }
+    let messages: Vec<ChatMessage> = req
+        .messages
+        .iter()
+        .map(|m| {
+            ChatMessage::new(
+                m.role.clone(),
+                m.content.as_ref().map(|c| c.to_text()).unwrap_or_default(),
+            )
+        })
+        .collect();
+    let prompt =
+        state
+            .facts
+            .tokenizer
+            .encode_chat(&messages)
+            .map_err(|e| ApiError::InvalidParam {
+                param: "messages",
+                message: e.to_string(),
+            })?;
+    submit(
+        &state,
+        &headers,
+        prompt,
+        &req.sampling,
+        Endpoint::Chat,
+        req.model,
+    )
+    .await
+}
+
+/// `POST /v1/completions`.
+pub async fn completions(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let req: CompletionRequest = parse(&body)?;
+    check_model(&state, &req.model)?;
+    let prompt = match &req.prompt {
+        PromptInput::Text(t) => {
+            state
+                .facts
+                .tokenizer
+                .encode(t, true)
+                .map_err(|e| ApiError::InvalidParam {
+                    param: "prompt",
+                    message: e.to_string(),
+                })?
+        }
+        PromptInput::Tokens(ids) => {
+            if let Some(bad) = ids.iter().find(|&&t| t as usize >= state.facts.vocab_size) {
+                return Err(ApiError::InvalidParam {
+                    param: "prompt",
+                    message: format!(
+                        "token id {bad} is outside the vocabulary ({} ids)",
+                        state.facts.vocab_size
+                    ),
+                });
+            }
+            ids.iter().map(|&t| TokenId(t)).collect()
+        }
+    };
+    submit(
+        &state,
+        &headers,
+        prompt,
+        &req.sampling,
+        Endpoint::Completion,
+        req.model,
+    )
+    .await
+}

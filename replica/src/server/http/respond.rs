@@ -1,0 +1,385 @@
+//! Turning the engine loop's [`SeqEvent`]s into OpenAI responses: a full JSON body, or
+//! server-sent events (`data: {chunk}` lines, an optional usage chunk, `data: [DONE]`).
+//!
+//! Stop strings are applied here: text is held back while it could still be the start of
+//! a stop string; when one appears the answer ends and the reply channel is dropped,
+//! which cancels the sequence in the engine loop within one step.
+
+use super::unix_now;
+use crate::engine::sampling::find_stop;
+use crate::server::error::ApiError;
+use crate::server::worker::{FinishReason, SeqEvent};
+use axum::body::{Body, Bytes};
+use axum::http::{header, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use tokio::sync::mpsc::UnboundedReceiver;
+use warmpath_protocol::openai::{
+    ChatChoice, ChatChunkChoice, ChatCompletionChunk, ChatCompletionResponse, ChatDelta,
+    CompletionChoice, CompletionResponse, PromptTokensDetails, ResponseMessage, Usage,
+};
+use warmpath_protocol::text::StreamDecoder;
+
+/// Which API shape to answer in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `/v1/chat/completions`.
+    Chat,
+    /// `/v1/completions`.
+    Completion,
+}
+
+/// A submitted request waiting for its tokens.
+#[derive(Debug)]
+pub struct Job {
+    /// Answer shape.
+    pub endpoint: Endpoint,
+    /// Model name echoed back.
+    pub model: String,
+    /// Prompt length.
+    pub prompt_tokens: usize,
+    /// Stop strings.
+    pub stop: Vec<String>,
+    /// Send a usage chunk at the end of a stream.
+    pub include_usage: bool,
+    /// Incremental detokenizer.
+    pub decoder: StreamDecoder,
+    /// The engine loop's events for this request.
+    pub rx: UnboundedReceiver<SeqEvent>,
+}
+
+/// What reading a job produced.
+#[derive(Debug, PartialEq)]
+enum Piece {
+    Text(String),
+    Done(FinishReason),
+    Failed(String),
+}
+
+/// Reads a job's events as text pieces, applying stop strings.
+struct Reader {
+    job: Job,
+    held: String,
+    max_stop: usize,
+    cached_tokens: usize,
+    completion_tokens: usize,
+    queue: std::collections::VecDeque<Piece>,
+    ended: bool,
+}
+
+impl Reader {
+    fn new(job: Job) -> Self {
+        let max_stop = job.stop.iter().map(String::len).max().unwrap_or(0);
+        Self {
+            job,
+            held: String::new(),
+            max_stop,
+            cached_tokens: 0,
+            completion_tokens: 0,
+            queue: Default::default(),
+            ended: false,
+        }
+    }
+
+    fn usage(&self) -> Usage {
+        let p = self.job.prompt_tokens as u32;
+        let c = self.completion_tokens as u32;
+        Usage {
+            prompt_tokens: p,
+            completion_tokens: c,
+            total_tokens: p + c,
+            prompt_tokens_details: Some(PromptTokensDetails {
+                cached_tokens: self.cached_tokens as u32,
+            }),
+        }
+    }
+
+    fn end(&mut self, last: Piece) {
+        self.queue.push_back(last);
+        self.ended = true;
+        // Dropping interest cancels the sequence in the engine loop within one step.
+        self.job.rx.close();
+    }
+
+    /// Moves what can be emitted from `held` to the queue; ends on a stop string.
+    fn release(&mut self, final_flush: bool) -> bool {
+        if let Some(pos) = find_stop(&self.held, &self.job.stop) {
+            self.held.truncate(pos);
+            let text = std::mem::take(&mut self.held);
+            if !text.is_empty() {
+                self.queue.push_back(Piece::Text(text));
+            }
+            self.end(Piece::Done(FinishReason::Stop));
+            return true;
+        }
+        let keep = if final_flush {
+            0
+        } else {
+            self.max_stop.saturating_sub(1)
+        };
+        if self.held.len() > keep {
+            let mut cut = self.held.len() - keep;
+            while !self.held.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            let rest = self.held.split_off(cut);
+            let out = std::mem::replace(&mut self.held, rest);
+            if !out.is_empty() {
+                self.queue.push_back(Piece::Text(out));
+            }
+        }
+        false
+    }
+
+    fn on_event(&mut self, ev: Option<SeqEvent>) {
+        match ev {
+            None => self.end(Piece::Failed("the engine dropped the request".into())),
+            Some(SeqEvent::Admitted { cached_tokens }) => self.cached_tokens = cached_tokens,
+            Some(SeqEvent::Token(t)) => {
+                self.completion_tokens += 1;
+                if let Some(s) = self.job.decoder.push(t) {
+                    self.held.push_str(&s);
+                }
+                self.release(false);
+            }
+            Some(SeqEvent::Finished {
+                reason,
+                completion_tokens,
+            }) => {
+                self.completion_tokens = completion_tokens;
+                if let Some(s) = self.job.decoder.finish() {
+                    self.held.push_str(&s);
+                }
+                if !self.release(true) {
+                    self.end(Piece::Done(reason));
+                }
+            }
+            Some(SeqEvent::Failed(m)) => self.end(Piece::Failed(m)),
+        }
+    }
+
+    /// The next piece; `None` after the last one.
+    async fn next(&mut self) -> Option<Piece> {
+        loop {
+            if let Some(p) = self.queue.pop_front() {
+                return Some(p);
+            }
+            if self.ended {
+                return None;
+            }
+            let ev = self.job.rx.recv().await;
+            self.on_event(ev);
+        }
+    }
+}
+
+fn response_id(endpoint: Endpoint) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let prefix = match endpoint {
+        Endpoint::Chat => "chatcmpl",
+        Endpoint::Completion => "cmpl",
+    };
+    format!("{prefix}-{:x}{n:06x}", unix_now())
+}
+
+/// Waits for the whole answer and returns it as one JSON response.
+pub async fn full(job: Job) -> Result<Response, ApiError> {
+    let endpoint = job.endpoint;
+    let model = job.model.clone();
+    let mut r = Reader::new(job);
+    let mut text = String::new();
+    let mut reason = FinishReason::Stop;
+    while let Some(p) = r.next().await {
+        match p {
+            Piece::Text(t) => text.push_str(&t),
+            Piece::Done(why) => reason = why,
+            Piece::Failed(m) => return Err(ApiError::Internal(m)),
+        }
+    }
+    let (id, created, usage) = (response_id(endpoint), unix_now(), r.usage());
+    let finish_reason = Some(reason.as_str().to_string());
+    Ok(match endpoint {
+        Endpoint::Chat => Json(ChatCompletionResponse {
+            id,
+            object: "chat.completion".into(),
+            created,
+            model,
+            choices: vec![ChatChoice {
+                index: 0,
+                message: ResponseMessage {
+                    role: "assistant".into(),
+                    content: text,
+                },
+                finish_reason,
+            }],
+            usage,
+        })
+        .into_response(),
+        Endpoint::Completion => Json(CompletionResponse {
+            id,
+            object: "text_completion".into(),
+            created,
+            model,
+            choices: vec![CompletionChoice {
+                text,
+                index: 0,
+                finish_reason,
+            }],
+            usage: Some(usage),
+        })
+        .into_response(),
+    })
+}
+
+/// Builds SSE frames for one stream.
+struct Framer {
+    endpoint: Endpoint,
+    id: String,
+    created: u64,
+    model: String,
+}
+
+impl Framer {
+    fn frame<T: serde::Serialize>(value: &T) -> Bytes {
+        let json = serde_json::to_string(value).unwrap_or_else(|_| "{}".into());
+        Bytes::from(format!("data: {json}\n\n"))
+    }
+
+    fn chunk(
+        &self,
+        delta: ChatDelta,
+        text: String,
+        finish: Option<FinishReason>,
+        usage: Option<Usage>,
+    ) -> Bytes {
+        let finish_reason = finish.map(|f| f.as_str().to_string());
+        match self.endpoint {
+            Endpoint::Chat => Self::frame(&ChatCompletionChunk {
+                id: self.id.clone(),
+                object: "chat.completion.chunk".into(),
+                created: self.created,
+                model: self.model.clone(),
+                choices: if usage.is_some() {
+                    Vec::new()
+                } else {
+                    vec![ChatChunkChoice {
+                        index: 0,
+                        delta,
+                        finish_reason,
+                    }]
+                },
+                usage,
+            }),
+            Endpoint::Completion => Self::frame(&CompletionResponse {
+                id: self.id.clone(),
+                object: "text_completion".into(),
+                created: self.created,
+                model: self.model.clone(),
+                choices: if usage.is_some() {
+                    Vec::new()
+                } else {
+                    vec![CompletionChoice {
+                        text,
+                        index: 0,
+                        finish_reason,
+                    }]
+                },
+                usage,
+            }),
+        }
+    }
+
+    fn text(&self, t: String) -> Bytes {
+        self.chunk(
+            ChatDelta {
+                role: None,
+                content: Some(t.clone()),
+            },
+            t,
+            None,
+            None,
+        )
+    }
+}
+
+/// State of one SSE stream.
+struct SseState {
+    reader: Reader,
+    framer: Framer,
+    include_usage: bool,
+    started: bool,
+    finished: bool,
+}
+
+/// Streams the answer as server-sent events.
+pub fn sse(job: Job) -> Response {
+    let framer = Framer {
+        endpoint: job.endpoint,
+        id: response_id(job.endpoint),
+        created: unix_now(),
+        model: job.model.clone(),
+    };
+    let include_usage = job.include_usage;
+    let state = SseState {
+        reader: Reader::new(job),
+        framer,
+        include_usage,
+        started: false,
+        finished: false,
+    };
+    let stream = futures_util::stream::unfold(state, |mut st| async move {
+        if st.finished {
+            return None;
+        }
+        let mut out: Vec<u8> = Vec::new();
+        if !st.started {
+            st.started = true;
+            if st.framer.endpoint == Endpoint::Chat {
+                let first = ChatDelta {
+                    role: Some("assistant".into()),
+                    content: Some(String::new()),
+                };
+                out.extend_from_slice(&st.framer.chunk(first, String::new(), None, None));
+            }
+        }
+        match st.reader.next().await {
+            Some(Piece::Text(t)) => out.extend_from_slice(&st.framer.text(t)),
+            Some(Piece::Done(reason)) => {
+                out.extend_from_slice(&st.framer.chunk(
+                    ChatDelta::default(),
+                    String::new(),
+                    Some(reason),
+                    None,
+                ));
+                if st.include_usage {
+                    let usage = st.reader.usage();
+                    out.extend_from_slice(&st.framer.chunk(
+                        ChatDelta::default(),
+                        String::new(),
+                        None,
+                        Some(usage),
+                    ));
+                }
+                out.extend_from_slice(b"data: [DONE]\n\n");
+                st.finished = true;
+            }
+            Some(Piece::Failed(m)) => {
+                let body = ApiError::Internal(m).body();
+                out.extend_from_slice(&Framer::frame(&body));
+                st.finished = true;
+            }
+            None => st.finished = true,
+        }
+        Some((Ok::<Bytes, std::convert::Infallible>(Bytes::from(out)), st))
+    });
+    let mut resp = Body::from_stream(stream).into_response();
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    resp
+}

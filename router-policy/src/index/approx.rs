@@ -1,0 +1,119 @@
+//! The approximate part: where the router itself sent prefixes, with a TTL.
+//!
+//! Covers replicas that publish no KV events (any OpenAI-compatible server) and the short
+//! window before a replica's `stored` events arrive (a burst of requests sharing a prefix).
+//! Kept apart from the precise part so a guess never overwrites what a replica reported.
+
+use super::lru::LruTable;
+use crate::ids::{BlockHash, Millis, ReplicaId};
+
+/// One replica's routing record for one block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ApproxHolder {
+    pub(crate) replica: ReplicaId,
+    pub(crate) expires: Millis,
+}
+
+/// Block -> (replica, expiry), bounded to `max_entries` pairs and aged by TTL.
+#[derive(Debug)]
+pub(crate) struct ApproxIndex {
+    table: LruTable<Vec<ApproxHolder>>,
+    entries: usize,
+    max_entries: usize,
+    ttl: Millis,
+}
+
+impl ApproxIndex {
+    pub(crate) fn new(max_entries: usize, ttl: Millis) -> Self {
+        Self {
+            table: LruTable::new(),
+            entries: 0,
+            max_entries,
+            ttl,
+        }
+    }
+
+    /// (block, replica) records held, including expired ones not yet reclaimed.
+    pub(crate) fn entries(&self) -> usize {
+        self.entries
+    }
+
+    /// Records that `r` was sent a request whose prefix chain is `hashes` at `now`.
+    pub(crate) fn record(&mut self, r: ReplicaId, hashes: &[BlockHash], now: Millis) {
+        let expires = Millis(now.0.saturating_add(self.ttl.0));
+        for &h in hashes {
+            let i = self.table.upsert_mru(h);
+            let holders = self.table.value_mut(i);
+            let before = holders.len();
+            holders.retain(|x| x.expires > now && x.replica != r);
+            holders.push(ApproxHolder {
+                replica: r,
+                expires,
+            });
+            let after = holders.len();
+            self.entries = self.entries + after - before;
+        }
+        self.reclaim(now);
+    }
+
+    /// Replicas with an unexpired record for `h`.
+    #[inline]
+    pub(crate) fn holders(
+        &self,
+        h: BlockHash,
+        now: Millis,
+    ) -> impl Iterator<Item = ReplicaId> + '_ {
+        self.table
+            .get(h)
+            .into_iter()
+            .flatten()
+            .filter(move |x| x.expires > now)
+            .map(|x| x.replica)
+    }
+
+    /// Unexpired blocks recorded for `r` (O(blocks); for tests and dashboards).
+    pub(crate) fn replica_blocks(&self, r: ReplicaId, now: Millis) -> usize {
+        self.table
+            .iter_mru()
+            .filter(|(_, v)| v.iter().any(|x| x.replica == r && x.expires > now))
+            .count()
+    }
+
+    /// Drops every record of `r`.
+    pub(crate) fn clear_replica(&mut self, r: ReplicaId) {
+        let mut removed = 0;
+        self.table.retain(|_, v| {
+            let before = v.len();
+            v.retain(|x| x.replica != r);
+            removed += before - v.len();
+            !v.is_empty()
+        });
+        self.entries -= removed;
+    }
+
+    /// Heap bytes held.
+    pub(crate) fn allocated_bytes(&self) -> usize {
+        let payload: usize = self
+            .table
+            .iter_mru()
+            .map(|(_, v)| v.capacity() * std::mem::size_of::<ApproxHolder>())
+            .sum();
+        self.table.allocated_bytes() + payload
+    }
+
+    /// Drops blocks whose every record has expired (they sit at the LRU end, because a block
+    /// moves to the front whenever it is recorded) and enforces the size bound.
+    fn reclaim(&mut self, now: Millis) {
+        while let Some(i) = self.table.lru() {
+            let over = self.entries > self.max_entries;
+            let v = self.table.value_mut(i);
+            let expired = v.iter().all(|x| x.expires <= now);
+            if !(over || expired) {
+                break;
+            }
+            let n = v.len();
+            self.table.remove_at(i);
+            self.entries -= n;
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! Longest-prefix matching over a request's hash chain.
+//!
+//! For each replica: the number of leading blocks it holds, stopping at its first miss. One
+//! walk down the chain keeps the set of replicas still matching ("alive"); a replica leaves
+//! the set at its first miss, and the walk stops as soon as nobody is left, so a cold
+//! request costs one table lookup. Cost: O(matched depth x (alive + holders per block)).
+
+use super::approx::ApproxIndex;
+use super::precise::PreciseIndex;
+use crate::ids::{BlockHash, Millis, ReplicaId};
+use serde::Serialize;
+
+/// How much of a request's prefix one replica holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ReplicaMatch {
+    /// Leading blocks held according to the replica's own KV events.
+    pub precise_blocks: u32,
+    /// Leading blocks held according to the router's unexpired routing history.
+    pub approx_blocks: u32,
+}
+
+impl ReplicaMatch {
+    /// The best estimate of cached leading blocks: the larger of the two parts.
+    pub fn blocks(&self) -> u32 {
+        self.precise_blocks.max(self.approx_blocks)
+    }
+
+    /// True when the estimate comes from the replica's events (precise covers the best part).
+    pub fn is_precise(&self) -> bool {
+        self.precise_blocks > 0 && self.precise_blocks >= self.approx_blocks
+    }
+}
+
+/// Per-replica prefix matches of one request. Replicas not listed matched nothing.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PrefixMatches {
+    /// Sorted by replica id; only replicas with at least one matched block.
+    entries: Vec<(ReplicaId, ReplicaMatch)>,
+}
+
+impl PrefixMatches {
+    /// The match of `r` (zero when it holds nothing).
+    pub fn get(&self, r: ReplicaId) -> ReplicaMatch {
+        match self.entries.binary_search_by_key(&r, |e| e.0) {
+            Ok(i) => self.entries[i].1,
+            Err(_) => ReplicaMatch::default(),
+        }
+    }
+
+    /// Replicas with a non-empty match, by id.
+    pub fn iter(&self) -> impl Iterator<Item = (ReplicaId, ReplicaMatch)> + '_ {
+        self.entries.iter().copied()
+    }
+
+    /// Number of replicas with a non-empty match.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when no replica holds even the first block.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The deepest match over all replicas.
+    pub fn max_blocks(&self) -> u32 {
+        self.entries.iter().map(|e| e.1.blocks()).max().unwrap_or(0)
+    }
+}
+
+/// Walks `hashes` over both parts.
+pub(super) fn match_prefix(
+    precise: &PreciseIndex,
+    approx: &ApproxIndex,
+    hashes: &[BlockHash],
+    now: Millis,
+) -> PrefixMatches {
+    let mut p: Vec<(ReplicaId, u32)> = Vec::new();
+    walk(hashes, &mut p, |h, out| {
+        if let Some(set) = precise.holders(h) {
+            out.extend_from_slice(set.as_slice());
+        }
+    });
+    let mut a: Vec<(ReplicaId, u32)> = Vec::new();
+    if approx.entries() > 0 {
+        walk(hashes, &mut a, |h, out| {
+            out.extend(approx.holders(h, now).map(|r| r.0));
+            out.sort_unstable();
+        });
+    }
+    p.sort_unstable_by_key(|e| e.0);
+    a.sort_unstable_by_key(|e| e.0);
+    PrefixMatches {
+        entries: merge(&p, &a),
+    }
+}
+
+/// Generic walk: `holders(h, out)` appends the sorted raw ids holding `h`. Pushes
+/// `(replica, matched)` for every replica that holds `hashes[0]`.
+fn walk(
+    hashes: &[BlockHash],
+    out: &mut Vec<(ReplicaId, u32)>,
+    mut holders: impl FnMut(BlockHash, &mut Vec<u32>),
+) {
+    let Some((&first, rest)) = hashes.split_first() else {
+        return;
+    };
+    let mut alive: Vec<u32> = Vec::new();
+    holders(first, &mut alive);
+    if alive.is_empty() {
+        return;
+    }
+    let mut here: Vec<u32> = Vec::with_capacity(alive.len());
+    let mut next: Vec<u32> = Vec::with_capacity(alive.len());
+    for (i, &h) in rest.iter().enumerate() {
+        let depth = i as u32 + 1;
+        here.clear();
+        holders(h, &mut here);
+        if here == alive {
+            continue;
+        }
+        // Sorted intersection: survivors go to `next`, the others stop at `depth`.
+        next.clear();
+        let mut j = 0;
+        for &r in &alive {
+            while j < here.len() && here[j] < r {
+                j += 1;
+            }
+            if j < here.len() && here[j] == r {
+                next.push(r);
+            } else {
+                out.push((ReplicaId(r), depth));
+            }
+        }
+        std::mem::swap(&mut alive, &mut next);
+        if alive.is_empty() {
+            return;
+        }
+    }
+    let full = hashes.len() as u32;
+    out.extend(alive.iter().map(|&r| (ReplicaId(r), full)));
+}
+
+fn merge(p: &[(ReplicaId, u32)], a: &[(ReplicaId, u32)]) -> Vec<(ReplicaId, ReplicaMatch)> {
+    let mut out = Vec::with_capacity(p.len() + a.len());
+    let (mut i, mut j) = (0, 0);
+    while i < p.len() || j < a.len() {
+        let take_p = j >= a.len() || (i < p.len() && p[i].0 <= a[j].0);
+        let take_a = i >= p.len() || (j < a.len() && a[j].0 <= p[i].0);
+        let r = if take_p { p[i].0 } else { a[j].0 };
+        let mut m = ReplicaMatch::default();
+        if take_p {
+            m.precise_blocks = p[i].1;
+            i += 1;
+        }
+        if take_a {
+            m.approx_blocks = a[j].1;
+            j += 1;
+        }
+        out.push((r, m));
+    }
+    out
+}

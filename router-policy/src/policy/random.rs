@@ -1,0 +1,45 @@
+//! `random`: a uniform choice among eligible replicas, from a seeded RNG.
+
+use super::common::{decide, load_terms, Eligible, Rng};
+use super::{Policy, RouteRequest};
+use crate::cluster::ClusterView;
+use crate::decision::{Branch, Decision};
+use crate::error::RouteError;
+use crate::index::PrefixIndex;
+
+/// Uniform random routing.
+#[derive(Debug)]
+pub struct RandomPolicy {
+    rng: Rng,
+}
+
+impl RandomPolicy {
+    /// A policy whose choices are a deterministic function of `seed` and the call sequence.
+    pub fn new(seed: u64) -> Self {
+        Self {
+            rng: Rng::new(seed),
+        }
+    }
+}
+
+impl Policy for RandomPolicy {
+    fn name(&self) -> &'static str {
+        "random"
+    }
+
+    fn select(
+        &mut self,
+        req: &RouteRequest<'_>,
+        view: &ClusterView,
+        index: &PrefixIndex,
+    ) -> Result<Decision, RouteError> {
+        let el = Eligible::gather(req, view, index)?;
+        let chosen = self.rng.below(el.replicas.len());
+        let candidates = el
+            .replicas
+            .iter()
+            .map(|r| el.score(req, r, f64::from(r.load()), load_terms(r)))
+            .collect();
+        Ok(decide(self.name(), Branch::Random, chosen, candidates))
+    }
+}

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Side-by-side engine benchmark: llama.cpp (llama-cpp-python) vs `replica bench`.
+
+Same GGUF, same thread count, same shapes: prefill of a 512-token prompt (best of N) and
+single-stream decode. Runs the two alternately (ABAB...) so machine noise hits both, and
+prints a JSON summary with the ratios.
+
+Usage: python3 scripts/bench-engine.py --replica target/release/replica [--threads 2]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+from llama_cpp import Llama
+
+
+def bench_llamacpp(model, threads, prompt_tokens, decode_tokens, reps):
+    llm = Llama(model_path=model, n_ctx=prompt_tokens + decode_tokens + 8, n_batch=prompt_tokens,
+                n_ubatch=prompt_tokens, n_threads=threads, n_threads_batch=threads,
+                logits_all=False, verbose=False)
+    vocab = llm.n_vocab()
+    prompt = [int((i * 2654435761 % 2**32) >> 7) % vocab for i in range(prompt_tokens)]
+    best = float("inf")
+    for _ in range(reps):
+        llm.reset()
+        t0 = time.perf_counter()
+        llm.eval(prompt)
+        best = min(best, time.perf_counter() - t0)
+    nxt = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+    t0 = time.perf_counter()
+    for _ in range(decode_tokens):
+        llm.eval([nxt])
+        nxt = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+    dec = time.perf_counter() - t0
+    return {"prefill_tok_s": prompt_tokens / best, "decode_tok_s": decode_tokens / dec}
+
+
+def bench_replica(binary, model, threads, prompt_tokens, decode_tokens, reps):
+    out = subprocess.run([binary, "bench", "--model", model, "--threads", str(threads),
+                          "--prompt-tokens", str(prompt_tokens), "--decode-tokens", str(decode_tokens),
+                          "--reps", str(reps), "--json"], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--replica", required=True)
+    ap.add_argument("--model", default=os.path.expanduser("~/.cache/warmpath/models/SmolLM2-135M-Instruct.Q4_1.gguf"))
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--prompt-tokens", type=int, default=512)
+    ap.add_argument("--decode-tokens", type=int, default=128)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args()
+    rows = []
+    for r in range(args.rounds):
+        l = bench_llamacpp(args.model, args.threads, args.prompt_tokens, args.decode_tokens, args.reps)
+        w = bench_replica(args.replica, args.model, args.threads, args.prompt_tokens, args.decode_tokens, args.reps)
+        rows.append({"round": r, "llamacpp": l, "replica": {k: w[k] for k in ("prefill_tok_s", "decode_tok_s")}})
+        print(json.dumps(rows[-1]), file=sys.stderr)
+    best = lambda who, k: max(row[who][k] for row in rows)
+    summary = {
+        "threads": args.threads,
+        "prompt_tokens": args.prompt_tokens,
+        "decode_tokens": args.decode_tokens,
+        "llamacpp_prefill_tok_s": best("llamacpp", "prefill_tok_s"),
+        "replica_prefill_tok_s": best("replica", "prefill_tok_s"),
+        "llamacpp_decode_tok_s": best("llamacpp", "decode_tok_s"),
+        "replica_decode_tok_s": best("replica", "decode_tok_s"),
+    }
+    summary["prefill_ratio"] = summary["replica_prefill_tok_s"] / summary["llamacpp_prefill_tok_s"]
+    summary["decode_ratio"] = summary["replica_decode_tok_s"] / summary["llamacpp_decode_tok_s"]
+    print(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    main()

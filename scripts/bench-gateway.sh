@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# Gateway overhead benchmark, one run on this machine: the gateway (auth, limits,
+# tokenize, hash, route on), a bare Pingora passthrough and nginx (1 worker), each in front
+# of the same fixed-reply OpenAI upstream, driven by wrk. Writes the `## gateway` section
+# of BENCHMARKS.md.
+#
+#   scripts/bench-gateway.sh            # DURATION=10 PROFILE=release by default
+#   WARMPATH_BENCH_DEPS=1 scripts/ci-deps.sh   # installs wrk and nginx
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/work/targets/gateway}
+PROFILE=${PROFILE:-release}
+DURATION=${DURATION:-10}
+THREADS=${THREADS:-1}
+for tool in wrk nginx; do
+  command -v $tool >/dev/null || { echo "$tool missing: WARMPATH_BENCH_DEPS=1 scripts/ci-deps.sh" >&2; exit 1; }
+done
+cargo build --profile "$PROFILE" -p gateway --bin gateway --example passthrough --example fixed_upstream --example route_bench
+BIN=$CARGO_TARGET_DIR/$([ "$PROFILE" = dev ] && echo debug || echo "$PROFILE")
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+UP=19100; PT=19101; NG=19102; GW=19103; ADM=19104
+"$BIN/examples/fixed_upstream" 127.0.0.1:$UP "$THREADS" >/dev/null 2>&1 & PIDS+=($!)
+"$BIN/examples/passthrough" 127.0.0.1:$PT 127.0.0.1:$UP "$THREADS" >/dev/null 2>&1 & PIDS+=($!)
+mkdir -p "$WORK/nginx/logs"
+cat > "$WORK/nginx/nginx.conf" <<NGINX
+worker_processes 1;
+daemon off;
+error_log $WORK/nginx/logs/error.log warn;
+pid $WORK/nginx/nginx.pid;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_buffer_size 128k;
+  client_body_temp_path $WORK/nginx/body;
+  proxy_temp_path $WORK/nginx/proxy;
+  upstream fixed { server 127.0.0.1:$UP; keepalive 64; }
+  server {
+    listen 127.0.0.1:$NG;
+    location / { proxy_pass http://fixed; proxy_http_version 1.1; proxy_set_header Connection ""; }
+  }
+}
+NGINX
+nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" & PIDS+=($!)
+KEY=sk-bench-key
+HASH=$(printf %s "$KEY" | sha256sum | cut -d' ' -f1)
+cat > "$WORK/gateway.yaml" <<YAML
+listen: 127.0.0.1:$GW
+admin_listen: 127.0.0.1:$ADM
+threads: $THREADS
+replicas: [http://127.0.0.1:$UP]
+policy: {type: warm}
+auth: {enabled: true, salt_secret: bench-salt-secret-0123456789}
+tenants:
+  - id: bench
+    api_key_sha256: [$HASH]
+    models: ["*"]
+    limits: {requests_per_minute: 100000000, request_burst: 1000000, tokens_per_minute: 1000000000000, max_concurrent: 10000}
+admission: {max_in_flight_per_replica: 10000, max_queue: 10000}
+health: {probe_interval_ms: 5000}
+load_poll_ms: 1000
+tokenizer: {cache_entries: 8192, min_cached_bytes: 1}
+YAML
+RUST_LOG=warn "$BIN/gateway" --config "$WORK/gateway.yaml" >/dev/null 2>"$WORK/gateway.log" & PIDS+=($!)
+for i in $(seq 100); do
+  if curl -sf "http://127.0.0.1:$ADM/admin/replicas" | grep -q '"id"' && curl -sf http://127.0.0.1:$PT/ >/dev/null 2>&1; then break; fi
+  sleep 0.2
+done
+
+SHORT='{"model":"fixed","max_tokens":16,"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Say hello in one word."}]}'
+cat > "$WORK/short.lua" <<LUA
+wrk.method = "POST"
+wrk.body = '$SHORT'
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer $KEY"
+LUA
+cat > "$WORK/long.lua" <<LUA
+local sys = string.rep("The quick brown fox jumps over the lazy dog while the router keeps its cache warm. ", 300)
+local n = 0
+local headers = { ["Content-Type"] = "application/json", ["Authorization"] = "Bearer $KEY" }
+request = function()
+  n = n + 1
+  local body = '{"model":"fixed","max_tokens":16,"messages":[{"role":"system","content":"' .. sys ..
+    '"},{"role":"user","content":"Question number ' .. n .. ': what is next?"}]}'
+  return wrk.format("POST", "/v1/chat/completions", headers, body)
+end
+LUA
+
+# wrk CONNS SCRIPT PORT -> "rps p50_us"
+run_wrk() {
+  local out
+  out=$(wrk -t1 -c"$1" -d"${DURATION}s" --latency -s "$WORK/$2" "http://127.0.0.1:$3/v1/chat/completions")
+  echo "$out" >> "$WORK/wrk.log"
+  local rps p50
+  rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
+  p50=$(echo "$out" | awk '$1=="50%" {v=$2; if (v ~ /us$/) {sub("us","",v); print v} else if (v ~ /ms$/) {sub("ms","",v); print v*1000} else {sub("s","",v); print v*1000000}}')
+  local errs
+  errs=$(echo "$out" | awk '/Non-2xx/ {print $5}')
+  [ -z "$errs" ] || { echo "non-2xx responses on port $3: $errs" >&2; echo "$out" >&2; exit 1; }
+  echo "$rps $p50"
+}
+
+# Sanity: every front answers 200.
+for p in $PT $NG $GW; do
+  code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' -d "$SHORT" http://127.0.0.1:$p/v1/chat/completions)
+  [ "$code" = 200 ] || { echo "port $p answered $code" >&2; cat "$WORK/gateway.log" >&2; exit 1; }
+done
+
+read -r D1_RPS D1_P50 < <(run_wrk 1 short.lua $UP)
+read -r G8_RPS _ < <(run_wrk 8 short.lua $GW)
+read -r P8_RPS _ < <(run_wrk 8 short.lua $PT)
+read -r N8_RPS _ < <(run_wrk 8 short.lua $NG)
+read -r G1_RPS G1_P50 < <(run_wrk 1 short.lua $GW)
+read -r P1_RPS P1_P50 < <(run_wrk 1 short.lua $PT)
+read -r N1_RPS N1_P50 < <(run_wrk 1 short.lua $NG)
+read -r GL_RPS _ < <(run_wrk 8 long.lua $GW)
+read -r PL_RPS _ < <(run_wrk 8 long.lua $PT)
+read -r NL_RPS _ < <(run_wrk 8 long.lua $NG)
+ROUTE=$("$BIN/examples/route_bench" 8000 300)
+DEC=$(curl -s "http://127.0.0.1:$ADM/admin/decisions?limit=1")
+LONG_TOKENS=$(echo "$DEC" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d[-1]["prompt_tokens"] if d else 0)')
+
+calc() { python3 -c "print(round($1, 3))"; }
+G_ADD=$(calc "$G1_P50 - $D1_P50"); P_ADD=$(calc "$P1_P50 - $D1_P50"); N_ADD=$(calc "$N1_P50 - $D1_P50")
+RATIO8=$(calc "$G8_RPS / $P8_RPS"); RATIO_ADD=$(calc "($G1_P50 - $D1_P50) / max($P1_P50 - $D1_P50, 0.001)")
+RATIOL=$(calc "$GL_RPS / $PL_RPS")
+SECTION=$(cat <<MD
+## gateway
+
+\`scripts/bench-gateway.sh\` (PROFILE=$PROFILE, ${DURATION}s per run, $THREADS worker thread per proxy, wrk -t1), run $(date -u +%Y-%m-%dT%H:%MZ) on this machine ($(nproc) cores, shared).
+Every front proxies to the same fixed-reply upstream (\`gateway/examples/fixed_upstream.rs\`); the gateway runs with
+auth, tenant limits (reserve and settle), tokenization, hashing and \`warm\` routing on; the baseline is a bare Pingora
+proxy (\`gateway/examples/passthrough.rs\`); nginx runs 1 worker with upstream keepalive.
+Added latency = p50 through the proxy minus p50 straight to the upstream (${D1_P50} µs), at c=1.
+
+| short chat body | req/s c=8 | req/s c=1 | p50 c=1 (µs) | added p50 (µs) |
+|---|---|---|---|---|
+| gateway | $G8_RPS | $G1_RPS | $G1_P50 | $G_ADD |
+| bare Pingora passthrough | $P8_RPS | $P1_RPS | $P1_P50 | $P_ADD |
+| nginx (1 worker) | $N8_RPS | $N1_RPS | $N1_P50 | $N_ADD |
+
+- gateway / passthrough req/s at c=8: **$RATIO8** (goal >= 0.85).
+- gateway / passthrough added p50 at c=1: **$RATIO_ADD** (goal <= 1.5).
+
+| long body (25 KB shared system prompt + varying user message, $LONG_TOKENS byte-level tokens) | req/s c=8 |
+|---|---|
+| gateway | $GL_RPS |
+| bare Pingora passthrough | $PL_RPS |
+| nginx (1 worker) | $NL_RPS |
+
+- gateway / passthrough req/s at c=8, long body: **$RATIOL** (goal >= 0.5). The system prompt is tokenized once and
+  then served from the per-segment token cache (one content hash per request).
+
+Routing decision for an 8k-token prompt (\`gateway/examples/route_bench.rs\`, 8 replicas, one holding the prefix, p50 µs):
+\`$ROUTE\`
+MD
+)
+python3 - "$ROOT/BENCHMARKS.md" "$SECTION" <<'PY'
+import re, sys, pathlib
+path, section = pathlib.Path(sys.argv[1]), sys.argv[2].rstrip() + "\n"
+text = path.read_text() if path.exists() else "# Benchmarks\n"
+pattern = re.compile(r"^## gateway\n.*?(?=^## |\Z)", re.S | re.M)
+text = pattern.sub(section + "\n", text) if pattern.search(text) else text.rstrip() + "\n\n" + section
+path.write_text(text)
+PY
+echo "$SECTION"

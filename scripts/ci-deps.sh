@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# System packages the gateway and its tests need: cmake (Pingora's build), python3 + the
+# official OpenAI SDK (the SDK e2e test), wrk and nginx (scripts/bench-gateway.sh only).
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+SUDO=""
+if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO=sudo; fi
+need=()
+command -v cmake >/dev/null || need+=(cmake)
+command -v python3 >/dev/null || need+=(python3 python3-pip)
+if [ "${WARMPATH_BENCH_DEPS:-0}" = 1 ]; then
+  command -v wrk >/dev/null || need+=(wrk)
+  command -v nginx >/dev/null || need+=(nginx)
+fi
+if [ ${#need[@]} -gt 0 ]; then
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq "${need[@]}"
+fi
+if ! python3 -c 'import openai' 2>/dev/null; then
+  python3 -m pip install -q openai 2>/dev/null || python3 -m pip install -q --break-system-packages openai
+fi

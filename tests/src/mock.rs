@@ -1,0 +1,227 @@
+//! A mock replica for fault tests only (crash mid-stream, hang, error statuses). It speaks
+//! the replica's control endpoints with the byte-level tokenizer fixture; every response
+//! closes its connection.
+
+use router_policy::{BlockSize, CheckpointId, KvStreamMessage};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use warmpath_protocol::replica_api::{ReplicaInfo, ReplicaLoad, HEADER_CACHE_SALT};
+
+/// How the mock answers generation requests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Normal answers (stream: 3 chunks, usage, `[DONE]`).
+    Ok,
+    /// Read the request, never answer.
+    Hang,
+    /// Stream: send the header and two chunks, then drop the connection.
+    CrashMidStream,
+    /// Answer with this status and a Retry-After of 1 s.
+    Status(u16),
+}
+
+struct Shared {
+    mode: Mutex<Mode>,
+    generations: AtomicUsize,
+    salts: Mutex<Vec<String>>,
+    stop: AtomicBool,
+}
+
+/// A running mock replica.
+pub struct MockReplica {
+    shared: Arc<Shared>,
+    /// `127.0.0.1:PORT`.
+    pub addr: String,
+}
+
+impl MockReplica {
+    /// Starts a mock serving model `mock`.
+    pub fn start(mode: Mode) -> Self {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = l.local_addr().expect("addr").to_string();
+        let shared = Arc::new(Shared {
+            mode: Mutex::new(mode),
+            generations: AtomicUsize::new(0),
+            salts: Mutex::new(Vec::new()),
+            stop: AtomicBool::new(false),
+        });
+        let s = shared.clone();
+        std::thread::spawn(move || {
+            for conn in l.incoming() {
+                if s.stop.load(Ordering::Acquire) {
+                    return;
+                }
+                let Ok(conn) = conn else { continue };
+                let s = s.clone();
+                std::thread::spawn(move || {
+                    let _ = serve(conn, &s);
+                });
+            }
+        });
+        Self { shared, addr }
+    }
+
+    /// `http://addr`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Changes the mode.
+    pub fn set_mode(&self, m: Mode) {
+        *self.shared.mode.lock().expect("lock") = m;
+    }
+
+    /// Generation requests received.
+    pub fn generations(&self) -> usize {
+        self.shared.generations.load(Ordering::Acquire)
+    }
+
+    /// Cache salts seen on generation requests.
+    pub fn salts(&self) -> Vec<String> {
+        self.shared.salts.lock().expect("lock").clone()
+    }
+}
+
+impl Drop for MockReplica {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        let _ = TcpStream::connect(&self.addr);
+    }
+}
+
+fn info() -> ReplicaInfo {
+    ReplicaInfo {
+        model: "mock".into(),
+        checkpoint: CheckpointId::new("mock@1"),
+        block_size: BlockSize(16),
+        hash_scheme: router_policy::SCHEME_VERSION,
+        capacity_blocks: 4096,
+        max_context: 8192,
+        region: None,
+        device: "cpu".into(),
+    }
+}
+
+fn write_json(s: &mut TcpStream, status: u16, body: &str) -> std::io::Result<()> {
+    write!(
+        s,
+        "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+fn chunk(s: &mut TcpStream, data: &str) -> std::io::Result<()> {
+    write!(s, "{:x}\r\n{data}\r\n", data.len())?;
+    s.flush()
+}
+
+fn serve(mut s: TcpStream, sh: &Shared) -> std::io::Result<()> {
+    let mut r = BufReader::new(s.try_clone()?);
+    let mut line = String::new();
+    r.read_line(&mut line)?;
+    let mut parts = line.split_whitespace();
+    let method = parts.next().unwrap_or("").to_string();
+    let path = parts.next().unwrap_or("").to_string();
+    let mut len = 0usize;
+    let mut salt = None;
+    loop {
+        let mut h = String::new();
+        r.read_line(&mut h)?;
+        let h = h.trim_end();
+        if h.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = h.split_once(':') {
+            if k.eq_ignore_ascii_case("content-length") {
+                len = v.trim().parse().unwrap_or(0);
+            }
+            if k.eq_ignore_ascii_case(HEADER_CACHE_SALT) {
+                salt = Some(v.trim().to_string());
+            }
+        }
+    }
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body)?;
+    let path_only = path.split('?').next().unwrap_or("");
+    match (method.as_str(), path_only) {
+        ("GET", "/v1/replica/info") => write_json(&mut s, 200, &serde_json::to_string(&info())?),
+        ("GET", "/v1/replica/tokenizer") => write_json(
+            &mut s,
+            200,
+            &serde_json::to_string(&gateway::testkit::byte_level_spec())?,
+        ),
+        ("GET", "/v1/replica/load") => write_json(
+            &mut s,
+            200,
+            &serde_json::to_string(&ReplicaLoad::default())?,
+        ),
+        ("GET", "/v1/kv/events") => {
+            write!(s, "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n")?;
+            let snap = KvStreamMessage::Snapshot {
+                epoch: router_policy::Epoch(1),
+                seq: router_policy::SeqNo(0),
+                hashes: vec![],
+            };
+            chunk(&mut s, &format!("{}\n", serde_json::to_string(&snap)?))?;
+            while !sh.stop.load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Ok(())
+        }
+        ("POST", "/v1/completions" | "/v1/chat/completions") => {
+            let req: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+            let is_probe = req["max_tokens"] == 1 && req["prompt"] == "ping";
+            if !is_probe {
+                sh.generations.fetch_add(1, Ordering::AcqRel);
+                sh.salts
+                    .lock()
+                    .expect("lock")
+                    .push(salt.unwrap_or_default());
+            }
+            let mode = sh.mode.lock().expect("lock").clone();
+            generate(&mut s, sh, &mode, req["stream"].as_bool().unwrap_or(false))
+        }
+        _ => write_json(&mut s, 404, "{\"error\":{\"message\":\"not found\"}}"),
+    }
+}
+
+fn generate(s: &mut TcpStream, sh: &Shared, mode: &Mode, stream: bool) -> std::io::Result<()> {
+    let usage = r#"{"prompt_tokens":10,"completion_tokens":3,"total_tokens":13,"prompt_tokens_details":{"cached_tokens":0}}"#;
+    match mode {
+        Mode::Hang => {
+            while !sh.stop.load(Ordering::Acquire) && *sh.mode.lock().expect("lock") == Mode::Hang {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let now = sh.mode.lock().expect("lock").clone();
+            if now == Mode::Hang {
+                return Ok(());
+            }
+            generate(s, sh, &now, stream)
+        }
+        Mode::Status(code) => write_json(s, *code, "{\"error\":{\"message\":\"busy\"}}"),
+        Mode::Ok | Mode::CrashMidStream if stream => {
+            write!(s, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")?;
+            let ev = "data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n";
+            chunk(s, ev)?;
+            chunk(s, ev)?;
+            if *mode == Mode::CrashMidStream {
+                std::thread::sleep(Duration::from_millis(100));
+                return s.shutdown(std::net::Shutdown::Both);
+            }
+            chunk(s, ev)?;
+            chunk(s, &format!("data: {{\"id\":\"x\",\"choices\":[],\"usage\":{usage}}}\n\n"))?;
+            chunk(s, "data: [DONE]\n\n")?;
+            write!(s, "0\r\n\r\n")
+        }
+        Mode::Ok | Mode::CrashMidStream => write_json(
+            s,
+            200,
+            &format!(
+                "{{\"id\":\"x\",\"object\":\"chat.completion\",\"choices\":[{{\"index\":0,\"message\":{{\"role\":\"assistant\",\"content\":\"aaa\"}},\"finish_reason\":\"length\"}}],\"usage\":{usage}}}"
+            ),
+        ),
+    }
+}

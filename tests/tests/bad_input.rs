@@ -1,0 +1,127 @@
+#![allow(clippy::unwrap_used)]
+//! Bad input gets a 4xx OpenAI error JSON, nothing is forwarded, and the connection state
+//! stays safe (ambiguous framing closes the connection; no smuggled second request).
+
+use std::time::Duration;
+use warmpath_e2e::fixtures::{auth_yaml, chat, replicas_yaml};
+use warmpath_e2e::http::{post_json, raw, request};
+use warmpath_e2e::mock::{MockReplica, Mode};
+use warmpath_e2e::GatewayProc;
+
+const AUTH: (&str, &str) = ("Authorization", "Bearer key-t");
+
+fn gateway(mock: &MockReplica) -> GatewayProc {
+    let yaml = format!(
+        "{}{}limits: {{max_body_bytes: 4096, max_header_bytes: 2048}}\n",
+        auth_yaml(&[("t", "key-t", "")]),
+        replicas_yaml(&[mock.url()])
+    );
+    GatewayProc::spawn(&yaml, &[], 1).expect("gateway")
+}
+
+fn assert_openai_error(r: &warmpath_e2e::HttpResponse, status: u16, code: &str) {
+    assert_eq!(r.status, status, "{}", r.text());
+    let v = r.json().unwrap();
+    assert_eq!(v["error"]["code"], code, "{v}");
+    assert!(v["error"]["message"]
+        .as_str()
+        .is_some_and(|m| !m.is_empty()));
+    assert!(v["error"]["type"].is_string());
+}
+
+#[test]
+fn bad_requests_get_openai_errors_and_nothing_is_forwarded() {
+    let mock = MockReplica::start(Mode::Ok);
+    let gw = gateway(&mock);
+    let r = request(
+        &gw.addr,
+        "POST",
+        "/v1/chat/completions",
+        &[AUTH],
+        Some(b"{\"model\": \"mock\", \"messages\": ["),
+    )
+    .unwrap();
+    assert_openai_error(&r, 400, "invalid_body");
+    let big = chat("mock", &"x".repeat(8000), "u", 4, false);
+    assert_openai_error(
+        &post_json(&gw.addr, "/v1/chat/completions", &[AUTH], &big).unwrap(),
+        413,
+        "body_too_large",
+    );
+    let long = "y".repeat(4000);
+    let r = post_json(
+        &gw.addr,
+        "/v1/chat/completions",
+        &[AUTH, ("x-padding", long.as_str())],
+        &chat("mock", "s", "u", 4, false),
+    )
+    .unwrap();
+    assert_openai_error(&r, 431, "headers_too_large");
+    let r = post_json(
+        &gw.addr,
+        "/v1/chat/completions",
+        &[AUTH],
+        &chat("no-such-model", "s", "u", 4, false),
+    )
+    .unwrap();
+    assert_openai_error(&r, 404, "model_not_found");
+    let r = post_json(
+        &gw.addr,
+        "/v1/chat/completions",
+        &[("Authorization", "Bearer wrong")],
+        &chat("mock", "s", "u", 4, false),
+    )
+    .unwrap();
+    assert_openai_error(&r, 401, "invalid_api_key");
+    let r = post_json(
+        &gw.addr,
+        "/v1/chat/completions",
+        &[],
+        &chat("mock", "s", "u", 4, false),
+    )
+    .unwrap();
+    assert_openai_error(&r, 401, "invalid_api_key");
+    let r = request(&gw.addr, "GET", "/v1/nothing-here", &[AUTH], None).unwrap();
+    assert_openai_error(&r, 404, "unknown_url");
+    assert_eq!(mock.generations(), 0, "no bad request may reach a replica");
+
+    // The body is forwarded, but the cache salt is the gateway's, whatever the client says.
+    let r = post_json(
+        &gw.addr,
+        "/v1/chat/completions",
+        &[AUTH, ("x-warmpath-cache-salt", "evil")],
+        &chat("mock", "s", "u", 4, false),
+    )
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(mock.generations(), 1);
+    let salts = mock.salts();
+    assert_eq!(salts.len(), 1);
+    assert_ne!(salts[0], "evil");
+    assert_eq!(salts[0].len(), 32);
+}
+
+#[test]
+fn content_length_plus_transfer_encoding_is_rejected_and_closed() {
+    let mock = MockReplica::start(Mode::Ok);
+    let gw = gateway(&mock);
+    let body = serde_json::to_string(&chat("mock", "s", "u", 4, false)).unwrap();
+    // CL.TE smuggling shape: a chunked body that ends early, followed by a second request
+    // that a confused hop would read as a new request on the same connection.
+    let smuggled = "GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer key-t\r\n\r\n";
+    let req = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer key-t\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n{smuggled}",
+        body.len() + 10,
+        body.len()
+    );
+    let r = raw(&gw.addr, req.as_bytes(), Duration::from_secs(10)).unwrap();
+    assert_openai_error(&r, 400, "ambiguous_framing");
+    assert_eq!(r.header("connection"), Some("close"));
+    assert!(
+        !r.text().contains("HTTP/1.1"),
+        "a second response leaked: {}",
+        r.text()
+    );
+    assert_eq!(mock.generations(), 0);
+}

@@ -1,0 +1,150 @@
+#![allow(clippy::unwrap_used)]
+//! Tenant limits: GCRA request burst + rate then 429 with Retry-After and x-ratelimit-*;
+//! token reservations never admit more than the TPM; tenants never share cache hits.
+
+use std::time::{Duration, Instant};
+use warmpath_e2e::fixtures::{auth_yaml, chat, model_of, replicas_yaml};
+use warmpath_e2e::http::post_json;
+use warmpath_e2e::mock::{MockReplica, Mode};
+use warmpath_e2e::{GatewayProc, ReplicaProc};
+
+#[test]
+fn request_rate_gets_burst_plus_rate_then_429() {
+    let mock = MockReplica::start(Mode::Ok);
+    let yaml = format!(
+        "{}{}",
+        auth_yaml(&[(
+            "rpm",
+            "key-rpm",
+            "requests_per_minute: 60, request_burst: 5"
+        )]),
+        replicas_yaml(&[mock.url()])
+    );
+    let gw = GatewayProc::spawn(&yaml, &[], 1).expect("gateway");
+    let start = Instant::now();
+    let mut ok = 0;
+    let mut limited = Vec::new();
+    for i in 0..12 {
+        let r = post_json(
+            &gw.addr,
+            "/v1/chat/completions",
+            &[("Authorization", "Bearer key-rpm")],
+            &chat("mock", "s", &format!("u{i}"), 4, false),
+        )
+        .unwrap();
+        match r.status {
+            200 => ok += 1,
+            429 => limited.push(r),
+            s => panic!("unexpected status {s}: {}", r.text()),
+        }
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    // GCRA: burst 5 at once, then one per second.
+    let expected = 5 + elapsed.floor() as usize;
+    assert!(
+        ok == expected || ok == expected + 1,
+        "admitted {ok}, expected {expected} after {elapsed:.2}s"
+    );
+    assert!(!limited.is_empty());
+    for r in &limited {
+        let ra: u64 = r
+            .header("retry-after")
+            .expect("retry-after")
+            .parse()
+            .unwrap();
+        assert!((1..=2).contains(&ra), "retry-after {ra}");
+        assert_eq!(r.header("x-ratelimit-limit-requests"), Some("60"));
+        assert_eq!(r.header("x-ratelimit-remaining-requests"), Some("0"));
+        assert_eq!(r.json().unwrap()["error"]["type"], "rate_limit_error");
+    }
+    assert_eq!(
+        mock.generations(),
+        ok,
+        "rejected requests must not reach the replica"
+    );
+}
+
+#[test]
+fn token_reservations_never_exceed_the_tpm() {
+    let mock = MockReplica::start(Mode::Hang);
+    let yaml = format!(
+        "{}{}timeouts: {{first_token_ms: 20000}}\n",
+        auth_yaml(&[("tpm", "key-tpm", "tokens_per_minute: 3000")]),
+        replicas_yaml(&[mock.url()])
+    );
+    let gw = GatewayProc::spawn(&yaml, &[], 1).expect("gateway");
+    let system = "x".repeat(1000);
+    // Each request reserves its prompt (~1,020 byte-level tokens) plus max_tokens 100.
+    let handles: Vec<_> = (0..5)
+        .map(|i| {
+            let addr = gw.addr.clone();
+            let body = chat("mock", &system, &format!("q{i}"), 100, false);
+            std::thread::spawn(move || {
+                post_json(
+                    &addr,
+                    "/v1/chat/completions",
+                    &[("Authorization", "Bearer key-tpm")],
+                    &body,
+                )
+                .unwrap()
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1500));
+    let admitted_while_hung = mock.generations();
+    mock.set_mode(Mode::Ok);
+    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let ok = results.iter().filter(|r| r.status == 200).count();
+    let limited: Vec<_> = results.iter().filter(|r| r.status == 429).collect();
+    assert_eq!(ok + limited.len(), 5);
+    assert_eq!(ok, 2, "3000 TPM admits two reservations of ~1,120 tokens");
+    assert_eq!(admitted_while_hung, 2);
+    for r in limited {
+        assert!(r.header("retry-after").is_some());
+        assert_eq!(r.header("x-ratelimit-limit-tokens"), Some("3000"));
+        assert_eq!(r.json().unwrap()["error"]["code"], "rate_limit_tokens");
+    }
+}
+
+#[test]
+fn tenants_with_the_same_prompt_never_share_cache_hits() {
+    let replica = ReplicaProc::spawn("dummy:tiny").expect("replica");
+    let model = model_of(&replica.addr);
+    let yaml = format!(
+        "{}{}",
+        auth_yaml(&[("a", "key-a", ""), ("b", "key-b", "")]),
+        replicas_yaml(&[replica.url()])
+    );
+    let gw = GatewayProc::spawn(&yaml, &[], 1).expect("gateway");
+    let system = "Shared system prompt for isolation. ".repeat(12);
+    let send = |key: &str| {
+        let auth = format!("Bearer {key}");
+        let r = post_json(
+            &gw.addr,
+            "/v1/chat/completions",
+            &[
+                ("Authorization", auth.as_str()),
+                ("x-warmpath-cache-salt", "attacker-chosen"),
+            ],
+            &chat(&model, &system, "same question", 1, false),
+        )
+        .unwrap();
+        assert_eq!(r.status, 200, "{}", r.text());
+        let v = r.json().unwrap();
+        (
+            v["usage"]["prompt_tokens"].as_u64().unwrap(),
+            v["usage"]["prompt_tokens_details"]["cached_tokens"]
+                .as_u64()
+                .unwrap_or(0),
+        )
+    };
+    let (_, a1) = send("key-a");
+    let (prompt, a2) = send("key-a");
+    let (_, b1) = send("key-b");
+    assert_eq!(a1, 0);
+    assert!(
+        a2 * 10 >= prompt * 8,
+        "same tenant should hit its cache: {a2}/{prompt}"
+    );
+    assert_eq!(b1, 0, "another tenant must not hit tenant a's cache");
+}
