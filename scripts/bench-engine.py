@@ -30,11 +30,11 @@ def bench_llamacpp(model, threads, prompt_tokens, decode_tokens, reps):
         t0 = time.perf_counter()
         llm.eval(prompt)
         best = min(best, time.perf_counter() - t0)
-    nxt = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+    nxt = int(np.argmax(np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(vocab,))))
     t0 = time.perf_counter()
     for _ in range(decode_tokens):
         llm.eval([nxt])
-        nxt = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+        nxt = int(np.argmax(np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(vocab,))))
     dec = time.perf_counter() - t0
     return {"prefill_tok_s": prompt_tokens / best, "decode_tok_s": decode_tokens / dec}
 

@@ -2,10 +2,14 @@
 # Gateway overhead benchmark, one run on this machine: the gateway (auth, limits,
 # tokenize, hash, route on), a bare Pingora passthrough and nginx (1 worker), each in front
 # of the same fixed-reply OpenAI upstream, driven by wrk. Writes the `## gateway` section
-# of BENCHMARKS.md.
+# of BENCH_OUT (default BENCHMARKS.md).
 #
 #   scripts/bench-gateway.sh            # DURATION=10 PROFILE=release by default
 #   WARMPATH_BENCH_DEPS=1 scripts/ci-deps.sh   # installs wrk and nginx
+#
+# The upstream publishes SmolLM2's tokenizer (taken from a short-lived `replica serve` on
+# the model that scripts/fetch-model.sh provides), so the gateway tokenizes as it would in
+# front of real replicas; BENCH_TOKENIZER=bytes uses the byte-level fixture instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -13,6 +17,8 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/work/targets/gateway}
 PROFILE=${PROFILE:-release}
 DURATION=${DURATION:-10}
 THREADS=${THREADS:-1}
+BENCH_OUT=${BENCH_OUT:-$ROOT/BENCHMARKS.md}
+BENCH_TOKENIZER=${BENCH_TOKENIZER:-smollm2}
 for tool in wrk nginx; do
   command -v $tool >/dev/null || { echo "$tool missing: WARMPATH_BENCH_DEPS=1 scripts/ci-deps.sh" >&2; exit 1; }
 done
@@ -20,11 +26,27 @@ cargo build --profile "$PROFILE" -p gateway --bin gateway --example passthrough 
 BIN=$CARGO_TARGET_DIR/$([ "$PROFILE" = dev ] && echo debug || echo "$PROFILE")
 WORK=$(mktemp -d)
 PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
+cleanup() { for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
 trap cleanup EXIT
 
-UP=19100; PT=19101; NG=19102; GW=19103; ADM=19104
-"$BIN/examples/fixed_upstream" 127.0.0.1:$UP "$THREADS" >/dev/null 2>&1 & PIDS+=($!)
+UP=19100; PT=19101; NG=19102; GW=19103; ADM=19104; REP=19105
+SPEC_ARGS=()
+TOKENIZER_NAME="byte-level fixture (1 token per byte)"
+if [ "$BENCH_TOKENIZER" = smollm2 ]; then
+  MODEL=$(scripts/fetch-model.sh)
+  cargo build -p replica --bin replica
+  "$CARGO_TARGET_DIR/debug/replica" serve --model "$MODEL" --port $REP --threads 1 >/dev/null 2>&1 & RPID=$!
+  PIDS+=($RPID)
+  for i in $(seq 300); do
+    curl -sf "http://127.0.0.1:$REP/v1/replica/tokenizer" -o "$WORK/spec.json" && break
+    sleep 0.2
+  done
+  kill "$RPID" 2>/dev/null || true
+  [ -s "$WORK/spec.json" ] || { echo "could not read the SmolLM2 tokenizer from replica serve" >&2; exit 1; }
+  SPEC_ARGS=("$WORK/spec.json")
+  TOKENIZER_NAME="SmolLM2-135M-Instruct"
+fi
+"$BIN/examples/fixed_upstream" 127.0.0.1:$UP "$THREADS" "${SPEC_ARGS[@]}" >/dev/null 2>&1 & PIDS+=($!)
 "$BIN/examples/passthrough" 127.0.0.1:$PT 127.0.0.1:$UP "$THREADS" >/dev/null 2>&1 & PIDS+=($!)
 mkdir -p "$WORK/nginx/logs"
 cat > "$WORK/nginx/nginx.conf" <<NGINX
@@ -79,7 +101,18 @@ wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer $KEY"
 LUA
 cat > "$WORK/long.lua" <<LUA
-local sys = string.rep("The quick brown fox jumps over the lazy dog while the router keeps its cache warm. ", 300)
+-- About 25 KB of varied words and numbers (deterministic), identical in every request.
+local words = {"the", "router", "keeps", "its", "cache", "warm", "while", "quick", "brown", "fox",
+  "jumps", "over", "lazy", "dog", "prefix", "blocks", "hashed", "replicas", "serve", "tenants",
+  "with", "care.", "Every", "request,", "token", "budget", "1234", "2048", "tokens;", "(often)"}
+local parts, x, len = {}, 42, 0
+while len < 25000 do
+  x = (x * 16807) % 2147483647
+  local w = words[(x % #words) + 1]
+  parts[#parts + 1] = w
+  len = len + #w + 1
+end
+local sys = table.concat(parts, " ")
 local n = 0
 local headers = { ["Content-Type"] = "application/json", ["Authorization"] = "Bearer $KEY" }
 request = function()
@@ -120,7 +153,7 @@ read -r N1_RPS N1_P50 < <(run_wrk 1 short.lua $NG)
 read -r GL_RPS _ < <(run_wrk 8 long.lua $GW)
 read -r PL_RPS _ < <(run_wrk 8 long.lua $PT)
 read -r NL_RPS _ < <(run_wrk 8 long.lua $NG)
-ROUTE=$("$BIN/examples/route_bench" 8000 300)
+ROUTE=$("$BIN/examples/route_bench" 8000 300 "${SPEC_ARGS[@]}")
 DEC=$(curl -s "http://127.0.0.1:$ADM/admin/decisions?limit=1")
 LONG_TOKENS=$(echo "$DEC" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d[-1]["prompt_tokens"] if d else 0)')
 
@@ -132,6 +165,7 @@ SECTION=$(cat <<MD
 ## gateway
 
 \`scripts/bench-gateway.sh\` (PROFILE=$PROFILE, ${DURATION}s per run, $THREADS worker thread per proxy, wrk -t1), run $(date -u +%Y-%m-%dT%H:%MZ) on this machine ($(nproc) cores, shared).
+Gateway tokenizer: $TOKENIZER_NAME.
 Every front proxies to the same fixed-reply upstream (\`gateway/examples/fixed_upstream.rs\`); the gateway runs with
 auth, tenant limits (reserve and settle), tokenization, hashing and \`warm\` routing on; the baseline is a bare Pingora
 proxy (\`gateway/examples/passthrough.rs\`); nginx runs 1 worker with upstream keepalive.
@@ -146,7 +180,7 @@ Added latency = p50 through the proxy minus p50 straight to the upstream (${D1_P
 - gateway / passthrough req/s at c=8: **$RATIO8** (goal >= 0.85).
 - gateway / passthrough added p50 at c=1: **$RATIO_ADD** (goal <= 1.5).
 
-| long body (25 KB shared system prompt + varying user message, $LONG_TOKENS byte-level tokens) | req/s c=8 |
+| long body (25 KB shared system prompt + varying user message, $LONG_TOKENS tokens) | req/s c=8 |
 |---|---|
 | gateway | $GL_RPS |
 | bare Pingora passthrough | $PL_RPS |
@@ -159,7 +193,7 @@ Routing decision for an 8k-token prompt (\`gateway/examples/route_bench.rs\`, 8 
 \`$ROUTE\`
 MD
 )
-python3 - "$ROOT/BENCHMARKS.md" "$SECTION" <<'PY'
+python3 - "$BENCH_OUT" "$SECTION" <<'PY'
 import re, sys, pathlib
 path, section = pathlib.Path(sys.argv[1]), sys.argv[2].rstrip() + "\n"
 text = path.read_text() if path.exists() else "# Benchmarks\n"

@@ -8,6 +8,9 @@ if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO=sudo; fi
 need=()
 command -v cmake >/dev/null || need+=(cmake)
 command -v python3 >/dev/null || need+=(python3 python3-pip)
+# Debian Chromium + ChromeDriver: the dashboard browser test (tests/tests/dashboard.rs).
+command -v chromium >/dev/null || need+=(chromium)
+command -v chromedriver >/dev/null || need+=(chromium-driver)
 if [ "${WARMPATH_BENCH_DEPS:-0}" = 1 ]; then
   command -v wrk >/dev/null || need+=(wrk)
   command -v nginx >/dev/null || need+=(nginx)

@@ -23,3 +23,7 @@ cargo clippy --workspace --all-targets -- -D warnings
 
 step "tests"
 cargo test --workspace --no-fail-fast
+
+step "cuda feature (builds and lints without a GPU or CUDA toolkit)"
+cargo clippy -p replica --features cuda --all-targets -- -D warnings
+cargo test -p replica --features cuda --test cuda_kernels_host

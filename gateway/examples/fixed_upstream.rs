@@ -1,6 +1,9 @@
 //! Benchmark upstream: answers every chat/completion request with the same small OpenAI
 //! reply, and serves the replica control endpoints (info, byte-level tokenizer, load, an
-//! empty KV snapshot) so the gateway can register it. `fixed_upstream LISTEN_ADDR [THREADS]`.
+//! empty KV snapshot) so the gateway can register it.
+//! `fixed_upstream LISTEN_ADDR [THREADS] [TOKENIZER_SPEC_JSON]`: the tokenizer it publishes is
+//! the byte-level fixture unless a spec file (as served by a replica at
+//! `/v1/replica/tokenizer`) is given.
 
 use async_trait::async_trait;
 use http::Response;
@@ -48,6 +51,10 @@ fn main() -> anyhow::Result<()> {
         .cloned()
         .unwrap_or_else(|| "127.0.0.1:9100".into());
     let threads = args.get(2).and_then(|t| t.parse().ok()).unwrap_or(1);
+    let tokenizer = match args.get(3) {
+        Some(path) => std::fs::read(path)?,
+        None => serde_json::to_vec(&gateway::testkit::byte_level_spec())?,
+    };
     let info = ReplicaInfo {
         model: "fixed".into(),
         checkpoint: CheckpointId::new("fixed@1"),
@@ -66,7 +73,7 @@ fn main() -> anyhow::Result<()> {
     snapshot.push(b'\n');
     let app = Fixed {
         info: serde_json::to_vec(&info)?,
-        tokenizer: serde_json::to_vec(&gateway::testkit::byte_level_spec())?,
+        tokenizer,
         load: serde_json::to_vec(&ReplicaLoad::default())?,
         snapshot,
     };

@@ -1,7 +1,9 @@
-//! Routing decision time for one long prompt (default 8,000 byte-level tokens): chat
-//! template + cached tokenization, salted block hashing, and the policy's selection over 8
-//! replicas, one of which holds the prefix. Prints one JSON line.
-//! `route_bench [TOKENS] [ITERATIONS]`.
+//! Routing decision time for one long prompt (default 8,000 tokens): chat template + cached
+//! tokenization, salted block hashing, and the policy's selection over 8 replicas, one of
+//! which holds the prefix. Prints one JSON line.
+//! `route_bench [TOKENS] [ITERATIONS] [TOKENIZER_SPEC_JSON]`: with a spec (as a replica serves
+//! it, e.g. SmolLM2's) the system prompt is English text grown until it has TOKENS tokens;
+//! without one, the byte-level fixture is used (one token per byte).
 
 use gateway::routing::Router;
 use gateway::testkit::byte_level_spec;
@@ -11,7 +13,31 @@ use router_policy::{
     KvStreamMessage, Millis, PolicyConfig, ReplicaId, ReplicaSnapshot, RouteRequest, SeqNo,
 };
 use std::time::Instant;
-use warmpath_protocol::text::ChatMessage;
+use warmpath_protocol::text::{ChatMessage, TokenizerSpec};
+
+/// English-like text of about `tokens` tokens under `tok`.
+fn system_prompt(tok: &CachedTokenizer, tokens: usize) -> anyhow::Result<String> {
+    const WORDS: &[&str] = &[
+        "the", "router", "keeps", "its", "cache", "warm", "while", "quick", "brown", "fox",
+        "jumps", "over", "lazy", "dog", "prefix", "blocks", "are", "hashed", "once", "and",
+        "replicas", "serve", "tenants", "with", "care", "7", "42", "tokens,", "quietly.",
+    ];
+    let mut text = String::new();
+    let mut i = 0usize;
+    loop {
+        // Grow in steps, then check the real token count.
+        for _ in 0..256 {
+            i = i
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            text.push_str(WORDS[(i >> 33) % WORDS.len()]);
+            text.push(' ');
+        }
+        if tok.inner().encode(&text, false)?.len() >= tokens {
+            return Ok(text);
+        }
+    }
+}
 
 fn p50(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -22,12 +48,12 @@ fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let tokens: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(8000);
     let iters: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(500);
-    let tok = CachedTokenizer::new(&byte_level_spec(), 4096, 256)?;
-    let system: String = "abcdefghijklmnopqrstuvwxyz0123456789"
-        .chars()
-        .cycle()
-        .take(tokens)
-        .collect();
+    let spec: TokenizerSpec = match args.get(3) {
+        Some(path) => serde_json::from_slice(&std::fs::read(path)?)?,
+        None => byte_level_spec(),
+    };
+    let tok = CachedTokenizer::new(&spec, 4096, 256)?;
+    let system = system_prompt(&tok, tokens)?;
     let checkpoint = CheckpointId::new("bench@1");
     let bs = BlockSize(16);
     let seed = HashNamespace::new(checkpoint.clone())
@@ -92,6 +118,7 @@ fn main() -> anyhow::Result<()> {
         "{}",
         serde_json::json!({
             "prompt_tokens": prompt_tokens,
+            "tokenizer": if args.get(3).is_some() { "spec file" } else { "byte-level fixture" },
             "replicas": 8,
             "chosen": chosen.0,
             "p50_us": {

@@ -76,4 +76,5 @@ pub fn finish(state: &AppState, e: Option<&Error>, ctx: &mut RequestCtx) {
         latency_ms = ctx.start.elapsed().as_millis() as u64,
         "request"
     );
+    crate::dashboard::record(state, ctx);
 }

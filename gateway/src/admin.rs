@@ -144,6 +144,9 @@ impl ServeHttp for Admin {
                 json(200, &self.state.router.recent(limit))
             }
             ("GET", ["admin", "index"]) => json(200, &self.state.router.index_stats()),
+            ("GET", ["dashboard", rest @ ..]) => {
+                crate::dashboard::http::respond(&self.state, http, &rest.join("/")).await
+            }
             _ => err(404, format!("unknown admin endpoint {method} {path}")),
         }
     }

@@ -65,7 +65,10 @@ fn check_framing(
     }
     let cl: Vec<_> = h.get_all("content-length").iter().collect();
     let te: Vec<_> = h.get_all("transfer-encoding").iter().collect();
-    if !cl.is_empty() && !te.is_empty() {
+    // Pingora drops Content-Length when Transfer-Encoding is present, so look at the raw
+    // header block for the smuggling shape.
+    let raw_cl = !te.is_empty() && raw_has_content_length(&session.as_downstream().to_h1_raw());
+    if (!cl.is_empty() || raw_cl) && !te.is_empty() {
         return Err(GatewayError::AmbiguousFraming(
             "both Content-Length and Transfer-Encoding",
         ));
@@ -97,6 +100,12 @@ fn check_framing(
         ));
     }
     Ok(())
+}
+
+/// Whether a raw HTTP/1 header block has a `Content-Length` line.
+fn raw_has_content_length(raw: &[u8]) -> bool {
+    raw.split(|&b| b == b'\n')
+        .any(|line| line.len() >= 15 && line[..15].eq_ignore_ascii_case(b"content-length:"))
 }
 
 async fn read_body(

@@ -19,11 +19,13 @@
 //! - [`tenants`], [`limits`]: keys, salts, allowlists, rate limits.
 //! - [`replicas`]: registry, health, event following, load polling, probes.
 //! - [`routing`], [`retry`], [`metrics`], [`trace`], [`admin`], [`state`], [`server`].
+//! - [`dashboard`]: the routing dashboard on the admin listener.
 //! - [`testkit`]: a byte-level tokenizer fixture for tests and the benchmark upstream.
 
 pub mod accounting;
 pub mod admin;
 pub mod config;
+pub mod dashboard;
 pub mod error;
 pub mod intake;
 pub mod limits;

@@ -25,6 +25,8 @@ pub struct AppState {
     pub router: Router,
     /// Metrics.
     pub metrics: Metrics,
+    /// Dashboard-only counters (per-replica and per-tenant tokens, history).
+    pub dashboard: crate::dashboard::Recorder,
     /// Gateway-wide retry budget.
     pub retry_budget: RetryBudget,
     /// Requests waiting for a replica slot.
@@ -54,6 +56,7 @@ impl AppState {
             registry: Registry::new(),
             router,
             metrics: Metrics::new(),
+            dashboard: crate::dashboard::Recorder::default(),
             retry_budget: RetryBudget::new(now),
             queued: AtomicU32::new(0),
             control,

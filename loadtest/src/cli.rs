@@ -131,7 +131,9 @@ pub struct SimulateArgs {
     /// Number of simulated replicas.
     #[arg(long, default_value_t = 8)]
     pub replicas: u32,
-    /// Policies to compare (repeatable); default: every router-policy policy.
+    /// Policies to compare (repeatable); default: every router-policy policy. A value may
+    /// also be `LABEL=JSON` with a router-policy config, e.g.
+    /// `warm-gap2s={"type":"warm","spread_queue_gap_ms":2000}`.
     #[arg(long)]
     pub policy: Vec<String>,
     /// Seed for workload content, arrivals and randomised policies.

@@ -87,7 +87,7 @@ pub fn simulate_policy(
     args: &SimulateArgs,
     oracle: Option<f64>,
 ) -> anyhow::Result<RunReport> {
-    let mut pc = PolicyConfig::from_name(name)?;
+    let (label, mut pc) = parse_policy(name)?;
     if let PolicyConfig::Random { seed } = &mut pc {
         *seed = mix(&[args.seed, 0x0BAD_5EED]);
     }
@@ -95,7 +95,7 @@ pub fn simulate_policy(
     let outcome = simulate(workload, cfg, pc.build());
     tracing::debug!(policy = name, events = outcome.events, "simulation done");
     let mut summary = Summary::compute(&outcome.records, &args.output.slo());
-    summary.policy = name.to_string();
+    summary.policy = label;
     summary.backend = "simulator".into();
     summary.workload = format!("{:?}", args.workload.workload).to_lowercase();
     summary.oracle_hit_rate = oracle;
@@ -104,6 +104,20 @@ pub fn simulate_policy(
         summary,
         records: outcome.records,
     })
+}
+
+/// A `--policy` value: a policy name with default parameters, or `LABEL=JSON` where JSON is a
+/// router-policy config such as `{"type": "warm", "spread_queue_gap_ms": 2000}` (the row is
+/// labelled LABEL). Returns the label and the config.
+pub fn parse_policy(spec: &str) -> anyhow::Result<(String, PolicyConfig)> {
+    match spec.split_once('=') {
+        Some((label, json)) => {
+            let pc: PolicyConfig = serde_json::from_str(json)
+                .with_context(|| format!("--policy {label}: invalid policy config {json}"))?;
+            Ok((label.to_string(), pc))
+        }
+        None => Ok((spec.to_string(), PolicyConfig::from_name(spec)?)),
+    }
 }
 
 /// Records the arrival shape in vLLM's keys.

@@ -116,6 +116,10 @@ pub struct SamplingFields {
     /// Streaming options.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_options: Option<StreamOptions>,
+    /// Keep generating past end-of-sequence tokens until `max_tokens` (extension, as in
+    /// vLLM; used by benchmarks and tests that need a fixed output length).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ignore_eos: Option<bool>,
 }
 
 /// `POST /v1/chat/completions` body.

@@ -61,4 +61,7 @@ pub struct ReplicaLoad {
     pub prefill_tokens_per_s: f64,
     /// Recent decode throughput, tokens per second (0 when unknown).
     pub decode_tokens_per_s: f64,
+    /// Engine steps run since the replica started (0 from replicas that do not say).
+    #[serde(default)]
+    pub steps: u64,
 }

@@ -52,8 +52,9 @@ async fn timed_stream(
     prompt: &Value,
     max_tokens: u32,
 ) -> (Duration, Duration, u64) {
+    // `ignore_eos`: every stream generates exactly `max_tokens`.
     let body = json!({"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
-                      "stream": true, "stream_options": {"include_usage": true}});
+                      "ignore_eos": true, "stream": true, "stream_options": {"include_usage": true}});
     let t0 = Instant::now();
     let mut conn = open(
         addr,

@@ -1,7 +1,10 @@
 //! `replica`: Warmpath's inference replica binary.
 
 use clap::{Parser, Subcommand};
-use replica::cli::{bench::BenchArgs, generate::GenerateArgs, tokenize::TokenizeArgs};
+use replica::cli::{
+    bench::BenchArgs, generate::GenerateArgs, gpu_check::GpuCheckArgs, tokenize::TokenizeArgs,
+};
+use replica::server::ServeArgs;
 use std::io::Write;
 
 #[derive(Parser)]
@@ -13,12 +16,16 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Serve the OpenAI-compatible API, KV events and metrics.
+    Serve(ServeArgs),
     /// Generate a continuation of one prompt.
     Generate(GenerateArgs),
     /// Print the token ids of a text as a JSON array.
     Tokenize(TokenizeArgs),
     /// Measure prefill and decode throughput.
     Bench(BenchArgs),
+    /// Check the CUDA backend: logits against the CPU, throughput, bandwidth floor.
+    GpuCheck(GpuCheckArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -30,10 +37,15 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    let out = match &cli.cmd {
-        Cmd::Generate(a) => replica::cli::generate::run(a)?,
-        Cmd::Tokenize(a) => replica::cli::tokenize::run(a)?,
-        Cmd::Bench(a) => replica::cli::bench::run(a)?,
+    let out = match cli.cmd {
+        Cmd::Serve(args) => {
+            replica::server::run(args)?;
+            return Ok(());
+        }
+        Cmd::Generate(a) => replica::cli::generate::run(&a)?,
+        Cmd::Tokenize(a) => replica::cli::tokenize::run(&a)?,
+        Cmd::Bench(a) => replica::cli::bench::run(&a)?,
+        Cmd::GpuCheck(a) => replica::cli::gpu_check::run(&a)?,
     };
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "{out}")?;

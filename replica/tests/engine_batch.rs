@@ -66,8 +66,10 @@ fn check_mixed_batch(name: &str, block: u32) {
     let ref_b = alone(name, block, &b, &b_dec);
     let ref_c = alone(name, block, &c, &[]);
 
-    let mut e = engine(name, 64, block);
-    let (pa, pb, pc) = (pages(0, 10), pages(10, 10), pages(20, 10));
+    // Every sequence stays under 40 positions.
+    let per = 40u32.div_ceil(block);
+    let mut e = engine(name, 3 * per as usize, block);
+    let (pa, pb, pc) = (pages(0, per), pages(per, per), pages(2 * per, per));
     let l = e
         .step(&[StepItem {
             tokens: &b,

@@ -152,6 +152,12 @@ fn rope_half(v: &mut [f32], pos: usize) {
     }
 }
 
+fn f16_round(v: Vec<f32>) -> Vec<f32> {
+    v.into_iter()
+        .map(|x| half::f16::from_f32(x).to_f32())
+        .collect()
+}
+
 fn reference_logits(w: &Weights, ids: &[TokenId]) -> Vec<f32> {
     let g = |n: &str| &w[n].1;
     let mut xs: Vec<Vec<f32>> = ids
@@ -167,9 +173,15 @@ fn reference_logits(w: &Weights, ids: &[TokenId]) -> Vec<f32> {
             let mut k = matvec(g(&p("self_attn.k_proj.weight")), KV_HEADS * HD, &h);
             rope_half(&mut q, pos);
             rope_half(&mut k, pos);
-            qs.push(q);
-            ks.push(k);
-            vs.push(matvec(g(&p("self_attn.v_proj.weight")), KV_HEADS * HD, &h));
+            // The engine keeps an f16 KV cache and f16 queries/probabilities, like
+            // llama.cpp's default CPU path.
+            qs.push(f16_round(q));
+            ks.push(f16_round(k));
+            vs.push(f16_round(matvec(
+                g(&p("self_attn.v_proj.weight")),
+                KV_HEADS * HD,
+                &h,
+            )));
         }
         for t in 0..xs.len() {
             let mut att = vec![0.0; HEADS * HD];
@@ -187,7 +199,8 @@ fn reference_logits(w: &Weights, ids: &[TokenId]) -> Vec<f32> {
                 let z: f32 = e.iter().sum();
                 for j in 0..=t {
                     for d in 0..HD {
-                        att[hh * HD + d] += e[j] / z * vs[j][kvh * HD + d];
+                        let pj = half::f16::from_f32(e[j] / z).to_f32();
+                        att[hh * HD + d] += pj * vs[j][kvh * HD + d];
                     }
                 }
             }

@@ -28,7 +28,10 @@ struct Prompt {
     text: String,
     ids: Vec<u32>,
     greedy: Vec<u32>,
-    logits_f32_b64: String,
+    /// argmax of llama.cpp's f32 logits (the stored f16 copy could tie).
+    top1: usize,
+    /// Last-position logits, f16 little-endian, base64.
+    logits_f16_b64: String,
 }
 
 fn fixtures() -> Fixtures {
@@ -119,14 +122,14 @@ fn logits_and_greedy_match_llamacpp() {
     let mut e = engine(64);
     let pages: Vec<PageId> = (0..64).map(PageId).collect();
     let mut same_greedy = 0;
-    let mut worst = 0.0f32;
+    let mut failures = Vec::new();
     for p in &f.prompts {
         let raw = base64::engine::general_purpose::STANDARD
-            .decode(&p.logits_f32_b64)
+            .decode(&p.logits_f16_b64)
             .expect("base64");
         let want: Vec<f32> = raw
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .chunks_exact(2)
+            .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
             .collect();
         let prompt = ids(&p.ids);
         let mut logits = e
@@ -139,18 +142,23 @@ fn logits_and_greedy_match_llamacpp() {
             .remove(0);
         assert_eq!(logits.len(), want.len());
         let err = rel_l2(&logits, &want);
-        worst = worst.max(err);
-        assert!(err <= 2e-2, "{:?}: relative L2 error {err}", p.text);
-        assert_eq!(
-            argmax(&logits),
-            argmax(&want),
-            "{:?}: top-1 differs",
-            p.text
-        );
+        let top1 = argmax(&logits);
+        if err > 2e-2 {
+            failures.push(format!("{:?}: relative L2 error {err:.3e}", p.message));
+        }
+        if top1 != p.top1 {
+            failures.push(format!(
+                "{:?}: top-1 {top1}, llama.cpp {}",
+                p.message, p.top1
+            ));
+        }
         let mut greedy = Vec::new();
         for i in 0..p.greedy.len() {
             let next = TokenId(argmax(&logits) as u32);
             greedy.push(next.0);
+            if i + 1 == p.greedy.len() {
+                break;
+            }
             logits = e
                 .step(&[StepItem {
                     tokens: &[next],
@@ -160,17 +168,20 @@ fn logits_and_greedy_match_llamacpp() {
                 .expect("decode")
                 .remove(0);
         }
-        if greedy == p.greedy {
-            same_greedy += 1;
-        } else {
-            eprintln!(
-                "greedy differs for {:?}:\n ours  {greedy:?}\n llama {:?}",
-                p.text, p.greedy
-            );
+        let same = greedy == p.greedy;
+        same_greedy += usize::from(same);
+        eprintln!(
+            "{} {:?}: rel L2 {err:.2e}, greedy {}",
+            p.kind,
+            p.message,
+            if same { "same" } else { "DIFFERS" }
+        );
+        if !same {
+            eprintln!(" ours  {greedy:?}\n llama {:?}", p.greedy);
         }
-        eprintln!("{} {:?}: rel L2 {err:.2e}", p.kind, p.message);
     }
-    eprintln!("greedy agreement {same_greedy}/10, worst relative L2 {worst:.2e}");
+    eprintln!("greedy agreement {same_greedy}/10");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(
         same_greedy >= 9,
         "only {same_greedy}/10 greedy continuations match"

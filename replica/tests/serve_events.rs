@@ -171,6 +171,9 @@ async fn followers_from_any_point_hold_the_cached_block_set() {
         .collect();
     let mut mid_resume = None;
     let mut late = None;
+    // Random points (seeded) at which a follower resumes and a new follower joins.
+    let resume_round = 4 + rng.next(10);
+    let late_round = 4 + rng.next(16);
     for round in 0..24 {
         let mut prompt = prefixes[rng.next(3) as usize].clone();
         let extra = 1 + rng.next(80) as usize;
@@ -192,19 +195,20 @@ async fn followers_from_any_point_hold_the_cached_block_set() {
                 "prompt blocks of the last request are cached"
             );
         }
-        if round == 8 {
-            let (e, s, _) = snapshot(addr).await;
-            mid_resume = Some((e, s));
+        if round == resume_round {
+            mid_resume = Some(snapshot(addr).await);
         }
-        if round == 12 {
+        if round == late_round {
             late = Some(Follower::connect(addr, "").await);
         }
     }
-    let (e, s) = mid_resume.unwrap();
+    // A follower that held the set at `resume_round` resumes from its position.
+    let (e, s, held) = mid_resume.unwrap();
     let mut resumed = Follower::connect(addr, &format!("?epoch={e}&from_seq={s}")).await;
     resumed
         .cursor
         .reset_to(router_policy::Epoch(e), router_policy::SeqNo(s));
+    resumed.set = held;
     let mut stale = Follower::connect(addr, &format!("?epoch={}&from_seq=3", e ^ 1)).await;
 
     let (epoch, seq, truth) = snapshot(addr).await;

@@ -45,7 +45,7 @@ fn text_tokens(tok: &ChatTokenizer, n: usize, seed: usize) -> Vec<u32> {
     while text.len() < n * 8 {
         text.push_str(words[i % words.len()]);
         text.push(' ');
-        i = i * 7 + 3;
+        i = (i * 7 + 3) % 1009;
     }
     let ids = tok.encode(&text, true).unwrap();
     assert!(ids.len() >= n);

@@ -49,3 +49,21 @@ pub fn model_of(addr: &str) -> String {
         .expect("model")
         .to_string()
 }
+
+/// Path of the SmolLM2-135M-Instruct GGUF that `scripts/fetch-model.sh` provides (honours
+/// `WARMPATH_MODEL_DIR` as the script does). Panics with the fix when it is missing.
+pub fn smollm2_model() -> String {
+    let dir = std::env::var("WARMPATH_MODEL_DIR").unwrap_or_else(|_| {
+        format!(
+            "{}/.cache/warmpath/models",
+            std::env::var("HOME").unwrap_or_default()
+        )
+    });
+    let path = std::path::Path::new(&dir).join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(
+        path.exists(),
+        "{} missing: run scripts/fetch-model.sh",
+        path.display()
+    );
+    path.display().to_string()
+}

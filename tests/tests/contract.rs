@@ -1,13 +1,17 @@
 #![allow(clippy::unwrap_used)]
 //! The hashing contract end to end: for 100 random chats, the block hashes the gateway's
 //! code predicts (replica tokenizer spec -> cached tokenizer -> salted chain hashes) are
-//! exactly blocks the replica reports storing on its KV event stream.
+//! exactly blocks the replica reports storing on its KV event stream. Run on the byte-level
+//! dummy model (100 chats) and on SmolLM2's real BPE tokenizer and chat template (fewer
+//! chats: its prefill is slower), where the gateway's per-segment cached tokenization is also
+//! checked against uncached tokenization of the whole rendered prompt.
 
 use gateway::tokenize::CachedTokenizer;
 use rand::{Rng, SeedableRng};
 use router_policy::{block_hashes, BlockHash, CacheSalt, HashNamespace, KvStreamMessage};
 use serde_json::json;
 use std::collections::HashSet;
+use warmpath_e2e::fixtures::smollm2_model;
 use warmpath_e2e::http::{first_ndjson_line, get, post_json};
 use warmpath_e2e::ReplicaProc;
 use warmpath_protocol::replica_api::{ReplicaInfo, HEADER_CACHE_SALT};
@@ -41,9 +45,22 @@ fn words(rng: &mut rand::rngs::StdRng, n: usize) -> String {
         .join(" ")
 }
 
-#[test]
-fn gateway_predicted_hashes_equal_replica_stored_hashes() {
-    let replica = ReplicaProc::spawn("dummy:tiny").expect("replica");
+fn random_chat(rng: &mut rand::rngs::StdRng, i: usize) -> Vec<ChatMessage> {
+    let mut msgs = vec![ChatMessage::new("system", words(rng, 20 + i % 7))];
+    for j in 0..rng.gen_range(1..4) {
+        let n = rng.gen_range(1..30);
+        msgs.push(ChatMessage::new(
+            if j % 2 == 0 { "user" } else { "assistant" },
+            words(rng, n),
+        ));
+    }
+    msgs
+}
+
+/// Sends `chats` random chats to a replica of `model`; every block hash the gateway's code
+/// predicts must be stored by the replica. Returns the tokenizer for further checks.
+fn check_contract(model: &str, chats: usize) -> CachedTokenizer {
+    let replica = ReplicaProc::spawn(model).expect("replica");
     let info: ReplicaInfo = get(&replica.addr, "/v1/replica/info", &[])
         .unwrap()
         .json()
@@ -59,17 +76,15 @@ fn gateway_predicted_hashes_equal_replica_stored_hashes() {
     let tok = CachedTokenizer::new(&spec, 256, 16).expect("tokenizer");
     let mut rng = rand::rngs::StdRng::seed_from_u64(42);
     let mut checked_blocks = 0;
-    for i in 0..100 {
+    for i in 0..chats {
         let salt = CacheSalt::new(format!("tenant-{}", i % 3));
-        let mut msgs = vec![ChatMessage::new("system", words(&mut rng, 20 + i % 7))];
-        for j in 0..rng.gen_range(1..4) {
-            let n = rng.gen_range(1..30);
-            msgs.push(ChatMessage::new(
-                if j % 2 == 0 { "user" } else { "assistant" },
-                words(&mut rng, n),
-            ));
-        }
+        let msgs = random_chat(&mut rng, i);
         let tokens = tok.encode_chat(&msgs).expect("encode");
+        assert_eq!(
+            tokens,
+            tok.encode_chat_uncached(&msgs).expect("encode"),
+            "chat {i}: cached and uncached tokenization differ"
+        );
         let seed = HashNamespace::new(info.checkpoint.clone())
             .with_salt(Some(salt.clone()))
             .root_seed();
@@ -104,7 +119,35 @@ fn gateway_predicted_hashes_equal_replica_stored_hashes() {
         checked_blocks += predicted.len();
     }
     assert!(
-        checked_blocks > 100,
+        checked_blocks > chats,
         "too few full blocks checked: {checked_blocks}"
+    );
+    tok
+}
+
+#[test]
+fn gateway_predicted_hashes_equal_replica_stored_hashes() {
+    check_contract("dummy:tiny", 100);
+}
+
+#[test]
+fn smollm2_contract_and_cached_tokenization_match_the_replica() {
+    let tok = check_contract(&smollm2_model(), 8);
+    // Cached (per segment, by content hash) and uncached tokenization agree on many more
+    // chats with a shared long system prompt, as the gateway sees them in production.
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let system = words(&mut rng, 400);
+    for i in 0..300 {
+        let mut msgs = random_chat(&mut rng, i);
+        msgs[0] = ChatMessage::new("system", system.clone());
+        assert_eq!(
+            tok.encode_chat(&msgs).unwrap(),
+            tok.encode_chat_uncached(&msgs).unwrap(),
+            "chat {i}"
+        );
+    }
+    assert!(
+        tok.cached_pieces() > 0,
+        "the system prompt was never cached"
     );
 }

@@ -90,6 +90,9 @@ pub struct RequestRecord {
     /// Cached prompt tokens the router predicted (`x-warmpath-predicted-cached-tokens`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub predicted_cached_tokens: Option<u32>,
+    /// The routing rule that chose the replica (simulator: the policy's decision branch).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub route_branch: Option<&'static str>,
     /// Failure kind; `None` = completed.
     pub error: Option<ErrorKind>,
     /// Failure detail.

@@ -126,6 +126,9 @@ pub struct Summary {
     pub max_mean_share: f64,
     /// Failures by kind.
     pub errors: BTreeMap<String, usize>,
+    /// Routing decisions by policy branch (simulate only; e.g. `cache_hit`, `cold_home`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub route_branches: BTreeMap<String, usize>,
 }
 
 impl Summary {
@@ -187,6 +190,10 @@ impl Summary {
             }
         }
         let good = ok.iter().filter(|r| slo.met_by(r)).count();
+        let mut route_branches: BTreeMap<String, usize> = BTreeMap::new();
+        for b in records.iter().filter_map(|r| r.route_branch) {
+            *route_branches.entry(b.to_string()).or_default() += 1;
+        }
 
         Summary {
             num_prompts: records.len(),
@@ -227,6 +234,7 @@ impl Summary {
             replica_share,
             max_mean_share,
             errors,
+            route_branches,
             ..Summary::default()
         }
     }
@@ -297,6 +305,13 @@ mod tests {
         assert!((s.total_token_throughput - (5016.0 / 2.0)).abs() < 1e-9);
         assert!((s.mean_ttft_ms - 1400.0 / 3.0).abs() < 1e-9);
         assert_eq!(s.median_ttft_ms, 300.0);
+        // numpy percentiles over [100, 300, 1000] and TPOTs [20, 50].
+        assert!((s.p99_ttft_ms - (300.0 + 700.0 * 0.98)).abs() < 1e-9);
+        assert!((s.p90_ttft_ms - (300.0 + 700.0 * 0.8)).abs() < 1e-9);
+        assert!((s.p99_tpot_ms - 49.7).abs() < 1e-9);
+        assert!((recs[0].tpot_ms().unwrap() - 20.0).abs() < 1e-12);
+        assert_eq!(recs[2].tpot_ms(), None);
+        assert_eq!(recs[3].tpot_ms(), None);
         assert_eq!((s.mean_tpot_ms, s.median_tpot_ms), (35.0, 35.0));
         // ITL pooled: 9 gaps of 20 and 4 of 50.
         assert!((s.mean_itl_ms - (9.0 * 20.0 + 4.0 * 50.0) / 13.0).abs() < 1e-6);

@@ -162,6 +162,7 @@ async fn one(sh: &Shared, spec: &RequestSpec) -> RequestRecord {
         output_tokens: res.completion_tokens.unwrap_or(res.chunks),
         cached_tokens: res.cached_tokens.unwrap_or(0),
         predicted_cached_tokens: res.predicted_cached_tokens,
+        route_branch: None,
         error: res.error.as_ref().map(|e| e.0),
         error_detail: res.error.map(|e| e.1),
     }

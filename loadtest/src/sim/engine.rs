@@ -55,6 +55,7 @@ struct Sim<'a> {
     policy: Box<dyn Policy>,
     records: Vec<Option<RequestRecord>>,
     predicted: Vec<u32>,
+    branches: Vec<Option<&'static str>>,
     next_closed: usize,
     outstanding: usize,
     events: u64,
@@ -88,6 +89,7 @@ pub fn simulate(workload: &Workload, cfg: &SimConfig, policy: Box<dyn Policy>) -
         policy,
         records: vec![None; workload.requests.len()],
         predicted: vec![0; workload.requests.len()],
+        branches: vec![None; workload.requests.len()],
         next_closed: 0,
         outstanding: 0,
         events: 0,
@@ -188,6 +190,7 @@ impl Sim<'_> {
         let r = decision.replica;
         self.index.record_routed(r, &hashes, Millis(now as u64));
         self.predicted[i] = decision.predicted_cached_blocks * self.block_size.0;
+        self.branches[i] = Some(decision.explanation.branch.as_str());
         let ri = r.0 as usize;
         self.view.replicas[ri].in_flight += 1;
         self.outstanding += 1;
@@ -235,6 +238,7 @@ impl Sim<'_> {
                 output_tokens: s.produced,
                 cached_tokens: s.cached_blocks * self.block_size.0,
                 predicted_cached_tokens: Some(self.predicted[s.req]),
+                route_branch: self.branches[s.req],
                 error: None,
                 error_detail: None,
             });

@@ -1,4 +1,5 @@
-//! Chat template rendering with `minijinja`, in the way HF `apply_chat_template` does.
+//! Chat template rendering with `minijinja`, in the way HF `apply_chat_template` does
+//! (`trim_blocks` and `lstrip_blocks` on, `raise_exception` available).
 
 use super::{ChatMessage, TextError};
 use minijinja::{context, Environment};
@@ -16,8 +17,8 @@ impl ChatTemplate {
         let mut env = Environment::new();
         minijinja_contrib::add_to_environment(&mut env);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
-        env.set_trim_blocks(false);
-        env.set_lstrip_blocks(false);
+        env.set_trim_blocks(true);
+        env.set_lstrip_blocks(true);
         env.add_function("raise_exception", raise_exception);
         env.add_template_owned(TEMPLATE_NAME.to_string(), source.to_string())
             .map_err(|e| TextError::Template(e.to_string()))?;

@@ -3,9 +3,11 @@
 //! - [`generate`]: `replica generate --model PATH --prompt TEXT [--chat] --max-tokens N ...`
 //! - [`tokenize`]: `replica tokenize --model PATH --text TEXT`
 //! - [`bench`]: `replica bench`, prefill and decode throughput.
+//! - [`gpu_check`]: `replica gpu-check`, the CUDA backend against the CPU and the hardware.
 
 pub mod bench;
 pub mod generate;
+pub mod gpu_check;
 pub mod tokenize;
 
 use crate::engine::ModelSource;

@@ -72,3 +72,88 @@ impl ComputeBackend for CpuBackend {
         Ok(pool.install(|| forward(config, weights, kv, items)))
     }
 }
+
+/// Where an engine runs its steps: `cpu`, or `cuda:N` (`cuda` alone means `cuda:0`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Device {
+    /// The CPU backend.
+    #[default]
+    Cpu,
+    /// The CUDA backend on the GPU with this ordinal (needs the `cuda` cargo feature).
+    Cuda(usize),
+}
+
+/// Why `--device cuda:N` cannot work in a build without the `cuda` feature.
+pub const NO_CUDA_FEATURE: &str = "this replica was built without the cuda feature \
+    (rebuild with `cargo build -p replica --features cuda`); use --device cpu";
+
+impl Device {
+    /// Whether this build can run on the device at all (the driver is probed at load).
+    pub fn check_compiled(self) -> Result<(), EngineError> {
+        match self {
+            Device::Cpu => Ok(()),
+            Device::Cuda(_) if cfg!(feature = "cuda") => Ok(()),
+            Device::Cuda(_) => Err(EngineError::Device(format!("{self}: {NO_CUDA_FEATURE}"))),
+        }
+    }
+}
+
+impl std::str::FromStr for Device {
+    type Err = EngineError;
+    /// Parses `cpu`, `cuda` or `cuda:N`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim().to_ascii_lowercase();
+        match t.as_str() {
+            "cpu" => Ok(Device::Cpu),
+            "cuda" => Ok(Device::Cuda(0)),
+            _ => t
+                .strip_prefix("cuda:")
+                .and_then(|n| n.parse::<usize>().ok())
+                .map(Device::Cuda)
+                .ok_or_else(|| {
+                    EngineError::Device(format!("unknown device {s:?}: use cpu or cuda:N"))
+                }),
+        }
+    }
+}
+
+impl std::fmt::Display for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Device::Cpu => write!(f, "cpu"),
+            Device::Cuda(n) => write!(f, "cuda:{n}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_names_parse_and_print() {
+        assert_eq!("cpu".parse::<Device>().unwrap(), Device::Cpu);
+        assert_eq!("cuda".parse::<Device>().unwrap(), Device::Cuda(0));
+        assert_eq!(" CUDA:3 ".parse::<Device>().unwrap(), Device::Cuda(3));
+        assert_eq!(Device::Cuda(1).to_string(), "cuda:1");
+        for bad in ["gpu", "cuda:", "cuda:x", "cuda:-1"] {
+            let e = bad.parse::<Device>().unwrap_err().to_string();
+            assert!(e.contains("unknown device") && e.contains(bad), "{e}");
+        }
+    }
+
+    #[test]
+    fn cuda_without_the_feature_is_a_clear_error() {
+        assert!(Device::Cpu.check_compiled().is_ok());
+        let r = Device::Cuda(0).check_compiled();
+        if cfg!(feature = "cuda") {
+            assert!(r.is_ok());
+        } else {
+            let e = r.unwrap_err().to_string();
+            assert!(
+                e.contains("cuda:0") && e.contains("built without the cuda feature"),
+                "{e}"
+            );
+        }
+    }
+}

@@ -80,6 +80,25 @@ fn dummy_config(name: &str) -> Result<(ModelConfig, Option<QuantKind>), EngineEr
             },
             Some(QuantKind::Q4_1),
         )),
+        // Llama-3.2-1B's shape (about 1.2B parameters), for GPU checks. (owner: cuda)
+        "llama-1b" => Ok((
+            ModelConfig {
+                name: "dummy-llama-1b".into(),
+                n_layers: 16,
+                dim: 2048,
+                n_heads: 32,
+                n_kv_heads: 8,
+                head_dim: 64,
+                ffn_dim: 8192,
+                vocab_size: 128_256,
+                max_context: 8192,
+                rope_theta: 500_000.0,
+                rope_freq_scale: 1.0,
+                rope_style: RopeStyle::Half,
+                rms_eps: 1e-5,
+            },
+            Some(QuantKind::Q4_1),
+        )),
         other => Err(EngineError::UnknownDummy(other.to_string())),
     }
 }

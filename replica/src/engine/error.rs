@@ -49,7 +49,7 @@ pub enum EngineError {
         msg: String,
     },
     /// Unknown `dummy:NAME`.
-    #[error("unknown dummy model {0:?} (known: tiny, smollm2-135m)")]
+    #[error("unknown dummy model {0:?} (known: tiny, smollm2-135m, llama-1b)")]
     UnknownDummy(String),
     /// Fetching the default model failed.
     #[error("fetching the default model failed: {0}")]
@@ -63,6 +63,9 @@ pub enum EngineError {
     /// The thread pool could not be built.
     #[error("thread pool: {0}")]
     ThreadPool(String),
+    /// The compute device is unavailable or failed (driver, library, memory, kernel).
+    #[error("device: {0}")]
+    Device(String),
 }
 
 impl EngineError {

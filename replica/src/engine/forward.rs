@@ -4,19 +4,14 @@
 //! weight row is read once per step; attention then runs per (token, head) against the
 //! paged KV pool, causally within each sequence.
 
+use super::attention::{attention, round_f16, Row};
 use super::config::{ModelConfig, RopeStyle};
-use super::kernels::{axpy, dot_f32};
-use super::kv::{KvPool, PageId};
+use super::kernels::swiglu;
+use super::kv::KvPool;
+use super::matrix::Input;
 use super::weights::ModelWeights;
 use super::StepItem;
 use rayon::prelude::*;
-
-/// Where one stacked row comes from.
-#[derive(Clone, Copy)]
-struct Row<'a> {
-    pos: usize,
-    pages: &'a [PageId],
-}
 
 /// Scratch buffers for one step.
 struct Acts {
@@ -61,6 +56,7 @@ pub(crate) fn forward(
             (0..it.tokens.len()).map(move |i| Row {
                 pos: it.start_pos + i,
                 pages: it.pages,
+                single: it.tokens.len() == 1,
             })
         })
         .collect();
@@ -76,11 +72,16 @@ pub(crate) fn forward(
     let rope = RopeTable::new(cfg, &rows);
     for (l, lw) in w.layers.iter().enumerate() {
         rmsnorm_rows(&a.x, &lw.attn_norm, cfg.rms_eps, &mut a.h);
-        lw.wq.matmul(&a.h, t, &mut a.q);
-        lw.wk.matmul(&a.h, t, &mut a.k);
-        lw.wv.matmul(&a.h, t, &mut a.v);
+        let h = Input::new(&a.h, t);
+        lw.wq.matmul_prepared(&h, &mut a.q);
+        lw.wk.matmul_prepared(&h, &mut a.k);
+        lw.wv.matmul_prepared(&h, &mut a.v);
         rope.apply(cfg, &mut a.q, cfg.n_heads);
         rope.apply(cfg, &mut a.k, cfg.n_kv_heads);
+        // The KV cache holds f16 values, as llama.cpp's default cache does.
+        a.k.iter_mut()
+            .chain(a.v.iter_mut())
+            .for_each(|x| *x = round_f16(*x));
         for (i, r) in rows.iter().enumerate() {
             let (k, v) = (&a.k[i * kvd..(i + 1) * kvd], &a.v[i * kvd..(i + 1) * kvd]);
             kv.write(r.pages, l, r.pos, k, v);
@@ -89,16 +90,13 @@ pub(crate) fn forward(
         lw.wo.matmul(&a.att, t, &mut a.o);
         add_into(&mut a.x, &a.o);
         rmsnorm_rows(&a.x, &lw.ffn_norm, cfg.rms_eps, &mut a.h);
-        lw.w_gate.matmul(&a.h, t, &mut a.gate);
-        lw.w_up.matmul(&a.h, t, &mut a.up);
+        let h = Input::new(&a.h, t);
+        lw.w_gate.matmul_prepared(&h, &mut a.gate);
+        lw.w_up.matmul_prepared(&h, &mut a.up);
         a.gate
-            .par_chunks_mut(4096)
-            .zip(a.up.par_chunks(4096))
-            .for_each(|(g, u)| {
-                for (gi, ui) in g.iter_mut().zip(u) {
-                    *gi = *gi / (1.0 + (-*gi).exp()) * ui;
-                }
-            });
+            .par_chunks_mut(cfg.ffn_dim)
+            .zip(a.up.par_chunks(cfg.ffn_dim))
+            .for_each(|(g, u)| swiglu(g, u));
         lw.w_down.matmul(&a.gate, t, &mut a.o);
         add_into(&mut a.x, &a.o);
     }
@@ -124,14 +122,16 @@ fn add_into(x: &mut [f32], y: &[f32]) {
     }
 }
 
-/// `out[r] = x[r] / rms(x[r]) * weight` for each row.
+/// `out[r] = x[r] / rms(x[r]) * weight` for each row, rounded as ggml does (squares in
+/// f32 summed in f64, mean and scale in f32, then `(x * scale) * weight`).
 pub(crate) fn rmsnorm_rows(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
     let d = weight.len();
     for (xr, or) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
-        let ss: f64 = xr.iter().map(|&v| (v as f64) * (v as f64)).sum();
-        let scale = (1.0 / (ss / d as f64 + eps as f64).sqrt()) as f32;
+        let ss: f64 = xr.iter().map(|&v| (v * v) as f64).sum();
+        let mean = (ss / d as f64) as f32;
+        let scale = 1.0f32 / (mean + eps).sqrt();
         for ((o, &v), &g) in or.iter_mut().zip(xr).zip(weight) {
-            *o = v * scale * g;
+            *o = (v * scale) * g;
         }
     }
 }
@@ -144,19 +144,20 @@ struct RopeTable {
 }
 
 impl RopeTable {
+    /// ggml's rope cache: `theta_scale = base^(-2/d)` in f32, `theta *= theta_scale` per
+    /// pair, f32 `cos`/`sin` (same rounding as llama.cpp).
     fn new(cfg: &ModelConfig, rows: &[Row<'_>]) -> Self {
         let half = cfg.head_dim / 2;
-        let inv: Vec<f64> = (0..half)
-            .map(|i| (cfg.rope_theta as f64).powf(-2.0 * i as f64 / cfg.head_dim as f64))
-            .collect();
+        let theta_scale = cfg.rope_theta.powf(-2.0 / cfg.head_dim as f32);
         let mut cos = Vec::with_capacity(rows.len() * half);
         let mut sin = Vec::with_capacity(rows.len() * half);
         for r in rows {
-            let p = r.pos as f64 * cfg.rope_freq_scale as f64;
-            for f in &inv {
-                let (s, c) = (p * f).sin_cos();
-                cos.push(c as f32);
-                sin.push(s as f32);
+            let mut theta = r.pos as f32;
+            for _ in 0..half {
+                let t = cfg.rope_freq_scale * theta;
+                cos.push(t.cos());
+                sin.push(t.sin());
+                theta *= theta_scale;
             }
         }
         Self { half, cos, sin }
@@ -175,58 +176,11 @@ impl RopeTable {
                         RopeStyle::Half => (i, i + self.half),
                     };
                     let (x0, x1) = (head[a], head[b]);
-                    head[a] = x0 * cos[i] - x1 * sin[i];
-                    head[b] = x0 * sin[i] + x1 * cos[i];
+                    // ggml's C code, contracted to FMA by GCC.
+                    head[a] = x0.mul_add(cos[i], -(x1 * sin[i]));
+                    head[b] = x0.mul_add(sin[i], x1 * cos[i]);
                 }
             }
         }
     }
-}
-
-/// Causal grouped-query attention of every (row, head) over the pages of its sequence.
-fn attention(
-    cfg: &ModelConfig,
-    kv: &KvPool,
-    layer: usize,
-    rows: &[Row<'_>],
-    q: &[f32],
-    out: &mut [f32],
-) {
-    let hd = cfg.head_dim;
-    let group = cfg.n_heads / cfg.n_kv_heads;
-    let kvd = cfg.kv_dim();
-    let bs = kv.layout().block_size.get();
-    let scale = 1.0 / (hd as f32).sqrt();
-    out.par_chunks_mut(hd).enumerate().for_each(|(idx, o)| {
-        let (r, h) = (idx / cfg.n_heads, idx % cfg.n_heads);
-        let row = rows[r];
-        let qh = &q[idx * hd..(idx + 1) * hd];
-        let koff = (h / group) * hd;
-        let n = row.pos + 1;
-        let mut scores = Vec::with_capacity(n);
-        for (pi, &page) in row.pages.iter().enumerate().take(n.div_ceil(bs)) {
-            let len = (n - pi * bs).min(bs);
-            let keys = kv.page_rows(page, layer, 0, len);
-            for key in keys.chunks_exact(kvd) {
-                scores.push(dot_f32(qh, &key[koff..koff + hd]) * scale);
-            }
-        }
-        let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let mut sum = 0.0f32;
-        for s in scores.iter_mut() {
-            *s = (*s - max).exp();
-            sum += *s;
-        }
-        o.fill(0.0);
-        let inv = 1.0 / sum;
-        let mut j = 0;
-        for (pi, &page) in row.pages.iter().enumerate().take(n.div_ceil(bs)) {
-            let len = (n - pi * bs).min(bs);
-            let vals = kv.page_rows(page, layer, 1, len);
-            for val in vals.chunks_exact(kvd) {
-                axpy(scores[j] * inv, &val[koff..koff + hd], o);
-                j += 1;
-            }
-        }
-    });
 }

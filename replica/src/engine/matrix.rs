@@ -5,7 +5,7 @@ use super::kernels::{dot_f32, qdot4_for, qdot_for};
 use super::quant::{dequantize_row, quantize_activation, Q8Block, QuantKind, QK};
 use memmap2::Mmap;
 use rayon::prelude::*;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Raw bytes of a quantised tensor: owned, or a slice of a memory-mapped file.
 #[derive(Clone, Debug)]
@@ -58,9 +58,10 @@ pub enum Matrix {
     },
 }
 
-/// Output rows computed per parallel task.
+/// Output rows computed per parallel task (decode is parallel over rows in 4x this).
 const ROW_CHUNK: usize = 16;
-/// Inputs processed together against a chunk of rows.
+/// Most inputs processed together against the weight rows (prefill is parallel over
+/// tiles of inputs).
 const TOKEN_TILE: usize = 64;
 
 impl Matrix {
@@ -91,79 +92,81 @@ impl Matrix {
     }
 
     /// `out[t] = W x[t]` for `n` inputs stored back to back in `x` (`n * cols`), writing
-    /// `n * rows` values. Parallel over output rows; each weight row is read once and
-    /// reused for every input.
+    /// `n * rows` values.
     pub fn matmul(&self, x: &[f32], n: usize, out: &mut [f32]) {
-        let (rows, cols) = (self.rows(), self.cols());
-        debug_assert_eq!(x.len(), n * cols);
+        self.matmul_prepared(&Input::new(x, n), out);
+    }
+
+    /// Like [`Matrix::matmul`], reusing `input`'s 8-bit quantisation across the matrices
+    /// that read the same activations (q/k/v, gate/up).
+    pub fn matmul_prepared(&self, input: &Input<'_>, out: &mut [f32]) {
+        let (rows, cols, n) = (self.rows(), self.cols(), input.n);
+        debug_assert_eq!(input.x.len(), n * cols);
         debug_assert_eq!(out.len(), n * rows);
         if n == 1 {
-            // Decode: write straight into `out`.
-            self.matvec(x, out);
+            // Decode: parallel over rows, written straight into `out`.
+            self.matvec(input, out);
             return;
         }
-        // Row-major result per chunk of rows, transposed afterwards.
-        let mut tmp = vec![0.0f32; rows * n];
+        // Parallel over token tiles: each task owns a contiguous slice of `out` and reads
+        // every weight row once for its tile (the tile's activations stay in cache).
+        let tile = n
+            .div_ceil(2 * rayon::current_num_threads().max(1))
+            .clamp(4, TOKEN_TILE)
+            .next_multiple_of(4);
         match self {
             Matrix::Quant { kind, cols, .. } => {
-                let xq = quantize_inputs(x, n, *cols);
+                let xq = input.quantized();
                 let dot = qdot_for(*kind);
                 let dot4 = qdot4_for(*kind);
                 let rb = kind.row_bytes(*cols);
                 let bytes = self.quant_bytes();
                 let nb = cols / QK;
-                tmp.par_chunks_mut(ROW_CHUNK * n)
+                out.par_chunks_mut(tile * rows)
                     .enumerate()
                     .for_each(|(c, chunk)| {
-                        // Token tiles keep the quantised activations in cache while
-                        // every row of the chunk passes over them.
-                        for t0 in (0..n).step_by(TOKEN_TILE) {
-                            let t1 = (t0 + TOKEN_TILE).min(n);
-                            for (i, orow) in chunk.chunks_mut(n).enumerate() {
-                                let r = c * ROW_CHUNK + i;
-                                let wrow = &bytes[r * rb..(r + 1) * rb];
-                                let mut t = t0;
-                                if let Some(dot4) = dot4 {
-                                    while t + 4 <= t1 {
-                                        let r4 = dot4(wrow, &xq[t * nb..(t + 4) * nb]);
-                                        orow[t..t + 4].copy_from_slice(&r4);
-                                        t += 4;
+                        let t0 = c * tile;
+                        let m = chunk.len() / rows;
+                        let xs = &xq[t0 * nb..(t0 + m) * nb];
+                        for (r, wrow) in bytes.chunks_exact(rb).enumerate() {
+                            let mut t = 0;
+                            if let Some(dot4) = dot4 {
+                                while t + 4 <= m {
+                                    let r4 = dot4(wrow, &xs[t * nb..(t + 4) * nb]);
+                                    for (j, v) in r4.into_iter().enumerate() {
+                                        chunk[(t + j) * rows + r] = v;
                                     }
+                                    t += 4;
                                 }
-                                for t in t..t1 {
-                                    orow[t] = dot(wrow, &xq[t * nb..(t + 1) * nb]);
-                                }
+                            }
+                            for t in t..m {
+                                chunk[t * rows + r] = dot(wrow, &xs[t * nb..(t + 1) * nb]);
                             }
                         }
                     });
             }
             Matrix::F32 { w, .. } => {
-                tmp.par_chunks_mut(ROW_CHUNK * n)
+                let x = input.x;
+                out.par_chunks_mut(tile * rows)
                     .enumerate()
                     .for_each(|(c, chunk)| {
-                        for (i, orow) in chunk.chunks_mut(n).enumerate() {
-                            let r = c * ROW_CHUNK + i;
-                            let wrow = &w[r * cols..(r + 1) * cols];
-                            for (t, o) in orow.iter_mut().enumerate() {
-                                *o = dot_f32(wrow, &x[t * cols..(t + 1) * cols]);
+                        let t0 = c * tile;
+                        for (i, orow) in chunk.chunks_exact_mut(rows).enumerate() {
+                            let xt = &x[(t0 + i) * cols..(t0 + i + 1) * cols];
+                            for (o, wrow) in orow.iter_mut().zip(w.chunks_exact(cols)) {
+                                *o = dot_f32(wrow, xt);
                             }
                         }
                     });
             }
         }
-        for r in 0..rows {
-            for t in 0..n {
-                out[t * rows + r] = tmp[r * n + t];
-            }
-        }
     }
 
     /// Single-input product into `out` (`rows` values).
-    fn matvec(&self, x: &[f32], out: &mut [f32]) {
+    fn matvec(&self, input: &Input<'_>, out: &mut [f32]) {
         match self {
             Matrix::Quant { kind, cols, .. } => {
-                let mut xq = Vec::with_capacity(cols / QK);
-                quantize_activation(x, &mut xq);
+                let xq = input.quantized();
                 let dot = qdot_for(*kind);
                 let rb = kind.row_bytes(*cols);
                 let bytes = self.quant_bytes();
@@ -173,11 +176,12 @@ impl Matrix {
                         let r0 = c * ROW_CHUNK * 4;
                         for (i, o) in chunk.iter_mut().enumerate() {
                             let r = r0 + i;
-                            *o = dot(&bytes[r * rb..(r + 1) * rb], &xq);
+                            *o = dot(&bytes[r * rb..(r + 1) * rb], xq);
                         }
                     });
             }
             Matrix::F32 { w, cols, .. } => {
+                let x = input.x;
                 out.par_chunks_mut(ROW_CHUNK * 4)
                     .enumerate()
                     .for_each(|(c, chunk)| {
@@ -199,15 +203,47 @@ impl Matrix {
     }
 }
 
-fn quantize_inputs(x: &[f32], n: usize, cols: usize) -> Vec<Q8Block> {
-    let nb = cols / QK;
-    let mut all = Vec::with_capacity(n * nb);
-    let mut tmp = Vec::with_capacity(nb);
-    for t in 0..n {
-        quantize_activation(&x[t * cols..(t + 1) * cols], &mut tmp);
-        all.extend_from_slice(&tmp);
+/// Activations of `n` tokens (`n * cols` floats), quantised to 8 bits on first use.
+pub struct Input<'a> {
+    x: &'a [f32],
+    n: usize,
+    q: OnceLock<Vec<Q8Block>>,
+}
+
+impl<'a> Input<'a> {
+    /// Wraps `n` rows stored back to back in `x`.
+    pub fn new(x: &'a [f32], n: usize) -> Self {
+        Self {
+            x,
+            n,
+            q: OnceLock::new(),
+        }
     }
-    all
+
+    /// The rows quantised block by block (`n * cols / 32` blocks), computed once, in
+    /// parallel over rows.
+    fn quantized(&self) -> &[Q8Block] {
+        self.q.get_or_init(|| {
+            let cols = self.x.len() / self.n.max(1);
+            let nb = cols / QK;
+            let mut all = vec![
+                Q8Block {
+                    d: 0.0,
+                    s: 0.0,
+                    qs: [0; QK]
+                };
+                self.n * nb
+            ];
+            all.par_chunks_mut(nb.max(1))
+                .zip(self.x.par_chunks(cols.max(1)))
+                .for_each(|(dst, row)| {
+                    let mut tmp = Vec::with_capacity(nb);
+                    quantize_activation(row, &mut tmp);
+                    dst.copy_from_slice(&tmp);
+                });
+            all
+        })
+    }
 }
 
 #[cfg(test)]

@@ -13,10 +13,14 @@
 //! - `quant`, `kernels`, `matrix`: quantised formats and SIMD dot products.
 //! - `forward`, `kv`, [`backend`]: the forward pass, KV pool and compute backend trait.
 //! - [`sampling`]: token sampling.
+//! - `cuda` (feature `cuda`): the CUDA backend (cuBLAS + NVRTC kernels).
 
+mod attention;
 pub mod backend;
 pub mod bytelevel;
 mod config;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 mod dummy;
 mod error;
 pub mod fetch;
@@ -39,6 +43,8 @@ pub use error::EngineError;
 pub use kv::{KvLayout, PageId};
 pub use source::{EngineOptions, ModelSource};
 pub use weights::{LayerWeights, ModelWeights};
+
+pub use backend::Device;
 
 use backend::{ComputeBackend, CpuBackend};
 use router_policy::{CheckpointId, TokenId};
@@ -75,9 +81,45 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
-    /// Loads `src` and allocates the KV pool.
+    /// Loads `src` and allocates the KV pool, on the CPU.
     pub fn load(src: &ModelSource, opts: &EngineOptions) -> Result<Engine, EngineError> {
-        let loaded = source::load(src)?;
+        Self::load_on(src, opts, Device::Cpu)
+    }
+
+    /// Loads `src` for `device`. The device is checked (and, for CUDA, its driver and
+    /// libraries probed) before the model is read, so a missing GPU fails fast.
+    pub fn load_on(
+        src: &ModelSource,
+        opts: &EngineOptions,
+        device: Device,
+    ) -> Result<Engine, EngineError> {
+        Self::load_with(src, opts, device, |w| w)
+    }
+
+    /// Loads `src` on the CPU with every matrix dequantised to f32: the exact reference
+    /// other backends are checked against (the quantised CPU path rounds activations to
+    /// 8 bits, about 1e-2 relative error in the logits on its own).
+    #[cfg(feature = "cuda")]
+    pub fn load_f32_reference(
+        src: &ModelSource,
+        opts: &EngineOptions,
+    ) -> Result<Engine, EngineError> {
+        Self::load_with(src, opts, Device::Cpu, cuda::dequantize_all)
+    }
+
+    fn load_with(
+        src: &ModelSource,
+        opts: &EngineOptions,
+        device: Device,
+        prepare: fn(ModelWeights) -> ModelWeights,
+    ) -> Result<Engine, EngineError> {
+        device.check_compiled()?;
+        #[cfg(feature = "cuda")]
+        if let Device::Cuda(ordinal) = device {
+            cuda::probe(ordinal)?;
+        }
+        let mut loaded = source::load(src)?;
+        loaded.weights = prepare(loaded.weights);
         loaded.config.validate()?;
         loaded.weights.validate(&loaded.config)?;
         let tokenizer = ChatTokenizer::from_spec(&loaded.tokenizer)?;
@@ -103,19 +145,33 @@ impl Engine {
             threads,
             "engine loaded"
         );
-        let backend = CpuBackend::new(
-            loaded.config.clone(),
-            loaded.weights,
-            layout,
-            opts.kv_pages,
-            threads,
-        )?;
+        let backend: Box<dyn ComputeBackend> = match device {
+            Device::Cpu => Box::new(CpuBackend::new(
+                loaded.config.clone(),
+                loaded.weights,
+                layout,
+                opts.kv_pages,
+                threads,
+            )?),
+            #[cfg(feature = "cuda")]
+            Device::Cuda(ordinal) => Box::new(cuda::CudaBackend::new(
+                ordinal,
+                &loaded.config,
+                &loaded.weights,
+                layout,
+                opts.kv_pages,
+            )?),
+            #[cfg(not(feature = "cuda"))]
+            Device::Cuda(_) => {
+                return Err(EngineError::Device(backend::NO_CUDA_FEATURE.into()));
+            }
+        };
         Ok(Engine {
             config: loaded.config,
             checkpoint: loaded.checkpoint,
             model_name: loaded.model_name,
             tokenizer,
-            backend: Box::new(backend),
+            backend,
         })
     }
 
@@ -143,7 +199,7 @@ impl Engine {
     pub fn num_pages(&self) -> usize {
         self.backend.num_pages()
     }
-    /// Device name (`cpu`).
+    /// Device name (`cpu`, `cuda:0`).
     pub fn device(&self) -> &str {
         self.backend.device()
     }

@@ -132,20 +132,22 @@ pub struct Q8Block {
     pub qs: [i8; QK],
 }
 
-/// Quantises an activation row into 8-bit blocks, as ggml does before integer dot products.
+/// Quantises an activation row into 8-bit blocks exactly as ggml's x86 `quantize_row_q8_1`
+/// (and `q8_0`) do before integer dot products: `id = 127 / amax`, round half to even,
+/// `d` and `d * sum(qs)` stored as f16. Matching this bit for bit matters: the model
+/// amplifies a single flipped rounding into visible logit differences.
 pub fn quantize_activation(x: &[f32], out: &mut Vec<Q8Block>) {
     out.clear();
     for blk in x.chunks_exact(QK) {
         let amax = blk.iter().fold(0.0f32, |a, v| a.max(v.abs()));
         let d = amax / 127.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
         let mut qs = [0i8; QK];
         let mut sum = 0i32;
         for (q, &v) in qs.iter_mut().zip(blk) {
-            *q = (v * id).round() as i8;
+            *q = (v * id).round_ties_even() as i8;
             sum += *q as i32;
         }
-        // ggml stores d and s as f16; round the same way so dot products match.
         let d16 = f16::from_f32(d).to_f32();
         let s16 = f16::from_f32(d * sum as f32).to_f32();
         out.push(Q8Block { d: d16, s: s16, qs });

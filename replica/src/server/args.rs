@@ -21,7 +21,7 @@ pub struct ServeArgs {
     /// Memory for the paged KV pool, e.g. `256MiB`, `1GiB`, `500000000`.
     #[arg(long, default_value = "256MiB")]
     pub kv_memory: ByteSize,
-    /// Compute device: `cpu` (or `cuda:N`, not supported yet).
+    /// Compute device: `cpu`, or `cuda:N` in a build with the `cuda` feature.
     #[arg(long, default_value = "cpu")]
     pub device: String,
     /// Tokens per KV page (= hashed block).
@@ -63,14 +63,20 @@ impl ServeArgs {
         }
     }
 
+    /// The parsed `--device`; `cuda:N` is an error in a build without the `cuda` feature.
+    pub fn device(&self) -> Result<crate::engine::Device, ServerError> {
+        let d: crate::engine::Device = self
+            .device
+            .parse()
+            .map_err(|e: crate::engine::EngineError| ServerError::Config(e.to_string()))?;
+        d.check_compiled()
+            .map_err(|e| ServerError::Config(e.to_string()))?;
+        Ok(d)
+    }
+
     /// Checks values clap cannot.
     pub fn validate(&self) -> Result<(), ServerError> {
-        if self.device != "cpu" {
-            return Err(ServerError::Config(format!(
-                "device {:?} is not supported by this build; use --device cpu",
-                self.device
-            )));
-        }
+        self.device()?;
         if self.block_size == 0 || self.block_size > 256 {
             return Err(ServerError::Config(
                 "--block-size must be in 1..=256".into(),
@@ -139,10 +145,18 @@ mod tests {
     }
 
     #[test]
-    fn cuda_device_is_a_clear_error() {
+    fn cuda_device_needs_the_feature() {
         let mut a = ServeArgs::for_model("dummy:tiny");
         a.device = "cuda:0".into();
+        if cfg!(feature = "cuda") {
+            assert_eq!(a.device().unwrap(), crate::engine::Device::Cuda(0));
+        } else {
+            let e = a.validate().unwrap_err().to_string();
+            assert!(e.contains("cuda:0") && e.contains("--device cpu"), "{e}");
+            assert!(e.contains("built without the cuda feature"), "{e}");
+        }
+        a.device = "tpu".into();
         let e = a.validate().unwrap_err().to_string();
-        assert!(e.contains("cuda:0") && e.contains("--device cpu"), "{e}");
+        assert!(e.contains("unknown device") && e.contains("tpu"), "{e}");
     }
 }

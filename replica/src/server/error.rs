@@ -153,11 +153,15 @@ impl ApiError {
 
 impl ApiError {
     /// Classifies a body deserialisation error: syntax errors are invalid JSON, the rest
-    /// (missing fields, wrong types) invalid requests.
-    pub fn from_json(e: &serde_json::Error) -> Self {
+    /// (missing fields, wrong types) invalid requests, naming the field at `path` (`.` for
+    /// the top level).
+    pub fn from_json(e: &serde_json::Error, path: &str) -> Self {
         use serde_json::error::Category;
         match e.classify() {
-            Category::Data => ApiError::InvalidRequest(e.to_string()),
+            Category::Data if path.is_empty() || path == "." => {
+                ApiError::InvalidRequest(e.to_string())
+            }
+            Category::Data => ApiError::InvalidRequest(format!("field `{path}`: {e}")),
             Category::Syntax | Category::Eof | Category::Io => ApiError::InvalidJson(e.to_string()),
         }
     }

@@ -106,9 +106,14 @@ impl EventLog {
         let now = (g.epoch, g.seq);
         let from = match after {
             Some((e, s)) if e == g.epoch && s <= g.seq => Some(s),
-            // A reader still in the previous epoch follows a clear live when the ring
-            // holds the new epoch from its start (the `Cleared` record).
-            Some((e, _)) if e != g.epoch && g.ring.front().is_some_and(|r| r.seq == SeqNo(1)) => {
+            // A reader in another epoch follows a clear live when the ring holds the new
+            // epoch from its start, a `Cleared` record (which empties whatever it held).
+            Some((e, _))
+                if e != g.epoch
+                    && g.ring
+                        .front()
+                        .is_some_and(|r| r.seq == SeqNo(1) && r.event == KvEvent::Cleared) =>
+            {
                 Some(SeqNo(0))
             }
             _ => None,
@@ -221,6 +226,13 @@ mod tests {
         ));
         assert!(matches!(
             log.read(Some((Epoch(5), SeqNo(99)))).0[0],
+            KvStreamMessage::Snapshot { .. }
+        ));
+        // A foreign epoch gets a snapshot even while the ring reaches back to seq 1.
+        let fresh = EventLog::new(Epoch(6), 8);
+        fresh.publish(vec![stored(&[1])]);
+        assert!(matches!(
+            fresh.read(Some((Epoch(9), SeqNo(0)))).0[0],
             KvStreamMessage::Snapshot { .. }
         ));
     }

@@ -213,10 +213,6 @@ pub async fn spawn(
                 RadixCache::new(facts.kv_pages),
             );
             let max_context = facts.max_context;
-            shared2.alive.store(true, Ordering::SeqCst);
-            if ready_tx.send(Ok(facts)).is_err() {
-                return;
-            }
             let mut lp = Loop {
                 engine,
                 sched,
@@ -230,7 +226,18 @@ pub async fn spawn(
                 block_size: cfg.block_size,
                 clear_pending: false,
                 rates: Rates::default(),
+                steps: 0,
+                endings: Vec::new(),
             };
+            // Load figures and liveness are in place before the server answers anything.
+            lp.metrics
+                .kv_pages_total
+                .set(lp.sched.cache().total_pages() as i64);
+            lp.publish_load();
+            lp.shared.alive.store(true, Ordering::SeqCst);
+            if ready_tx.send(Ok(facts)).is_err() {
+                return;
+            }
             lp.run(rx);
         })?;
     let facts = ready_rx.await.map_err(|_| ServerError::EngineStopped)??;
@@ -265,6 +272,10 @@ struct Loop {
     block_size: BlockSize,
     clear_pending: bool,
     rates: Rates,
+    /// Engine steps run.
+    steps: u64,
+    /// Last messages of sequences that ended this step, sent once the step is published.
+    endings: Vec<(UnboundedSender<SeqEvent>, SeqEvent)>,
 }
 
 /// Marks the loop dead when it exits, by return or by panic.
@@ -279,10 +290,6 @@ impl Drop for AliveGuard {
 impl Loop {
     fn run(&mut self, rx: Receiver<WorkerMsg>) {
         let _guard = AliveGuard(self.shared.clone());
-        self.metrics
-            .kv_pages_total
-            .set(self.sched.cache().total_pages() as i64);
-        self.publish_load();
         loop {
             if self.sched.is_idle() && !self.clear_pending {
                 match rx.recv_timeout(Duration::from_millis(200)) {
@@ -357,9 +364,11 @@ impl Loop {
                 "the request needs more KV pages than the pool has ({} pages)",
                 self.sched.cache().total_pages()
             );
-            let _ = seq.extra.reply.send(SeqEvent::Failed(msg));
+            self.endings.push((seq.extra.reply, SeqEvent::Failed(msg)));
         }
         if !plan.items.is_empty() {
+            // What runs now is visible in the load before its first token is sent.
+            self.publish_load();
             self.announce(&plan.items);
             self.run_items(&plan.items);
         } else if !self.sched.is_idle() {
@@ -367,6 +376,10 @@ impl Loop {
         }
         self.events.publish(self.sched.cache_mut().take_events());
         self.publish_load();
+        // A client that saw its answer end finds the load and the events up to date.
+        for (reply, ev) in self.endings.drain(..) {
+            let _ = reply.send(ev);
+        }
     }
 
     fn announce(&mut self, items: &[PlanItem]) {
@@ -401,6 +414,7 @@ impl Loop {
             self.engine.step(&step_items)
         };
         self.metrics.steps.inc();
+        self.steps += 1;
         let logits = match result {
             Ok(l) => l,
             Err(e) => {
@@ -408,7 +422,8 @@ impl Loop {
                 tracing::error!(error = %e, "engine step failed");
                 for it in items {
                     if let Some(seq) = self.sched.finish(it.id) {
-                        let _ = seq.extra.reply.send(SeqEvent::Failed(e.to_string()));
+                        self.endings
+                            .push((seq.extra.reply, SeqEvent::Failed(e.to_string())));
                     }
                 }
                 return;
@@ -479,10 +494,13 @@ impl Loop {
         if let Some(reason) = reason {
             if let Some(seq) = self.sched.finish(id) {
                 self.metrics.requests_finished.inc();
-                let _ = seq.extra.reply.send(SeqEvent::Finished {
-                    reason,
-                    completion_tokens: generated,
-                });
+                self.endings.push((
+                    seq.extra.reply,
+                    SeqEvent::Finished {
+                        reason,
+                        completion_tokens: generated,
+                    },
+                ));
             }
         }
     }
@@ -507,6 +525,7 @@ impl Loop {
             kv_total_blocks: cache.total_pages() as u64,
             prefill_tokens_per_s: self.rates.prefill,
             decode_tokens_per_s: self.rates.decode,
+            steps: self.steps,
         };
         *self.shared.load.lock().unwrap_or_else(|e| e.into_inner()) = load;
     }

@@ -201,3 +201,109 @@ fn q4_1_x4_impl(row: &[u8], x: &[Q8Block], nb: usize) -> [f32; 4] {
         hsum(acc[3]) + mins[3],
     ]
 }
+
+/// `gate = silu(gate) * up` with ggml's vectorised `expf`, 8 lanes at a time (lane-wise
+/// identical to `swiglu_portable`).
+pub(super) fn swiglu(gate: &mut [f32], up: &[f32]) {
+    assert!(gate.len() == up.len() && gate.len().is_multiple_of(8));
+    // SAFETY: only called after `available()` returned true; lengths checked above.
+    unsafe { swiglu_impl(gate, up) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn expf8(x: __m256) -> __m256 {
+    let r = _mm256_set1_ps(f32::from_bits(0x4b40_0000));
+    let z = _mm256_fmadd_ps(x, _mm256_set1_ps(f32::from_bits(0x3fb8_aa3b)), r);
+    let n = _mm256_sub_ps(z, r);
+    let b = _mm256_fnmadd_ps(
+        n,
+        _mm256_set1_ps(f32::from_bits(0x35bf_be8e)),
+        _mm256_fnmadd_ps(n, _mm256_set1_ps(f32::from_bits(0x3f31_7200)), x),
+    );
+    let u = _mm256_mul_ps(b, b);
+    let p1 = _mm256_fmadd_ps(
+        _mm256_set1_ps(f32::from_bits(0x3c07_2010)),
+        b,
+        _mm256_set1_ps(f32::from_bits(0x3d2b_9f17)),
+    );
+    let p2 = _mm256_fmadd_ps(
+        _mm256_set1_ps(f32::from_bits(0x3e2a_af33)),
+        b,
+        _mm256_set1_ps(f32::from_bits(0x3eff_fedb)),
+    );
+    let p3 = _mm256_fmadd_ps(
+        _mm256_set1_ps(f32::from_bits(0x3f7f_fff6)),
+        b,
+        _mm256_set1_ps(1.0),
+    );
+    let j = _mm256_fmadd_ps(_mm256_fmadd_ps(p1, u, p2), u, p3);
+    // scalef(j, n) = j * 2^(n/2) * 2^(n - n/2), one rounding; |n| > 192 saturates.
+    let big = _mm256_cmp_ps(
+        _mm256_andnot_ps(_mm256_set1_ps(-0.0), n),
+        _mm256_set1_ps(192.0),
+        _CMP_GT_OQ,
+    );
+    let nc = _mm256_min_ps(
+        _mm256_max_ps(n, _mm256_set1_ps(-192.0)),
+        _mm256_set1_ps(192.0),
+    );
+    let ni = _mm256_cvtps_epi32(nc);
+    // Arithmetic shift: n / 2 rounded toward -inf; any split works as both halves stay normal.
+    let n1 = _mm256_srai_epi32(ni, 1);
+    let n2 = _mm256_sub_epi32(ni, n1);
+    let bias = _mm256_set1_epi32(127);
+    let p2a = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+    let p2b = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+    let res = _mm256_mul_ps(_mm256_mul_ps(j, p2a), p2b);
+    let alt = _mm256_and_ps(
+        _mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_GT_OQ),
+        _mm256_set1_ps(f32::INFINITY),
+    );
+    _mm256_blendv_ps(res, alt, big)
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn swiglu_impl(gate: &mut [f32], up: &[f32]) {
+    let one = _mm256_set1_ps(1.0);
+    for (g, u) in gate.chunks_exact_mut(8).zip(up.chunks_exact(8)) {
+        // SAFETY: both chunks hold exactly 8 floats.
+        unsafe {
+            let x = _mm256_loadu_ps(g.as_ptr());
+            let e = expf8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+            let s = _mm256_div_ps(x, _mm256_add_ps(one, e));
+            let y = _mm256_mul_ps(s, _mm256_loadu_ps(u.as_ptr()));
+            _mm256_storeu_ps(g.as_mut_ptr(), y);
+        }
+    }
+}
+
+/// `xs[i] = exp(xs[i] - max)` with ggml's vectorised `expf`.
+pub(super) fn exp_sub(xs: &mut [f32], max: f32) {
+    assert!(xs.len().is_multiple_of(8));
+    // SAFETY: only called after `available()` returned true; length checked above.
+    unsafe { exp_sub_impl(xs, max) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn exp_sub_impl(xs: &mut [f32], max: f32) {
+    let m = _mm256_set1_ps(max);
+    for c in xs.chunks_exact_mut(8) {
+        // SAFETY: the chunk holds exactly 8 floats.
+        unsafe {
+            let x = _mm256_sub_ps(_mm256_loadu_ps(c.as_ptr()), m);
+            _mm256_storeu_ps(c.as_mut_ptr(), expf8(x));
+        }
+    }
+}
+
+/// Runs `f` in an AVX2 + FMA + F16C context (see `kernels::with_simd`).
+pub(super) fn run<R>(f: impl FnOnce() -> R) -> R {
+    // SAFETY: only called after `available()` returned true.
+    unsafe { run_impl(f) }
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn run_impl<R>(f: impl FnOnce() -> R) -> R {
+    f()
+}

@@ -18,8 +18,34 @@ use warmpath_protocol::openai::{
 use warmpath_protocol::replica_api::HEADER_CACHE_SALT;
 use warmpath_protocol::text::ChatMessage;
 
+/// Parses a request body; a missing field or a wrong type names the field's path.
 fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(body).map_err(|e| ApiError::from_json(&e))
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let mut path = e.path().to_string();
+        if path.is_empty() || path == "." {
+            // Serde loses the path inside the flattened sampling fields: find it there.
+            if let Some(p) = sampling_field_path(body) {
+                path = p;
+            }
+        }
+        ApiError::from_json(e.inner(), &path)
+    })?;
+    // Trailing characters after the JSON value.
+    de.end().map_err(|e| ApiError::from_json(&e, "."))?;
+    Ok(value)
+}
+
+/// The path of the first sampling field of `body` with a wrong type, if any.
+fn sampling_field_path(body: &[u8]) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+    if !v.is_object() {
+        return None;
+    }
+    match serde_path_to_error::deserialize::<_, SamplingFields>(v) {
+        Ok(_) => None,
+        Err(e) => Some(e.path().to_string()).filter(|p| !p.is_empty() && p != "."),
+    }
 }
 
 fn check_model(state: &AppState, model: &str) -> Result<(), ApiError> {
@@ -144,7 +170,7 @@ async fn submit(
         prompt,
         params,
         salt: salt(headers),
-        ignore_eos: false,
+        ignore_eos: fields.ignore_eos.unwrap_or(false),
         reply: tx,
     };
     state

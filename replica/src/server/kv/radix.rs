@@ -120,20 +120,33 @@ impl RadixCache {
 
     // === lookups ===
 
-    /// Number of leading `hashes` that are cached, without touching anything.
-    pub fn peek_prefix_len(&self, hashes: &[BlockHash]) -> usize {
-        hashes
-            .iter()
-            .take_while(|h| self.by_hash.contains_key(h))
-            .count()
+    /// The node caching `hash` as the child of `parent` (`None`: a first block).
+    fn child(&self, parent: Option<NodeId>, hash: &BlockHash) -> Option<NodeId> {
+        let &id = self.by_hash.get(hash)?;
+        (self.node(id).parent == parent).then_some(id)
     }
 
-    /// The nodes of the longest cached prefix of `hashes` (stopping at the first miss),
-    /// marked as recently used. The nodes are not locked.
-    pub fn match_prefix(&mut self, hashes: &[BlockHash]) -> Vec<NodeId> {
-        let mut out = Vec::new();
+    /// Number of leading `hashes` that are cached as one root path, without touching
+    /// anything.
+    pub fn peek_prefix_len(&self, hashes: &[BlockHash]) -> usize {
+        let mut prev = None;
+        let mut n = 0;
         for h in hashes {
-            let Some(&id) = self.by_hash.get(h) else {
+            match self.child(prev, h) {
+                Some(id) => prev = Some(id),
+                None => break,
+            }
+            n += 1;
+        }
+        n
+    }
+
+    /// The nodes of the longest cached root path along `hashes` (stopping at the first
+    /// miss), marked as recently used. The nodes are not locked.
+    pub fn match_prefix(&mut self, hashes: &[BlockHash]) -> Vec<NodeId> {
+        let mut out: Vec<NodeId> = Vec::new();
+        for h in hashes {
+            let Some(id) = self.child(out.last().copied(), h) else {
                 break;
             };
             let t = self.tick();

@@ -1,0 +1,240 @@
+//! The routing dashboard, served at `/dashboard` on the admin listener.
+//!
+//! One self-contained page (HTML, JS and CSS compiled into the binary with `include_str!`;
+//! no CDN, it works offline) fed by a JSON snapshot ([`snapshot::Snapshot`]) that
+//! `/dashboard/snapshot.json` returns once and `/dashboard/events` streams as server-sent
+//! events, one per second.
+//!
+//! Most of the snapshot is read from state the gateway keeps anyway: the replica registry
+//! (health, in-flight, polled load and KV usage), the Prometheus counters (requests,
+//! rejections, predicted and reported cached tokens) and the router's decision log. What
+//! the gateway does not otherwise keep, per-replica and per-tenant token counts, is kept by
+//! [`Recorder`], fed once per finished request by [`record`].
+//!
+//! # Layout
+//! - [`Recorder`], [`record`]: per-replica and per-tenant token counters, history samples.
+//! - [`snapshot`]: assembling the JSON snapshot.
+//! - [`http`]: the routes, including the SSE stream.
+
+pub mod http;
+pub mod snapshot;
+
+use crate::proxy::RequestCtx;
+use crate::state::AppState;
+use parking_lot::Mutex;
+use serde::Serialize;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// History points kept (one per second at most: five minutes).
+pub const HISTORY_POINTS: usize = 300;
+/// Shortest interval between two history points.
+const SAMPLE_EVERY: Duration = Duration::from_secs(1);
+
+/// Token counters of one replica, as the gateway saw its responses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ReplicaTokens {
+    /// Responses that reported usage.
+    pub responses_with_usage: u64,
+    /// Prompt tokens of those responses.
+    pub prompt_tokens: u64,
+    /// Prompt tokens the replica reported cached.
+    pub cached_tokens: u64,
+    /// Prompt tokens the router predicted cached on this replica.
+    pub predicted_cached_tokens: u64,
+}
+
+/// Token counters of one tenant.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TenantTokens {
+    /// Prompt tokens (reported usage, else the gateway's own count).
+    pub prompt_tokens: u64,
+    /// Completion tokens (reported usage).
+    pub completion_tokens: u64,
+}
+
+/// Cumulative cached-token counters at one instant (a history point).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct HistoryPoint {
+    /// Unix time, milliseconds.
+    pub unix_ms: u64,
+    /// Prompt tokens predicted cached, since start.
+    pub predicted: u64,
+    /// Prompt tokens the replicas reported cached, since start.
+    pub actual: u64,
+    /// Prompt tokens of requests with reported usage, since start.
+    pub prompt: u64,
+}
+
+#[derive(Default)]
+struct Inner {
+    replicas: BTreeMap<String, ReplicaTokens>,
+    tenants: BTreeMap<String, TenantTokens>,
+    history: VecDeque<HistoryPoint>,
+    last_sample: Option<Instant>,
+}
+
+/// Dashboard-only counters: what the Prometheus metrics do not break down.
+#[derive(Default)]
+pub struct Recorder {
+    inner: Mutex<Inner>,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder").finish_non_exhaustive()
+    }
+}
+
+/// Unix time in milliseconds.
+pub fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Recorder {
+    /// Adds one finished request's numbers.
+    pub fn add(
+        &self,
+        replica: Option<(&str, ReplicaTokens)>,
+        tenant: Option<(&str, TenantTokens)>,
+    ) {
+        let mut g = self.inner.lock();
+        if let Some((label, t)) = replica {
+            let e = g.replicas.entry(label.to_string()).or_default();
+            e.responses_with_usage += t.responses_with_usage;
+            e.prompt_tokens += t.prompt_tokens;
+            e.cached_tokens += t.cached_tokens;
+            e.predicted_cached_tokens += t.predicted_cached_tokens;
+        }
+        if let Some((id, t)) = tenant {
+            let e = g.tenants.entry(id.to_string()).or_default();
+            e.prompt_tokens += t.prompt_tokens;
+            e.completion_tokens += t.completion_tokens;
+        }
+    }
+
+    /// Per-replica counters, by replica label (`r0`, `r1`, ...).
+    pub fn replicas(&self) -> BTreeMap<String, ReplicaTokens> {
+        self.inner.lock().replicas.clone()
+    }
+
+    /// Per-tenant counters, by tenant id.
+    pub fn tenants(&self) -> BTreeMap<String, TenantTokens> {
+        self.inner.lock().tenants.clone()
+    }
+
+    /// Appends `point` unless the last one is under a second old (or `force`).
+    pub fn sample(&self, now: Instant, force: bool, point: impl FnOnce() -> HistoryPoint) {
+        let mut g = self.inner.lock();
+        if !force
+            && g.last_sample
+                .is_some_and(|t| now.duration_since(t) < SAMPLE_EVERY)
+        {
+            return;
+        }
+        g.last_sample = Some(now);
+        if g.history.len() >= HISTORY_POINTS {
+            g.history.pop_front();
+        }
+        g.history.push_back(point());
+    }
+
+    /// History points, oldest first.
+    pub fn history(&self) -> Vec<HistoryPoint> {
+        self.inner.lock().history.iter().copied().collect()
+    }
+}
+
+/// Records one finished request (called once per request from the logging phase).
+pub fn record(state: &AppState, ctx: &RequestCtx) {
+    let usage = ctx.tracker.as_ref().and_then(|t| t.usage());
+    let replica = match (&ctx.plan, usage) {
+        (Some(plan), Some(u)) => plan
+            .candidates
+            .iter()
+            .find(|r| r.id.to_string() == ctx.replica_label)
+            .map(|r| ReplicaTokens {
+                responses_with_usage: 1,
+                prompt_tokens: u.prompt_tokens,
+                cached_tokens: u.cached_tokens.unwrap_or(0),
+                predicted_cached_tokens: u64::from(plan.predicted_cached_tokens(r)),
+            }),
+        _ => None,
+    };
+    let tenant = ctx.tenant.as_ref().map(|t| {
+        let tokens = match usage {
+            Some(u) => TenantTokens {
+                prompt_tokens: u.prompt_tokens,
+                completion_tokens: u.completion_tokens,
+            },
+            None if ctx.response_started => TenantTokens {
+                prompt_tokens: ctx.plan.as_ref().map_or(0, |p| u64::from(p.prompt_tokens)),
+                completion_tokens: 0,
+            },
+            None => TenantTokens::default(),
+        };
+        (t.id.as_str(), tokens)
+    });
+    state.dashboard.add(
+        replica.as_ref().map(|t| (ctx.replica_label.as_str(), *t)),
+        tenant,
+    );
+    snapshot::sample_history(state, false);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_accumulate_per_key() {
+        let r = Recorder::default();
+        let t = ReplicaTokens {
+            responses_with_usage: 1,
+            prompt_tokens: 100,
+            cached_tokens: 64,
+            predicted_cached_tokens: 48,
+        };
+        r.add(Some(("r0", t)), None);
+        r.add(
+            Some(("r0", t)),
+            Some((
+                "acme",
+                TenantTokens {
+                    prompt_tokens: 5,
+                    completion_tokens: 7,
+                },
+            )),
+        );
+        r.add(Some(("r1", t)), None);
+        let reps = r.replicas();
+        assert_eq!(reps["r0"].prompt_tokens, 200);
+        assert_eq!(reps["r0"].cached_tokens, 128);
+        assert_eq!(reps["r1"].responses_with_usage, 1);
+        assert_eq!(r.tenants()["acme"].completion_tokens, 7);
+    }
+
+    #[test]
+    fn history_is_rate_limited_and_bounded() {
+        let r = Recorder::default();
+        let t0 = Instant::now();
+        r.sample(t0, false, HistoryPoint::default);
+        r.sample(t0 + Duration::from_millis(10), false, HistoryPoint::default);
+        assert_eq!(
+            r.history().len(),
+            1,
+            "second sample within a second is dropped"
+        );
+        for i in 0..(HISTORY_POINTS as u64 + 10) {
+            r.sample(t0, true, || HistoryPoint {
+                unix_ms: i,
+                ..HistoryPoint::default()
+            });
+        }
+        let h = r.history();
+        assert_eq!(h.len(), HISTORY_POINTS);
+        assert_eq!(h.last().map(|p| p.unix_ms), Some(HISTORY_POINTS as u64 + 9));
+    }
+}

@@ -1,0 +1,256 @@
+//! The dashboard's JSON snapshot: replicas, totals, tenants, history, recent decisions.
+
+use super::{unix_ms, HistoryPoint, ReplicaTokens};
+use crate::routing::DecisionRecord;
+use crate::state::AppState;
+use prometheus::core::Collector;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+/// Decisions included in a snapshot.
+pub const DECISIONS: usize = 20;
+
+/// One replica's row.
+#[derive(Debug, Serialize)]
+pub struct ReplicaRow {
+    /// Dense id.
+    pub id: u32,
+    /// Metric label (`r0`).
+    pub label: String,
+    /// Base URL.
+    pub url: String,
+    /// Model served.
+    pub model: String,
+    /// `healthy`, `ejected`, `half_open` or `draining`.
+    pub health: String,
+    /// Consecutive failures (requests or probes).
+    pub consecutive_failures: u32,
+    /// Requests the gateway has in flight to it.
+    pub in_flight: u32,
+    /// Sequences running on the replica (polled).
+    pub running: u32,
+    /// Requests waiting on the replica (polled).
+    pub waiting: u32,
+    /// KV blocks in use (polled).
+    pub kv_used_blocks: u64,
+    /// KV blocks in all (polled).
+    pub kv_total_blocks: u64,
+    /// `kv_used_blocks / kv_total_blocks`, when known.
+    pub kv_usage: Option<f64>,
+    /// Blocks the gateway's prefix index attributes to it from its KV events.
+    pub indexed_blocks: usize,
+    /// Requests routed to it (all statuses).
+    pub requests: u64,
+    /// Token counters from the responses it returned.
+    pub tokens: ReplicaTokens,
+    /// Reported cached / prompt tokens, when any prompt tokens were reported.
+    pub hit_rate: Option<f64>,
+}
+
+/// One tenant's row.
+#[derive(Debug, Default, Serialize)]
+pub struct TenantRow {
+    /// Tenant id (`-` for unauthenticated requests).
+    pub id: String,
+    /// Requests (all statuses).
+    pub requests: u64,
+    /// Requests rejected by a tenant limit (429).
+    pub rejections: u64,
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    pub completion_tokens: u64,
+}
+
+/// Gateway-wide totals.
+#[derive(Debug, Default, Serialize)]
+pub struct Totals {
+    /// Requests, all statuses.
+    pub requests: u64,
+    /// Prompt tokens predicted cached.
+    pub predicted_cached_tokens: u64,
+    /// Prompt tokens the replicas reported cached.
+    pub actual_cached_tokens: u64,
+    /// Prompt tokens of requests with reported usage.
+    pub prompt_tokens: u64,
+    /// `actual_cached_tokens / prompt_tokens`, when any.
+    pub hit_rate: Option<f64>,
+    /// Requests shed by admission control.
+    pub shed: u64,
+    /// Upstream retries.
+    pub retries: u64,
+    /// Requests waiting for a replica slot now.
+    pub queued: i64,
+}
+
+/// Everything the page shows.
+#[derive(Debug, Serialize)]
+pub struct Snapshot {
+    /// Unix time, milliseconds.
+    pub unix_ms: u64,
+    /// The running policy.
+    pub policy: &'static str,
+    /// Totals.
+    pub totals: Totals,
+    /// Replicas, by id.
+    pub replicas: Vec<ReplicaRow>,
+    /// Tenants, by id.
+    pub tenants: Vec<TenantRow>,
+    /// Cumulative cached-token counters over time, oldest first.
+    pub history: Vec<HistoryPoint>,
+    /// The last routing decisions, newest first.
+    pub decisions: Vec<DecisionRecord>,
+}
+
+/// `(labels, value)` of every series of an integer counter vector.
+fn series(c: &impl Collector) -> Vec<(BTreeMap<String, String>, u64)> {
+    let mut out = Vec::new();
+    for fam in c.collect() {
+        for m in fam.get_metric() {
+            let labels = m
+                .get_label()
+                .iter()
+                .map(|l| (l.get_name().to_string(), l.get_value().to_string()))
+                .collect();
+            out.push((labels, m.get_counter().get_value() as u64));
+        }
+    }
+    out
+}
+
+fn sum_by(c: &impl Collector, label: &str) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for (labels, v) in series(c) {
+        let key = labels.get(label).cloned().unwrap_or_default();
+        *out.entry(key).or_insert(0) += v;
+    }
+    out
+}
+
+fn total(c: &impl Collector) -> u64 {
+    series(c).iter().map(|(_, v)| v).sum()
+}
+
+fn ratio(num: u64, den: u64) -> Option<f64> {
+    (den > 0).then(|| num as f64 / den as f64)
+}
+
+/// The current cumulative cached-token counters.
+fn history_point(state: &AppState) -> HistoryPoint {
+    let m = &state.metrics;
+    HistoryPoint {
+        unix_ms: unix_ms(),
+        predicted: total(&m.predicted_cached_tokens),
+        actual: total(&m.actual_cached_tokens),
+        prompt: total(&m.prompt_tokens),
+    }
+}
+
+/// Appends a history point (at most one a second unless `force`).
+pub fn sample_history(state: &AppState, force: bool) {
+    state
+        .dashboard
+        .sample(Instant::now(), force, || history_point(state));
+}
+
+fn tenant_rows(state: &AppState) -> Vec<TenantRow> {
+    let m = &state.metrics;
+    let mut rows: BTreeMap<String, TenantRow> = BTreeMap::new();
+    let name = |t: &str| {
+        if t.is_empty() {
+            "-".to_string()
+        } else {
+            t.to_string()
+        }
+    };
+    for (labels, v) in series(&m.requests) {
+        let id = name(labels.get("tenant").map_or("", String::as_str));
+        let row = rows.entry(id.clone()).or_default();
+        row.id = id;
+        row.requests += v;
+    }
+    for (tenant, v) in sum_by(&m.limit_rejections, "tenant") {
+        let id = name(&tenant);
+        let row = rows.entry(id.clone()).or_default();
+        row.id = id;
+        row.rejections += v;
+    }
+    for (tenant, t) in state.dashboard.tenants() {
+        let row = rows.entry(tenant.clone()).or_default();
+        row.id = tenant;
+        row.prompt_tokens = t.prompt_tokens;
+        row.completion_tokens = t.completion_tokens;
+    }
+    rows.into_values().collect()
+}
+
+fn replica_rows(state: &AppState) -> Vec<ReplicaRow> {
+    let now = Instant::now();
+    let requests = sum_by(&state.metrics.requests, "replica");
+    let tokens = state.dashboard.replicas();
+    let mut rows: Vec<ReplicaRow> = state
+        .registry
+        .all()
+        .iter()
+        .map(|r| {
+            let label = r.id.to_string();
+            let load = r.load.lock().clone();
+            let health = r.health.lock().view(now);
+            let draining = r.draining.load(Ordering::Acquire);
+            let t = tokens.get(&label).copied().unwrap_or_default();
+            ReplicaRow {
+                id: r.id.0,
+                url: r.addr.url(),
+                model: r.info.model.clone(),
+                health: if draining { "draining" } else { health.state }.to_string(),
+                consecutive_failures: health.consecutive_failures,
+                in_flight: r.in_flight(),
+                running: load.running,
+                waiting: load.waiting,
+                kv_used_blocks: load.kv_used_blocks,
+                kv_total_blocks: load.kv_total_blocks,
+                kv_usage: ratio(load.kv_used_blocks, load.kv_total_blocks),
+                indexed_blocks: state.router.precise_blocks(r.id),
+                requests: requests.get(&label).copied().unwrap_or(0),
+                hit_rate: ratio(t.cached_tokens, t.prompt_tokens),
+                tokens: t,
+                label,
+            }
+        })
+        .collect();
+    rows.sort_by_key(|r| r.id);
+    rows
+}
+
+/// Builds the snapshot (and records a history point when the last is a second old).
+pub fn build(state: &AppState) -> Snapshot {
+    sample_history(state, false);
+    let m = &state.metrics;
+    let (predicted, actual, prompt) = (
+        total(&m.predicted_cached_tokens),
+        total(&m.actual_cached_tokens),
+        total(&m.prompt_tokens),
+    );
+    let mut decisions = state.router.recent(DECISIONS);
+    decisions.reverse();
+    Snapshot {
+        unix_ms: unix_ms(),
+        policy: state.router.policy_name(),
+        totals: Totals {
+            requests: total(&m.requests),
+            predicted_cached_tokens: predicted,
+            actual_cached_tokens: actual,
+            prompt_tokens: prompt,
+            hit_rate: ratio(actual, prompt),
+            shed: m.shed.get(),
+            retries: total(&m.retries),
+            queued: m.queued.get(),
+        },
+        replicas: replica_rows(state),
+        tenants: tenant_rows(state),
+        history: state.dashboard.history(),
+        decisions,
+    }
+}

@@ -1,0 +1,40 @@
+//! `warmpath up [--port 8080] [--replicas 2] [--model PATH|dummy:NAME] [--api-key KEY]`
+
+use clap::{Parser, Subcommand};
+use warmpath::up::{self, UpArgs};
+
+/// Warmpath: a prefix-aware LLM gateway and CPU inference replicas.
+#[derive(Parser, Debug)]
+#[command(name = "warmpath", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Start the gateway and N CPU replicas on 127.0.0.1 until Ctrl-C.
+    Up(UpArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("warmpath: cannot start the runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = match cli.cmd {
+        Cmd::Up(args) => rt.block_on(up::run(args)),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(_) => std::process::ExitCode::FAILURE,
+    }
+}

@@ -1,0 +1,338 @@
+#![allow(clippy::unwrap_used)]
+//! The routing dashboard in a real browser: headless Chromium, driven over the W3C WebDriver
+//! protocol (chromedriver), loads `/dashboard` from a gateway in front of two replicas
+//! while traffic flows, and shows replicas, the cache hit rate, tenants and routing decisions,
+//! updating live. Saves a screenshot to `target/dashboard.png`.
+//!
+//! Needs Debian's `chromium` and `chromium-driver` (`scripts/ci-deps.sh` installs them).
+
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use warmpath_e2e::fixtures::{auth_yaml, chat, model_of, replicas_yaml};
+use warmpath_e2e::http::{get, post_json, request};
+use warmpath_e2e::procs::free_port;
+use warmpath_e2e::{GatewayProc, ReplicaProc};
+
+const INSTALL: &str = "install Chromium and its WebDriver: apt-get install -y chromium chromium-driver (scripts/ci-deps.sh does it)";
+
+fn which(names: &[&str]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    names.iter().find_map(|n| {
+        std::env::split_paths(&path)
+            .map(|d| d.join(n))
+            .find(|p| p.is_file())
+    })
+}
+
+/// chromedriver on a free port, killed on drop.
+struct Driver {
+    child: Child,
+    addr: String,
+}
+
+impl Driver {
+    fn start() -> Self {
+        let bin =
+            which(&["chromedriver"]).unwrap_or_else(|| panic!("chromedriver not found: {INSTALL}"));
+        let port = free_port();
+        let child = Command::new(bin)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start chromedriver ({e}): {INSTALL}"));
+        let d = Driver {
+            child,
+            addr: format!("127.0.0.1:{port}"),
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if get(&d.addr, "/status", &[])
+                .is_ok_and(|r| r.json().is_ok_and(|v| v["value"]["ready"] == true))
+            {
+                return d;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("chromedriver did not become ready: {INSTALL}");
+    }
+
+    fn call(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        let bytes = body.map(|b| b.to_string().into_bytes());
+        let r = request(&self.addr, method, path, &[], bytes.as_deref()).unwrap();
+        let v = r.json().unwrap();
+        assert_eq!(r.status, 200, "WebDriver {method} {path}: {v}");
+        v["value"].clone()
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One browser session.
+struct Browser<'a> {
+    driver: &'a Driver,
+    id: String,
+}
+
+impl<'a> Browser<'a> {
+    fn open(driver: &'a Driver) -> Self {
+        let chromium = which(&["chromium", "chromium-browser"])
+            .unwrap_or_else(|| panic!("chromium not found: {INSTALL}"));
+        let caps = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": chromium,
+                "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                         "--window-size=1400,1500", "--no-first-run"]
+            }
+        }}});
+        let v = driver.call("POST", "/session", Some(caps));
+        let id = v["sessionId"].as_str().unwrap().to_string();
+        Browser { driver, id }
+    }
+
+    fn goto(&self, url: &str) {
+        self.driver.call(
+            "POST",
+            &format!("/session/{}/url", self.id),
+            Some(json!({ "url": url })),
+        );
+    }
+
+    fn eval(&self, script: &str) -> Value {
+        self.driver.call(
+            "POST",
+            &format!("/session/{}/execute/sync", self.id),
+            Some(json!({"script": script, "args": []})),
+        )
+    }
+
+    fn screenshot(&self) -> Vec<u8> {
+        let v = self
+            .driver
+            .call("GET", &format!("/session/{}/screenshot", self.id), None);
+        base64_decode(v.as_str().unwrap())
+    }
+}
+
+impl Drop for Browser<'_> {
+    fn drop(&mut self) {
+        let _ = request(
+            &self.driver.addr,
+            "DELETE",
+            &format!("/session/{}", self.id),
+            &[],
+            None,
+        );
+    }
+}
+
+fn base64_decode(s: &str) -> Vec<u8> {
+    let val = |c: u8| match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'+' => 62,
+        b'/' => 63,
+        _ => panic!("bad base64 byte {c}"),
+    };
+    let clean: Vec<u8> = s
+        .bytes()
+        .filter(|c| !c.is_ascii_whitespace() && *c != b'=')
+        .collect();
+    let mut out = Vec::with_capacity(clean.len() * 3 / 4);
+    for chunk in clean.chunks(4) {
+        let mut n = 0u32;
+        for (i, &c) in chunk.iter().enumerate() {
+            n |= u32::from(val(c)) << (18 - 6 * i);
+        }
+        out.extend_from_slice(&n.to_be_bytes()[1..chunk.len()]);
+    }
+    out
+}
+
+/// What the page shows, read from its DOM.
+const READ_PAGE: &str = r##"
+const t = (id) => document.getElementById(id).textContent.trim();
+return {
+  updates: (window.warmpathDashboard || {updates: 0}).updates,
+  status: t("status"),
+  hit_rate: t("hit-rate"),
+  requests: t("requests-total"),
+  replicas: [...document.querySelectorAll("#replicas tbody tr[data-replica]")].map((r) => r.innerText),
+  replica_hit_rates: [...document.querySelectorAll("#replicas td.hit")].map((td) => td.textContent.trim()),
+  history_points: ((window.warmpathDashboard || {}).last || {history: []}).history.length,
+  tenants: [...document.querySelectorAll("#tenants tbody tr[data-tenant]")].map((r) => r.innerText),
+  decisions: [...document.querySelectorAll("#decisions tbody tr.decision")].map((r) => r.innerText),
+};"##;
+
+fn wait_for(b: &Browser, what: &str, timeout: Duration, ok: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let page = b.eval(READ_PAGE);
+        if ok(&page) {
+            return page;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "dashboard never showed {what}; page: {page:#}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+fn traffic(gw: &str, model: &str, key: &str, system: &str, n: usize) -> usize {
+    let auth = format!("Bearer {key}");
+    let mut ok = 0;
+    for i in 0..n {
+        let body = chat(model, system, &format!("question {i}?"), 2, false);
+        let r = post_json(
+            gw,
+            "/v1/chat/completions",
+            &[("Authorization", &auth)],
+            &body,
+        )
+        .unwrap();
+        match r.status {
+            200 => ok += 1,
+            429 => {}
+            s => panic!("unexpected status {s}: {}", r.text()),
+        }
+    }
+    ok
+}
+
+#[test]
+fn dashboard_shows_live_routing_in_a_browser() {
+    // Fail early, and clearly, without a browser.
+    let driver = Driver::start();
+    let replicas = [
+        ReplicaProc::spawn("dummy:tiny").unwrap(),
+        ReplicaProc::spawn("dummy:tiny").unwrap(),
+    ];
+    let urls: Vec<String> = replicas.iter().map(ReplicaProc::url).collect();
+    let yaml = format!(
+        "{}{}",
+        replicas_yaml(&urls),
+        auth_yaml(&[
+            (
+                "acme",
+                "sk-acme",
+                "requests_per_minute: 6000, request_burst: 100"
+            ),
+            (
+                "beta",
+                "sk-beta",
+                "requests_per_minute: 1, request_burst: 1"
+            ),
+        ])
+    );
+    let gw = GatewayProc::spawn(&yaml, &[], 2).unwrap();
+    let model = model_of(&replicas[0].addr);
+    let system = "You are the dashboard test's assistant. Answer briefly and politely. ".repeat(6);
+    assert_eq!(traffic(&gw.addr, &model, "sk-acme", &system, 4), 4);
+    // beta: one admitted, the rest rejected by its limit.
+    assert_eq!(traffic(&gw.addr, &model, "sk-beta", &system, 3), 1);
+
+    let browser = Browser::open(&driver);
+    browser.goto(&format!("http://{}/dashboard", gw.admin));
+    let first = wait_for(
+        &browser,
+        "two replicas, a hit rate and decisions",
+        Duration::from_secs(20),
+        |p| {
+            p["replicas"].as_array().is_some_and(|r| r.len() == 2)
+                && p["hit_rate"]
+                    .as_str()
+                    .is_some_and(|h| h.ends_with('%') && h != "0.0%")
+                && p["decisions"].as_array().is_some_and(|d| !d.is_empty())
+                && p["status"] == "live"
+                && p["replica_hit_rates"].as_array().is_some_and(|h| {
+                    h.iter()
+                        .any(|x| x.as_str().is_some_and(|x| x.ends_with('%') && x != "0.0%"))
+                })
+        },
+    );
+    let replicas_text = first["replicas"].to_string();
+    assert!(
+        replicas_text.contains("r0") && replicas_text.contains("r1"),
+        "{replicas_text}"
+    );
+    assert!(replicas_text.contains("healthy"), "{replicas_text}");
+    let tenants = first["tenants"].as_array().unwrap();
+    let acme = tenants
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|t| t.starts_with("acme"))
+        .unwrap();
+    // acme: 4 requests, prompt and completion tokens counted (not 0).
+    let cells: Vec<&str> = acme.split('\t').map(str::trim).collect();
+    assert_eq!(cells[1], "4", "{acme:?}");
+    assert!(
+        cells[2] != "0" && cells[3] != "0",
+        "acme's tokens not shown: {acme:?}"
+    );
+    let why = first["decisions"][0].as_str().unwrap();
+    assert!(
+        why.contains("blocks") && why.contains(" ms"),
+        "decision lacks its explanation: {why}"
+    );
+
+    // More traffic: the page updates by itself (server-sent events, no reload).
+    let before_updates = first["updates"].as_u64().unwrap();
+    let before_requests = first["requests"].as_str().unwrap().to_string();
+    assert_eq!(traffic(&gw.addr, &model, "sk-acme", &system, 3), 3);
+    let later = wait_for(
+        &browser,
+        "new traffic without a reload",
+        Duration::from_secs(15),
+        |p| {
+            p["updates"].as_u64().unwrap_or(0) > before_updates + 1
+                && p["requests"] != before_requests.as_str()
+        },
+    );
+    assert!(
+        later["history_points"].as_u64().unwrap() >= 2,
+        "no history for the chart: {later:#}"
+    );
+    let beta_row = later["tenants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|t| t.as_str().filter(|t| t.starts_with("beta")))
+        .unwrap();
+    assert!(
+        beta_row.trim_end().ends_with('2'),
+        "beta's two rejections not shown: {beta_row:?}"
+    );
+
+    // Expand a decision: every candidate's matched blocks and cost terms.
+    let detail = browser.eval(
+        "document.querySelector('#decisions tr.decision').click();\
+         return new Promise((ok) => setTimeout(() => ok(document.querySelector('#decisions tr.detail')?.innerText || ''), 100));",
+    );
+    let detail = detail.as_str().unwrap();
+    assert!(
+        detail.contains("matched blocks") && detail.contains("r0") && detail.contains("r1"),
+        "{detail}"
+    );
+
+    let png = browser.screenshot();
+    assert!(png.starts_with(b"\x89PNG"), "screenshot is not a PNG");
+    let exe = std::env::current_exe().unwrap();
+    let target = exe.ancestors().nth(3).unwrap().to_path_buf();
+    let out = target.join("dashboard.png");
+    std::fs::write(&out, &png).unwrap();
+    eprintln!(
+        "dashboard screenshot: {} ({} bytes)",
+        out.display(),
+        png.len()
+    );
+}
