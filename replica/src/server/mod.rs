@@ -96,6 +96,7 @@ pub async fn start(args: ServeArgs) -> Result<ServerHandle, ServerError> {
         token_budget: args.token_budget,
         max_running: args.max_running,
         fairness_steps: args.fairness_steps,
+        device: args.device()?,
     };
     let (facts, submit, shared) = worker::spawn(cfg, events.clone(), metrics.clone()).await?;
     let info = ReplicaInfo {

@@ -131,6 +131,8 @@ pub struct WorkerConfig {
     pub max_running: usize,
     /// Fairness bound in steps.
     pub fairness_steps: u64,
+    /// Compute device (`cpu` or `cuda:N`).
+    pub device: crate::engine::Device,
 }
 
 struct Live {
@@ -168,7 +170,7 @@ fn load_engine(cfg: &WorkerConfig) -> Result<Engine, ServerError> {
         block_size: cfg.block_size,
         threads: cfg.threads,
     };
-    Engine::load(&cfg.model, &opts).map_err(err)
+    Engine::load_on(&cfg.model, &opts, cfg.device).map_err(err)
 }
 
 /// Starts the engine loop thread; returns once the model is loaded.
