@@ -11,7 +11,7 @@
 //! - [`config`]: the generated gateway config and API keys.
 //! - [`procs`]: child processes (own process group, log files, SIGINT then SIGKILL).
 //! - [`probe`]: a minimal loopback HTTP client for readiness checks.
-//! - [`error`]: [`StackError`].
+//! - [`error`]: the crate's error type, [`StackError`].
 
 pub mod config;
 pub mod error;
