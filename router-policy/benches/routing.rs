@@ -112,21 +112,33 @@ fn prompt_hashes() -> Vec<BlockHash> {
     block_hashes(HashNamespace::new(checkpoint()).root_seed(), &tokens, BLOCK)
 }
 
+/// Index, cluster view and a fresh `warm` policy for `replicas` replicas.
+fn setup(replicas: u32) -> (PrefixIndex, ClusterView, Box<dyn router_policy::Policy>) {
+    (
+        build_index(replicas),
+        view(replicas),
+        PolicyConfig::default().build(),
+    )
+}
+
+/// The routing request for the benchmark prompt.
+fn request<'a>(ck: &'a CheckpointId, hashes: &'a [BlockHash]) -> RouteRequest<'a> {
+    RouteRequest {
+        checkpoint: ck,
+        hashes,
+        prompt_tokens: PROMPT_TOKENS as u32,
+        block_size: BLOCK,
+        now: Millis(1),
+    }
+}
+
 fn bench_decide(c: &mut Criterion) {
     let ck = checkpoint();
     let hashes = prompt_hashes();
     let mut group = c.benchmark_group("decide");
     for replicas in [8u32, 64, 512] {
-        let index = build_index(replicas);
-        let view = view(replicas);
-        let mut policy = PolicyConfig::default().build();
-        let req = RouteRequest {
-            checkpoint: &ck,
-            hashes: &hashes,
-            prompt_tokens: PROMPT_TOKENS as u32,
-            block_size: BLOCK,
-            now: Millis(1),
-        };
+        let (index, view, mut policy) = setup(replicas);
+        let req = request(&ck, &hashes);
         group.bench_with_input(BenchmarkId::from_parameter(replicas), &replicas, |b, _| {
             b.iter(|| black_box(policy.select(&req, &view, &index).expect("routable")))
         });
@@ -147,16 +159,8 @@ fn percentiles() {
     println!("\nper-decision latency (warm, 8,192-token prompt, 1M-entry index)");
     println!("{:>9} {:>10} {:>10}", "replicas", "p50 (us)", "p99 (us)");
     for replicas in [8u32, 64, 512] {
-        let index = build_index(replicas);
-        let view = view(replicas);
-        let mut policy = PolicyConfig::default().build();
-        let req = RouteRequest {
-            checkpoint: &ck,
-            hashes: &hashes,
-            prompt_tokens: PROMPT_TOKENS as u32,
-            block_size: BLOCK,
-            now: Millis(1),
-        };
+        let (index, view, mut policy) = setup(replicas);
+        let req = request(&ck, &hashes);
         let mut samples: Vec<f64> = (0..5_000)
             .map(|_| {
                 let t = Instant::now();
