@@ -27,33 +27,8 @@ struct GenOut {
     text: String,
 }
 
-#[derive(Deserialize)]
-struct Fixtures {
-    tokenize: Vec<TokCase>,
-    prompts: Vec<Prompt>,
-}
-
-#[derive(Deserialize)]
-struct TokCase {
-    text: String,
-    ids: Vec<u32>,
-}
-
-#[derive(Deserialize)]
-struct Prompt {
-    kind: String,
-    message: String,
-    ids: Vec<u32>,
-    greedy: Vec<u32>,
-}
-
-fn fixtures() -> Fixtures {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/fixtures/llamacpp_smollm2.json"
-    );
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
+mod llamacpp_fixtures;
+use llamacpp_fixtures::fixtures;
 
 #[test]
 fn tokenize_prints_a_json_array_of_ids() {
@@ -71,27 +46,8 @@ fn tokenize_prints_a_json_array_of_ids() {
 
 #[test]
 fn generate_json_has_the_promised_shape() {
-    let out = replica(&[
-        "generate",
-        "--model",
-        "dummy:tiny",
-        "--prompt",
-        "hello",
-        "--max-tokens",
-        "6",
-        "--temperature",
-        "0",
-        "--json",
-    ]);
-    let g: GenOut = serde_json::from_str(out.trim()).unwrap();
-    assert_eq!(
-        g.prompt_tokens,
-        b"hello".iter().map(|&b| b as u32).collect::<Vec<_>>()
-    );
-    assert!(!g.tokens.is_empty() && g.tokens.len() <= 6, "{g:?}");
-    // Greedy is deterministic.
-    let again: GenOut = serde_json::from_str(
-        replica(&[
+    let run = || -> GenOut {
+        let out = replica(&[
             "generate",
             "--model",
             "dummy:tiny",
@@ -102,10 +58,17 @@ fn generate_json_has_the_promised_shape() {
             "--temperature",
             "0",
             "--json",
-        ])
-        .trim(),
-    )
-    .unwrap();
+        ]);
+        serde_json::from_str(out.trim()).unwrap()
+    };
+    let g = run();
+    assert_eq!(
+        g.prompt_tokens,
+        b"hello".iter().map(|&b| b as u32).collect::<Vec<_>>()
+    );
+    assert!(!g.tokens.is_empty() && g.tokens.len() <= 6, "{g:?}");
+    // Greedy is deterministic.
+    let again = run();
     assert_eq!(again.tokens, g.tokens);
     assert_eq!(again.text, g.text);
 }

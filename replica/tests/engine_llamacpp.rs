@@ -7,41 +7,9 @@ use base64::Engine as _;
 use replica::engine::sampling::argmax;
 use replica::engine::{Engine, EngineOptions, ModelSource, PageId, StepItem};
 use router_policy::TokenId;
-use serde::Deserialize;
 
-#[derive(Deserialize)]
-struct Fixtures {
-    tokenize: Vec<TokCase>,
-    prompts: Vec<Prompt>,
-}
-
-#[derive(Deserialize)]
-struct TokCase {
-    text: String,
-    ids: Vec<u32>,
-}
-
-#[derive(Deserialize)]
-struct Prompt {
-    kind: String,
-    message: String,
-    text: String,
-    ids: Vec<u32>,
-    greedy: Vec<u32>,
-    /// argmax of llama.cpp's f32 logits (the stored f16 copy could tie).
-    top1: usize,
-    /// Last-position logits, f16 little-endian, base64.
-    logits_f16_b64: String,
-}
-
-fn fixtures() -> Fixtures {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/fixtures/llamacpp_smollm2.json"
-    );
-    let text = std::fs::read_to_string(path).expect("fixtures present");
-    serde_json::from_str(&text).expect("fixtures parse")
-}
+mod llamacpp_fixtures;
+use llamacpp_fixtures::fixtures;
 
 fn engine(pages: usize) -> Engine {
     let opts = EngineOptions {
