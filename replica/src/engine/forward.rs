@@ -6,7 +6,7 @@
 
 use super::attention::{attention, round_f16, Row};
 use super::config::{ModelConfig, RopeStyle};
-use super::kernels::swiglu;
+use super::kernels::{swiglu, with_simd};
 use super::kv::KvPool;
 use super::matrix::Input;
 use super::weights::ModelWeights;
@@ -76,8 +76,14 @@ pub(crate) fn forward(
         lw.wq.matmul_prepared(&h, &mut a.q);
         lw.wk.matmul_prepared(&h, &mut a.k);
         lw.wv.matmul_prepared(&h, &mut a.v);
-        rope.apply(cfg, &mut a.q, cfg.n_heads);
-        rope.apply(cfg, &mut a.k, cfg.n_kv_heads);
+        // FMA instructions instead of `fmaf` calls (same bits: both round once).
+        with_simd(
+            #[inline(always)]
+            || {
+                rope.apply(cfg, &mut a.q, cfg.n_heads);
+                rope.apply(cfg, &mut a.k, cfg.n_kv_heads);
+            },
+        );
         // The KV cache holds f16 values, as llama.cpp's default cache does.
         a.k.iter_mut()
             .chain(a.v.iter_mut())
@@ -164,6 +170,7 @@ impl RopeTable {
     }
 
     /// Rotates every head of every row of `x` (`rows x heads*head_dim`).
+    #[inline(always)]
     fn apply(&self, cfg: &ModelConfig, x: &mut [f32], heads: usize) {
         let hd = cfg.head_dim;
         for (r, row) in x.chunks_exact_mut(heads * hd).enumerate() {

@@ -1,8 +1,11 @@
 //! Weight matrices (row-major, `rows x cols`) kept in their storage format, and the
 //! batched matrix-vector products the forward pass needs.
 
-use super::kernels::{dot_f32, qdot4_for, qdot_for};
-use super::quant::{dequantize_row, quantize_activation, Q8Block, QuantKind, QK};
+use super::kernels::{
+    dot_f32, group_dot_fn, qdot4_for, qdot_for, quantize_rows, GroupDotFn, Packed, QDot4Fn, QDotFn,
+    GROUP,
+};
+use super::quant::{dequantize_row, Q8Block, QuantKind, QK};
 use memmap2::Mmap;
 use rayon::prelude::*;
 use std::sync::{Arc, OnceLock};
@@ -63,6 +66,17 @@ const ROW_CHUNK: usize = 16;
 /// Most inputs processed together against the weight rows (prefill is parallel over
 /// tiles of inputs).
 const TOKEN_TILE: usize = 64;
+/// Up to this many inputs (batched decode), a product is parallel over weight rows and
+/// every row meets all inputs while it is in L1: the weights are read once per step.
+const BY_ROWS_MAX: usize = 32;
+
+/// Inputs per task of a token-tiled product: about two tasks per thread, a multiple of
+/// `align`, at most [`TOKEN_TILE`].
+fn token_tile(n: usize, align: usize) -> usize {
+    n.div_ceil(2 * rayon::current_num_threads().max(1))
+        .clamp(align, TOKEN_TILE.max(align))
+        .next_multiple_of(align)
+}
 
 impl Matrix {
     /// Output features.
@@ -108,44 +122,18 @@ impl Matrix {
             self.matvec(input, out);
             return;
         }
-        // Parallel over token tiles: each task owns a contiguous slice of `out` and reads
-        // every weight row once for its tile (the tile's activations stay in cache).
-        let tile = n
-            .div_ceil(2 * rayon::current_num_threads().max(1))
-            .clamp(4, TOKEN_TILE)
-            .next_multiple_of(4);
         match self {
             Matrix::Quant { kind, cols, .. } => {
-                let xq = input.quantized();
-                let dot = qdot_for(*kind);
-                let dot4 = qdot4_for(*kind);
-                let rb = kind.row_bytes(*cols);
-                let bytes = self.quant_bytes();
-                let nb = cols / QK;
-                out.par_chunks_mut(tile * rows)
-                    .enumerate()
-                    .for_each(|(c, chunk)| {
-                        let t0 = c * tile;
-                        let m = chunk.len() / rows;
-                        let xs = &xq[t0 * nb..(t0 + m) * nb];
-                        for (r, wrow) in bytes.chunks_exact(rb).enumerate() {
-                            let mut t = 0;
-                            if let Some(dot4) = dot4 {
-                                while t + 4 <= m {
-                                    let r4 = dot4(wrow, &xs[t * nb..(t + 4) * nb]);
-                                    for (j, v) in r4.into_iter().enumerate() {
-                                        chunk[(t + j) * rows + r] = v;
-                                    }
-                                    t += 4;
-                                }
-                            }
-                            for t in t..m {
-                                chunk[t * rows + r] = dot(wrow, &xs[t * nb..(t + 1) * nb]);
-                            }
-                        }
-                    });
+                let dots = RowDots::new(*kind, self.quant_bytes(), *cols, input);
+                if n <= BY_ROWS_MAX {
+                    dots.by_rows(n, rows, out);
+                } else {
+                    dots.by_token_tiles(n, rows, out);
+                }
             }
             Matrix::F32 { w, .. } => {
+                // Parallel over token tiles: each task owns a contiguous slice of `out`.
+                let tile = token_tile(n, 4);
                 let x = input.x;
                 out.par_chunks_mut(tile * rows)
                     .enumerate()
@@ -208,6 +196,7 @@ pub struct Input<'a> {
     x: &'a [f32],
     n: usize,
     q: OnceLock<Vec<Q8Block>>,
+    packed: OnceLock<Packed>,
 }
 
 impl<'a> Input<'a> {
@@ -217,32 +206,162 @@ impl<'a> Input<'a> {
             x,
             n,
             q: OnceLock::new(),
+            packed: OnceLock::new(),
         }
     }
 
-    /// The rows quantised block by block (`n * cols / 32` blocks), computed once, in
-    /// parallel over rows.
+    /// The rows quantised block by block (`n * cols / 32` blocks), computed once (in
+    /// parallel over rows when there are many).
     fn quantized(&self) -> &[Q8Block] {
         self.q.get_or_init(|| {
             let cols = self.x.len() / self.n.max(1);
             let nb = cols / QK;
-            let mut all = vec![
-                Q8Block {
-                    d: 0.0,
-                    s: 0.0,
-                    qs: [0; QK]
-                };
-                self.n * nb
-            ];
-            all.par_chunks_mut(nb.max(1))
-                .zip(self.x.par_chunks(cols.max(1)))
-                .for_each(|(dst, row)| {
-                    let mut tmp = Vec::with_capacity(nb);
-                    quantize_activation(row, &mut tmp);
-                    dst.copy_from_slice(&tmp);
-                });
+            let zero = Q8Block {
+                d: 0.0,
+                s: 0.0,
+                qs: [0; QK],
+            };
+            let mut all = vec![zero; self.n * nb];
+            if self.x.len() < PAR_QUANTIZE_MIN {
+                quantize_rows(self.x, &mut all);
+            } else {
+                all.par_chunks_mut(nb.max(1))
+                    .zip(self.x.par_chunks(cols.max(1)))
+                    .for_each(|(dst, row)| quantize_rows(row, dst));
+            }
             all
         })
+    }
+
+    /// The quantised rows laid out for the multi-token kernels, computed once.
+    fn packed(&self) -> &Packed {
+        self.packed.get_or_init(|| {
+            let nb = self.x.len() / self.n.max(1) / QK;
+            Packed::new(self.quantized(), self.n, nb)
+        })
+    }
+}
+
+/// Below this many activation values, quantising in parallel costs more than it saves.
+const PAR_QUANTIZE_MIN: usize = 1 << 16;
+
+/// One quantised weight matrix against the quantised inputs of a product.
+struct RowDots<'a> {
+    kind: QuantKind,
+    bytes: &'a [u8],
+    /// Bytes per weight row.
+    rb: usize,
+    /// Blocks per row.
+    nb: usize,
+    how: How<'a>,
+}
+
+/// Which kernels compute a row against several inputs.
+enum How<'a> {
+    /// AVX-512: up to 16 inputs per pass over the row.
+    Groups(&'a Packed, GroupDotFn),
+    /// One input at a time, or four (`dot4`) where a kernel exists.
+    Blocks {
+        xq: &'a [Q8Block],
+        dot: QDotFn,
+        dot4: Option<QDot4Fn>,
+    },
+}
+
+impl<'a> RowDots<'a> {
+    fn new(kind: QuantKind, bytes: &'a [u8], cols: usize, input: &'a Input<'_>) -> Self {
+        let how = match group_dot_fn() {
+            Some(f) => How::Groups(input.packed(), f),
+            None => How::Blocks {
+                xq: input.quantized(),
+                dot: qdot_for(kind),
+                dot4: qdot4_for(kind),
+            },
+        };
+        Self {
+            kind,
+            bytes,
+            rb: kind.row_bytes(cols),
+            nb: cols / QK,
+            how,
+        }
+    }
+
+    /// Inputs a token tile must be a multiple of (so tiles never split a group).
+    fn align(&self) -> usize {
+        match self.how {
+            How::Groups(..) => GROUP,
+            How::Blocks { .. } => 4,
+        }
+    }
+
+    /// `put(t, row r . x[t])` for the inputs `t0..t1` (`t0` a multiple of `align()`).
+    #[inline]
+    fn row(&self, r: usize, t0: usize, t1: usize, mut put: impl FnMut(usize, f32)) {
+        let wrow = &self.bytes[r * self.rb..(r + 1) * self.rb];
+        match &self.how {
+            How::Groups(packed, f) => {
+                let mut buf = [0.0f32; GROUP];
+                for (gi, g) in packed.groups[t0 / GROUP..t1.div_ceil(GROUP)]
+                    .iter()
+                    .enumerate()
+                {
+                    f(self.kind, wrow, g, &mut buf);
+                    let base = t0 + gi * GROUP;
+                    for (j, &v) in buf[..g.len].iter().enumerate() {
+                        put(base + j, v);
+                    }
+                }
+            }
+            How::Blocks { xq, dot, dot4 } => {
+                let nb = self.nb;
+                let mut t = t0;
+                if let Some(dot4) = dot4 {
+                    while t + 4 <= t1 {
+                        let r4 = dot4(wrow, &xq[t * nb..(t + 4) * nb]);
+                        for (j, v) in r4.into_iter().enumerate() {
+                            put(t + j, v);
+                        }
+                        t += 4;
+                    }
+                }
+                for t in t..t1 {
+                    put(t, dot(wrow, &xq[t * nb..(t + 1) * nb]));
+                }
+            }
+        }
+    }
+
+    /// Few inputs: tasks own runs of weight rows, each row meeting every input.
+    fn by_rows(&self, n: usize, rows: usize, out: &mut [f32]) {
+        let threads = rayon::current_num_threads().max(1);
+        let chunk = rows.div_ceil(4 * threads).clamp(16, 1024);
+        // Task c writes rows `c * chunk..` of every input's output row.
+        let mut per_input: Vec<_> = out.chunks_mut(rows).map(|o| o.chunks_mut(chunk)).collect();
+        let tasks: Vec<Vec<&mut [f32]>> = (0..rows.div_ceil(chunk))
+            .map(|_| per_input.iter_mut().filter_map(Iterator::next).collect())
+            .collect();
+        tasks.into_par_iter().enumerate().for_each(|(c, mut outs)| {
+            let r0 = c * chunk;
+            for i in 0..outs[0].len() {
+                self.row(r0 + i, 0, n, |t, v| outs[t][i] = v);
+            }
+        });
+    }
+
+    /// Many inputs: tasks own tiles of inputs (a contiguous slice of `out`) and read every
+    /// weight row once per tile, while the tile's activations stay in cache.
+    fn by_token_tiles(&self, n: usize, rows: usize, out: &mut [f32]) {
+        let tile = token_tile(n, self.align());
+        out.par_chunks_mut(tile * rows)
+            .enumerate()
+            .for_each(|(c, chunk)| {
+                let t0 = c * tile;
+                let m = chunk.len() / rows;
+                for r in 0..rows {
+                    self.row(r, t0, t0 + m, |t, v| chunk[(t - t0) * rows + r] = v);
+                }
+            });
     }
 }
 
@@ -250,6 +369,44 @@ impl<'a> Input<'a> {
 mod tests {
     use super::super::quant::quantize_row;
     use super::*;
+
+    /// Every path of a batched product (few inputs by rows, many by token tiles) gives
+    /// each input the bits of the single-input product, for every format.
+    #[test]
+    fn quantised_batches_have_single_input_bits() {
+        let (rows, cols) = (70, 96);
+        let wf: Vec<f32> = (0..rows * cols)
+            .map(|i| ((i * 7919 % 211) as f32 - 105.0) / 70.0)
+            .collect();
+        for kind in [QuantKind::Q4_0, QuantKind::Q4_1, QuantKind::Q8_0] {
+            let mut q = Vec::new();
+            quantize_row(kind, &wf, &mut q);
+            let m = Matrix::Quant {
+                kind,
+                bytes: Bytes::Owned(q),
+                rows,
+                cols,
+            };
+            for n in [2, 5, 16, 31, 33, 70] {
+                let x: Vec<f32> = (0..n * cols)
+                    .map(|i| ((i * 104_729 % 173) as f32 - 86.0) / 50.0)
+                    .collect();
+                let mut batched = vec![0.0; n * rows];
+                m.matmul(&x, n, &mut batched);
+                for t in 0..n {
+                    let mut one = vec![0.0; rows];
+                    m.matmul(&x[t * cols..(t + 1) * cols], 1, &mut one);
+                    let row = &batched[t * rows..(t + 1) * rows];
+                    assert!(
+                        row.iter()
+                            .zip(&one)
+                            .all(|(a, b)| a.to_bits() == b.to_bits()),
+                        "{kind:?} n={n} t={t}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn batched_matmul_equals_single() {

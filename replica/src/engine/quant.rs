@@ -138,20 +138,24 @@ pub struct Q8Block {
 /// amplifies a single flipped rounding into visible logit differences.
 pub fn quantize_activation(x: &[f32], out: &mut Vec<Q8Block>) {
     out.clear();
-    for blk in x.chunks_exact(QK) {
-        let amax = blk.iter().fold(0.0f32, |a, v| a.max(v.abs()));
-        let d = amax / 127.0;
-        let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
-        let mut qs = [0i8; QK];
-        let mut sum = 0i32;
-        for (q, &v) in qs.iter_mut().zip(blk) {
-            *q = (v * id).round_ties_even() as i8;
-            sum += *q as i32;
-        }
-        let d16 = f16::from_f32(d).to_f32();
-        let s16 = f16::from_f32(d * sum as f32).to_f32();
-        out.push(Q8Block { d: d16, s: s16, qs });
+    out.extend(x.chunks_exact(QK).map(quantize_block));
+}
+
+/// One block of [`quantize_activation`] (the portable version; the engine uses the SIMD
+/// one in `kernels` when the CPU has it, with the same bits).
+pub(crate) fn quantize_block(blk: &[f32]) -> Q8Block {
+    let amax = blk.iter().fold(0.0f32, |a, v| a.max(v.abs()));
+    let d = amax / 127.0;
+    let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+    let mut qs = [0i8; QK];
+    let mut sum = 0i32;
+    for (q, &v) in qs.iter_mut().zip(blk) {
+        *q = (v * id).round_ties_even() as i8;
+        sum += *q as i32;
     }
+    let d16 = f16::from_f32(d).to_f32();
+    let s16 = f16::from_f32(d * sum as f32).to_f32();
+    Q8Block { d: d16, s: s16, qs }
 }
 
 #[cfg(test)]

@@ -58,20 +58,25 @@ impl Sampler {
         }
     }
 
-    /// Picks the next token from `logits`.
+    /// Picks the next token from `logits` (greedy sampling reads the logits once; no
+    /// softmax is computed).
     pub fn sample(&mut self, logits: &[f32]) -> TokenId {
-        self.sample_with_logprob(logits).0
+        TokenId(self.pick(logits) as u32)
     }
 
     /// Picks the next token and returns its log-probability under the full distribution
     /// (before temperature and truncation, as OpenAI reports it).
     pub fn sample_with_logprob(&mut self, logits: &[f32]) -> (TokenId, f32) {
-        let id = if self.params.temperature <= 0.0 || self.params.top_k == 1 {
+        let id = self.pick(logits);
+        (TokenId(id as u32), log_softmax_at(logits, id))
+    }
+
+    fn pick(&mut self, logits: &[f32]) -> usize {
+        if self.params.temperature <= 0.0 || self.params.top_k == 1 {
             argmax(logits)
         } else {
             self.sample_random(logits)
-        };
-        (TokenId(id as u32), log_softmax_at(logits, id))
+        }
     }
 
     fn sample_random(&mut self, logits: &[f32]) -> usize {
@@ -151,6 +156,10 @@ mod tests {
         let l = logits();
         let mut s = Sampler::new(&SamplingParams::default());
         assert_eq!(s.sample(&l).0 as usize, argmax(&l));
+        let (t, lp) = s.sample_with_logprob(&l);
+        assert_eq!(t.0 as usize, argmax(&l));
+        let total: f64 = l.iter().map(|&v| (v as f64).exp()).sum();
+        assert!((lp as f64 - (l[argmax(&l)] as f64 - total.ln())).abs() < 1e-5);
         assert_eq!(l[argmax(&l)], l.iter().copied().fold(f32::MIN, f32::max));
     }
 

@@ -6,36 +6,36 @@ use serde::Deserialize;
 
 /// Everything the fixture file holds.
 #[derive(Deserialize)]
-pub struct Fixtures {
+pub(crate) struct Fixtures {
     /// Tokenizer cases: text and llama.cpp's ids.
-    pub tokenize: Vec<TokCase>,
+    pub(crate) tokenize: Vec<TokCase>,
     /// Prompts with llama.cpp's greedy continuation and last-position logits.
-    pub prompts: Vec<Prompt>,
+    pub(crate) prompts: Vec<Prompt>,
 }
 
 /// One tokenizer case.
 #[derive(Deserialize)]
-pub struct TokCase {
-    pub text: String,
-    pub ids: Vec<u32>,
+pub(crate) struct TokCase {
+    pub(crate) text: String,
+    pub(crate) ids: Vec<u32>,
 }
 
 /// One prompt ("raw" text or a "chat" message) and llama.cpp's answers.
 #[derive(Deserialize)]
-pub struct Prompt {
-    pub kind: String,
-    pub message: String,
-    pub text: String,
-    pub ids: Vec<u32>,
-    pub greedy: Vec<u32>,
+pub(crate) struct Prompt {
+    pub(crate) kind: String,
+    pub(crate) message: String,
+    pub(crate) text: String,
+    pub(crate) ids: Vec<u32>,
+    pub(crate) greedy: Vec<u32>,
     /// argmax of llama.cpp's f32 logits (the stored f16 copy could tie).
-    pub top1: usize,
+    pub(crate) top1: usize,
     /// Last-position logits, f16 little-endian, base64.
-    pub logits_f16_b64: String,
+    pub(crate) logits_f16_b64: String,
 }
 
 /// Reads and parses the fixture file.
-pub fn fixtures() -> Fixtures {
+pub(crate) fn fixtures() -> Fixtures {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/fixtures/llamacpp_smollm2.json"

@@ -1,7 +1,7 @@
 //! AVX2 + FMA + F16C integer dot products (the ggml `vec_dot_q*_q8` scheme).
 #![allow(unsafe_code)]
 
-use super::super::quant::{Q8Block, QuantKind};
+use super::super::quant::{Q8Block, QuantKind, QK};
 use std::arch::x86_64::*;
 
 pub(super) fn available() -> bool {
@@ -34,7 +34,7 @@ pub(super) fn dot_q8_0(row: &[u8], x: &[Q8Block]) -> f32 {
 
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn f16_to_f32(p: *const u8) -> f32 {
+pub(super) fn f16_to_f32(p: *const u8) -> f32 {
     // SAFETY: callers pass a pointer to two readable bytes inside a checked row.
     let bits = unsafe { std::ptr::read_unaligned(p as *const u16) };
     _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
@@ -42,7 +42,7 @@ fn f16_to_f32(p: *const u8) -> f32 {
 
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn hsum(v: __m256) -> f32 {
+pub(super) fn hsum(v: __m256) -> f32 {
     let lo = _mm256_castps256_ps128(v);
     let hi = _mm256_extractf128_ps(v, 1);
     let s = _mm_add_ps(lo, hi);
@@ -54,7 +54,7 @@ fn hsum(v: __m256) -> f32 {
 /// Unpacks 16 bytes of nibbles into 32 bytes (low nibbles first, then high nibbles).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn nibbles(p: *const u8) -> __m256i {
+pub(super) fn nibbles(p: *const u8) -> __m256i {
     // SAFETY: callers pass a pointer to 16 readable bytes inside a checked row.
     let tmp = unsafe { _mm_loadu_si128(p as *const __m128i) };
     let hi = _mm_srli_epi16(tmp, 4);
@@ -306,4 +306,51 @@ pub(super) fn run<R>(f: impl FnOnce() -> R) -> R {
 #[target_feature(enable = "avx2,fma,f16c")]
 fn run_impl<R>(f: impl FnOnce() -> R) -> R {
     f()
+}
+
+/// [`crate::engine::quant::quantize_activation`] 8 lanes at a time, as ggml's AVX2
+/// `quantize_row_q8_1` computes it (same bits as the scalar version).
+pub(super) fn quantize_q8_1(x: &[f32], out: &mut [Q8Block]) {
+    assert!(x.len() == out.len() * QK);
+    // SAFETY: only called after `available()` returned true; lengths checked above.
+    unsafe { quantize_impl(x, out) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn quantize_impl(x: &[f32], out: &mut [Q8Block]) {
+    let sign = _mm256_set1_ps(-0.0);
+    for (blk, o) in x.chunks_exact(QK).zip(out) {
+        // SAFETY: the chunk holds exactly 32 floats.
+        let v: [__m256; 4] =
+            std::array::from_fn(|j| unsafe { _mm256_loadu_ps(blk.as_ptr().add(8 * j)) });
+        let m = v.iter().fold(_mm256_setzero_ps(), |m, &x| {
+            _mm256_max_ps(m, _mm256_andnot_ps(sign, x))
+        });
+        let mut lanes = [0.0f32; 8];
+        // SAFETY: `lanes` holds 8 floats.
+        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), m) };
+        let amax = lanes.iter().fold(0.0f32, |a, &b| a.max(b));
+        let d = amax / 127.0;
+        let id = _mm256_set1_ps(if amax != 0.0 { 127.0 / amax } else { 0.0 });
+        let q: [__m256i; 4] = std::array::from_fn(|j| {
+            let r = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+                _mm256_mul_ps(v[j], id),
+            );
+            _mm256_cvtps_epi32(r)
+        });
+        let sum = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+        let mut ints = [0i32; 8];
+        // SAFETY: `ints` holds 8 i32.
+        unsafe { _mm256_storeu_si256(ints.as_mut_ptr() as *mut __m256i, sum) };
+        let total: i32 = ints.iter().sum();
+        // Saturating packs interleave 128-bit lanes; the permutation restores the order.
+        let p16a = _mm256_packs_epi32(q[0], q[1]);
+        let p16b = _mm256_packs_epi32(q[2], q[3]);
+        let p8 = _mm256_packs_epi16(p16a, p16b);
+        let p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        // SAFETY: `qs` is 32 bytes.
+        unsafe { _mm256_storeu_si256(o.qs.as_mut_ptr() as *mut __m256i, p8) };
+        o.d = half::f16::from_f32(d).to_f32();
+        o.s = half::f16::from_f32(d * total as f32).to_f32();
+    }
 }

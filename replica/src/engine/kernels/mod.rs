@@ -1,9 +1,45 @@
 //! Dot-product kernels: portable scalar code plus AVX2 versions picked at run time.
 
-use super::quant::{f16_at, Q8Block, QuantKind, QK};
+use super::quant::{f16_at, quantize_block, Q8Block, QuantKind, QK};
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+mod packed;
+
+pub(crate) use packed::{Packed, PackedGroup, GROUP};
+
+/// One weight row against the tokens of a [`PackedGroup`] (`out[t]` for `t < len`).
+pub(crate) type GroupDotFn = fn(QuantKind, &[u8], &PackedGroup, &mut [f32; GROUP]);
+
+/// The multi-token kernel, when this CPU has AVX-512 (F, BW, VNNI) and the environment
+/// variable `WARMPATH_NO_AVX512` is unset (set it to compare with the AVX2 path).
+pub(crate) fn group_dot_fn() -> Option<GroupDotFn> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        if *ON
+            .get_or_init(|| avx512::available() && std::env::var_os("WARMPATH_NO_AVX512").is_none())
+        {
+            return Some(avx512::group_dot);
+        }
+    }
+    None
+}
+
+/// Quantises rows of activations block by block (`out.len() == x.len() / 32`): the same
+/// bits as [`super::quant::quantize_activation`], with AVX2 when available.
+pub(crate) fn quantize_rows(x: &[f32], out: &mut [Q8Block]) {
+    #[cfg(target_arch = "x86_64")]
+    if avx2::available() {
+        avx2::quantize_q8_1(x, out);
+        return;
+    }
+    for (blk, o) in x.chunks_exact(QK).zip(out) {
+        *o = quantize_block(blk);
+    }
+}
 
 /// `dot(weight row, quantised activation)` for one quantised format.
 pub(crate) type QDotFn = fn(&[u8], &[Q8Block]) -> f32;
@@ -230,6 +266,71 @@ mod tests {
         let want: Vec<f32> = e.iter().map(|&x| expf_ggml(x - 1.5)).collect();
         exp_sub(&mut e, 1.5);
         assert_eq!(e, want);
+    }
+
+    /// Deterministic pseudo-random values in `[-1, 1)` with a few large outliers.
+    fn values(n: usize, seed: u64) -> Vec<f32> {
+        let mut r = crate::engine::dummy::SplitMix::new(seed);
+        (0..n)
+            .map(|i| {
+                let v = r.next_f32() * 2.0 - 1.0;
+                if i % 97 == 5 {
+                    v * 40.0
+                } else {
+                    v
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn simd_quantisation_has_the_scalar_bits() {
+        let mut x = values(32 * 40, 3);
+        x[64..96].iter_mut().for_each(|v| *v = 0.0);
+        x[100] = 0.5 / 127.0 * 3.0; // ties under the block's scale
+        let mut want = Vec::new();
+        quantize_activation(&x, &mut want);
+        let mut got = vec![want[0]; want.len()];
+        quantize_rows(&x, &mut got);
+        for (a, b) in got.iter().zip(&want) {
+            assert_eq!(
+                (a.d.to_bits(), a.s.to_bits(), a.qs),
+                (b.d.to_bits(), b.s.to_bits(), b.qs)
+            );
+        }
+    }
+
+    #[test]
+    fn group_kernels_have_the_single_token_bits() {
+        let Some(group) = group_dot_fn() else {
+            eprintln!("no AVX-512 VNNI on this CPU: the group kernels are not used here");
+            return;
+        };
+        let (rows, cols) = (5, 192);
+        let nb = cols / QK;
+        for kind in [QuantKind::Q4_0, QuantKind::Q4_1, QuantKind::Q8_0] {
+            let mut w = Vec::new();
+            quantize_row(kind, &values(rows * cols, 11), &mut w);
+            for n in [1, 2, 3, 7, 16, 17, 33] {
+                let mut xq = Vec::new();
+                quantize_activation(&values(n * cols, n as u64), &mut xq);
+                let packed = Packed::new(&xq, n, nb);
+                for wrow in w.chunks_exact(kind.row_bytes(cols)) {
+                    let mut got = Vec::new();
+                    for g in &packed.groups {
+                        let mut buf = [0.0; GROUP];
+                        group(kind, wrow, g, &mut buf);
+                        got.extend_from_slice(&buf[..g.len]);
+                    }
+                    let want: Vec<f32> = xq
+                        .chunks_exact(nb)
+                        .map(|x| qdot_for(kind)(wrow, x))
+                        .collect();
+                    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&got), bits(&want), "{kind:?} n={n}");
+                }
+            }
+        }
     }
 
     #[test]
