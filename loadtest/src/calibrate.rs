@@ -10,7 +10,7 @@
 use crate::cli::CalibrateArgs;
 use crate::metrics::percentile;
 use crate::prompt::{Prompt, Segment};
-use crate::run::client::{call, CallResult, CallSpec};
+use crate::run::client::{call, resolve_model, CallResult, CallSpec};
 use crate::sim::CostProfile;
 use anyhow::{bail, Context};
 use std::time::Duration;
@@ -51,13 +51,14 @@ fn rand_nonce() -> u64 {
 async fn one(
     client: &reqwest::Client,
     args: &CalibrateArgs,
+    model: &str,
     prompt: &str,
     max_tokens: u32,
 ) -> anyhow::Result<CallResult> {
     let spec = CallSpec {
         endpoint: &args.endpoint,
         api: args.api,
-        model: &args.model,
+        model,
         prompt,
         max_tokens,
         ignore_eos: true,
@@ -77,15 +78,30 @@ pub async fn measure(args: &CalibrateArgs) -> anyhow::Result<CostProfile> {
     let (block_size, capacity) = replica_info(&client, args)
         .await
         .unwrap_or((args.block_size, args.kv_capacity_blocks));
-    one(&client, args, &fresh_prompt(0, 32), 2)
+    let model = resolve_model(
+        &client,
+        &args.endpoint,
+        &args.model,
+        args.api_key.as_deref(),
+    )
+    .await;
+    let model = model.as_str();
+    one(&client, args, model, &fresh_prompt(0, 32), 2)
         .await
         .context("warm-up")?;
 
     let short = 16u32;
     let mut rates = Vec::new();
     for i in 0..3u64 {
-        let a = one(&client, args, &fresh_prompt(10 + i, short), 1).await?;
-        let b = one(&client, args, &fresh_prompt(20 + i, args.prefill_tokens), 1).await?;
+        let a = one(&client, args, model, &fresh_prompt(10 + i, short), 1).await?;
+        let b = one(
+            &client,
+            args,
+            model,
+            &fresh_prompt(20 + i, args.prefill_tokens),
+            1,
+        )
+        .await?;
         let (ta, tb) = (a.ttft_ms.unwrap_or(0.0), b.ttft_ms.unwrap_or(0.0));
         let tokens = b
             .prompt_tokens
@@ -112,7 +128,7 @@ pub async fn measure(args: &CalibrateArgs) -> anyhow::Result<CostProfile> {
         let futs = (0..b).map(|j| {
             let p = fresh_prompt(1000 + bi as u64 * 100 + j as u64, 32);
             let client = &client;
-            async move { one(client, args, &p, args.decode_tokens).await }
+            async move { one(client, args, model, &p, args.decode_tokens).await }
         });
         let results = futures_join_all(futs).await?;
         let mut itls: Vec<f64> = results

@@ -133,6 +133,57 @@ fn truncate(s: &str) -> String {
     s.chars().take(200).collect()
 }
 
+/// Model name that means "whatever the endpoint serves" (the `--model` default).
+pub const DEFAULT_MODEL: &str = "default";
+
+/// The model name to put in requests: `requested`, unless it is [`DEFAULT_MODEL`], in which
+/// case the first id the endpoint lists at `GET /v1/models` (real replicas reject unknown
+/// names). Falls back to `requested` when the endpoint lists nothing.
+pub async fn resolve_model(
+    client: &reqwest::Client,
+    endpoint: &str,
+    requested: &str,
+    api_key: Option<&str>,
+) -> String {
+    if requested != DEFAULT_MODEL {
+        return requested.to_string();
+    }
+    let url = format!("{}/v1/models", endpoint.trim_end_matches('/'));
+    let mut req = client.get(url).timeout(Duration::from_secs(10));
+    if let Some(k) = api_key {
+        req = req.bearer_auth(k);
+    }
+    let listed = async {
+        let v: Value = req
+            .send()
+            .await
+            .ok()?
+            .error_for_status()
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        first_model_id(&v)
+    }
+    .await;
+    match listed {
+        Some(id) => {
+            tracing::info!(model = %id, "using the endpoint's model");
+            id
+        }
+        None => requested.to_string(),
+    }
+}
+
+/// The first `data[].id` of an OpenAI `/v1/models` listing.
+pub fn first_model_id(v: &Value) -> Option<String> {
+    v["data"]
+        .as_array()?
+        .iter()
+        .find_map(|m| m["id"].as_str())
+        .map(str::to_string)
+}
+
 /// Sends one streamed request and measures it.
 pub async fn call(client: &reqwest::Client, spec: &CallSpec<'_>) -> CallResult {
     let url = format!(
@@ -250,6 +301,11 @@ mod tests {
         assert!(r.error.is_none());
         apply_payload(&mut r, "garbage", 1.0, &mut last);
         assert_eq!(r.error.as_ref().map(|e| e.0), Some(ErrorKind::BadStream));
+
+        let models =
+            serde_json::json!({"object": "list", "data": [{"id": "SmolLM2"}, {"id": "b"}]});
+        assert_eq!(first_model_id(&models).as_deref(), Some("SmolLM2"));
+        assert_eq!(first_model_id(&serde_json::json!({"data": []})), None);
 
         let spec = CallSpec {
             endpoint: "http://127.0.0.1:1",

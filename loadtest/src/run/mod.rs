@@ -11,7 +11,7 @@ use crate::report::{table, RunReport};
 use crate::simulate_cmd::{label_shape, write_outputs};
 use crate::workload::{self, LoadShape, RequestSpec, Workload};
 use anyhow::{bail, Context};
-use client::{call, CallSpec};
+use client::{call, resolve_model, CallSpec};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -72,16 +72,24 @@ pub async fn drive(args: &RunArgs, workload: &Workload) -> anyhow::Result<Vec<Re
         ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(4096)
+        .build()?;
+    let model = resolve_model(
+        &client,
+        &args.endpoint,
+        &args.model,
+        args.api_key.as_deref(),
+    )
+    .await;
     let shared = Arc::new(Shared {
         endpoint: args.endpoint.clone(),
         api: args.api,
-        model: args.model.clone(),
+        model,
         api_key: args.api_key.clone(),
         ignore_eos: !args.no_ignore_eos,
         timeout: Duration::from_secs_f64(args.request_timeout.max(0.001)),
-        client: reqwest::Client::builder()
-            .pool_max_idle_per_host(4096)
-            .build()?,
+        client,
         start: Instant::now(),
         bar,
     });
