@@ -396,12 +396,23 @@ impl<P> Scheduler<P> {
         out
     }
 
-    /// Prompt tokens still to compute over running and waiting sequences.
+    /// Prompt tokens still to compute over running and waiting sequences. A waiting
+    /// sequence that has computed nothing yet counts only what its cached prefix will not
+    /// cover (what admission will compute), so a queue of cache hits does not look like a
+    /// queue of cold prompts to the router.
     pub fn queued_prefill_tokens(&self) -> u64 {
-        self.running
-            .iter()
-            .chain(self.waiting.iter())
-            .map(|s| s.pending_prefill() as u64)
-            .sum()
+        let bs = self.cfg.block_size.get();
+        let running = self.running.iter().map(|s| s.pending_prefill() as u64);
+        let waiting = self.waiting.iter().enumerate().map(|(i, s)| {
+            let pending = s.pending_prefill();
+            // Long queues skip the lookup (bounded cost per load report).
+            if s.computed > 0 || i >= 256 {
+                return pending as u64;
+            }
+            let max_blocks = (s.tokens.len().saturating_sub(1) / bs).min(s.block_hashes().len());
+            let cached = self.cache.peek_prefix_len(&s.block_hashes()[..max_blocks]) * bs;
+            pending.saturating_sub(cached) as u64
+        });
+        running.chain(waiting).sum()
     }
 }

@@ -209,3 +209,21 @@ fn a_sequence_larger_than_the_pool_fails_instead_of_looping() {
     assert_eq!(p.failed.len(), 1);
     assert!(s.is_idle());
 }
+
+#[test]
+fn queued_prefill_counts_only_what_the_cache_will_not_cover() {
+    let mut s = Scheduler::new(cfg(64, 4), RadixCache::new(64));
+    let prompt: Vec<u32> = (0..12).collect(); // 3 full blocks
+    s.add(seq(1, &prompt, None));
+    assert_eq!(s.queued_prefill_tokens(), 12, "cold prompt: all of it");
+    run(&mut s, 1);
+    s.add(seq(2, &prompt, None));
+    // Blocks 0-1 are cached; the last block holds the token that must be recomputed.
+    assert_eq!(s.queued_prefill_tokens(), 4);
+    s.add(seq(3, &prompt, Some("tenant-b")));
+    assert_eq!(
+        s.queued_prefill_tokens(),
+        4 + 12,
+        "another salt hits nothing"
+    );
+}
