@@ -32,8 +32,8 @@ pub struct UpArgs {
     /// Number of CPU replicas.
     #[arg(long, default_value_t = 2)]
     pub replicas: usize,
-    /// Model: a GGUF file, a HF checkpoint directory or `dummy:NAME`; default SmolLM2-135M-
-    /// Instruct Q4_1, fetched into ~/.cache/warmpath/models on first use.
+    /// Model: a GGUF file, a HF checkpoint directory or `dummy:NAME`; default
+    /// SmolLM2-135M-Instruct Q4_1, fetched into ~/.cache/warmpath/models on first use.
     #[arg(long)]
     pub model: Option<String>,
     /// The dev tenant's API key; generated when not given.
@@ -77,9 +77,18 @@ fn check_port(port: u16, what: &'static str, flag: &'static str) -> Result<(), S
         .map_err(|_| StackError::PortInUse { port, what, flag })
 }
 
-/// Prints a progress line (stdout, flushed by `println!`).
+/// Prints a progress line on stdout, flushed. Errors are ignored: a closed stdout (the
+/// reader of a pipe went away) must not panic `warmpath` before it stops its children.
 fn say(msg: impl std::fmt::Display) {
-    println!("warmpath: {msg}");
+    out(&format!("warmpath: {msg}"));
+}
+
+/// Writes `text` and a newline to stdout and flushes, ignoring errors (see [`say`]).
+fn out(text: &str) {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    let _ = writeln!(o, "{text}");
+    let _ = o.flush();
 }
 
 fn spawn_replica(
@@ -163,7 +172,7 @@ async fn wait_gateway(gw: &mut Proc, addr: &str, admin: &str, n: usize) -> Resul
 /// The banner printed once everything is healthy.
 pub fn banner(cfg: &StackConfig, model: &str, n: usize, logs: &Path) -> String {
     let body = format!(
-        r#"{{"model": {}, "messages": [{{"role": "user", "content": "What is the capital of France?"}}], "max_tokens": 32}}"#,
+        r#"{{"model": {}, "max_tokens": 32, "temperature": 0, "messages": [{{"role": "system", "content": "You are a concise geography tutor. Answer in one sentence."}}, {{"role": "user", "content": "What is the capital of France?"}}]}}"#,
         serde_json::Value::from(model)
     );
     format!(
@@ -324,7 +333,7 @@ async fn start_and_wait(
         r = wait_gateway(gw, &addr, &admin, n) => r?,
         sig = stop.recv() => return stopped(sig),
     }
-    println!("{}", banner(&cfg, &model_name, n, dir));
+    out(&banner(&cfg, &model_name, n, dir));
     loop {
         tokio::select! {
             sig = stop.recv() => return stopped(sig),

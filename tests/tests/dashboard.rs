@@ -1,16 +1,18 @@
 #![allow(clippy::unwrap_used)]
 //! The routing dashboard in a real browser: headless Chromium, driven over the W3C WebDriver
-//! protocol (chromedriver), loads `/dashboard` from a gateway in front of two replicas
-//! while traffic flows, and shows replicas, the cache hit rate, tenants and routing decisions,
-//! updating live. Saves a screenshot to `target/dashboard.png`.
+//! protocol (chromedriver), loads `/dashboard` from a gateway in front of two real replicas
+//! serving SmolLM2-135M-Instruct while traffic flows, and shows replicas, the cache hit rate,
+//! tenants and routing decisions, updating live. Saves a screenshot to
+//! `$CARGO_TARGET_DIR/dashboard.png` (`target/dashboard.png` by default).
 //!
-//! Needs Debian's `chromium` and `chromium-driver` (`scripts/ci-deps.sh` installs them).
+//! Needs Debian's `chromium` and `chromium-driver` (`scripts/ci-deps.sh` installs them) and
+//! the model (`scripts/fetch-model.sh`).
 
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use warmpath_e2e::fixtures::{auth_yaml, chat, model_of, replicas_yaml};
+use warmpath_e2e::fixtures::{auth_yaml, chat, model_of, replicas_yaml, smollm2_model};
 use warmpath_e2e::http::{get, post_json, request};
 use warmpath_e2e::procs::free_port;
 use warmpath_e2e::{GatewayProc, ReplicaProc};
@@ -188,10 +190,11 @@ fn wait_for(b: &Browser, what: &str, timeout: Duration, ok: impl Fn(&Value) -> b
     }
 }
 
-fn traffic(gw: &str, model: &str, key: &str, system: &str, n: usize) -> usize {
+/// Sends questions `range` (all sharing `system`) as `key`; returns how many got 200.
+fn traffic(gw: &str, model: &str, key: &str, system: &str, range: std::ops::Range<usize>) -> usize {
     let auth = format!("Bearer {key}");
     let mut ok = 0;
-    for i in 0..n {
+    for i in range {
         let body = chat(model, system, &format!("question {i}?"), 2, false);
         let r = post_json(
             gw,
@@ -213,9 +216,10 @@ fn traffic(gw: &str, model: &str, key: &str, system: &str, n: usize) -> usize {
 fn dashboard_shows_live_routing_in_a_browser() {
     // Fail early, and clearly, without a browser.
     let driver = Driver::start();
+    let smollm2 = smollm2_model();
     let replicas = [
-        ReplicaProc::spawn("dummy:tiny").unwrap(),
-        ReplicaProc::spawn("dummy:tiny").unwrap(),
+        ReplicaProc::spawn(&smollm2).unwrap(),
+        ReplicaProc::spawn(&smollm2).unwrap(),
     ];
     let urls: Vec<String> = replicas.iter().map(ReplicaProc::url).collect();
     let yaml = format!(
@@ -237,9 +241,9 @@ fn dashboard_shows_live_routing_in_a_browser() {
     let gw = GatewayProc::spawn(&yaml, &[], 2).unwrap();
     let model = model_of(&replicas[0].addr);
     let system = "You are the dashboard test's assistant. Answer briefly and politely. ".repeat(6);
-    assert_eq!(traffic(&gw.addr, &model, "sk-acme", &system, 4), 4);
+    assert_eq!(traffic(&gw.addr, &model, "sk-acme", &system, 0..4), 4);
     // beta: one admitted, the rest rejected by its limit.
-    assert_eq!(traffic(&gw.addr, &model, "sk-beta", &system, 3), 1);
+    assert_eq!(traffic(&gw.addr, &model, "sk-beta", &system, 0..3), 1);
 
     let browser = Browser::open(&driver);
     browser.goto(&format!("http://{}/dashboard", gw.admin));
@@ -266,6 +270,7 @@ fn dashboard_shows_live_routing_in_a_browser() {
         "{replicas_text}"
     );
     assert!(replicas_text.contains("healthy"), "{replicas_text}");
+    assert!(replicas_text.contains(&model), "{replicas_text}");
     let tenants = first["tenants"].as_array().unwrap();
     let acme = tenants
         .iter()
@@ -285,22 +290,27 @@ fn dashboard_shows_live_routing_in_a_browser() {
         "decision lacks its explanation: {why}"
     );
 
-    // More traffic: the page updates by itself (server-sent events, no reload).
-    let before_updates = first["updates"].as_u64().unwrap();
-    let before_requests = first["requests"].as_str().unwrap().to_string();
-    assert_eq!(traffic(&gw.addr, &model, "sk-acme", &system, 3), 3);
-    let later = wait_for(
-        &browser,
-        "new traffic without a reload",
-        Duration::from_secs(15),
-        |p| {
-            p["updates"].as_u64().unwrap_or(0) > before_updates + 1
-                && p["requests"] != before_requests.as_str()
-        },
-    );
+    // More traffic, in rounds: the page updates by itself after each (server-sent events,
+    // no reload), and the chart gains a point per update.
+    let mut later = first.clone();
+    for round in 0..4 {
+        let before_updates = later["updates"].as_u64().unwrap();
+        let before_requests = later["requests"].as_str().unwrap().to_string();
+        let questions = 4 + 2 * round..6 + 2 * round;
+        assert_eq!(traffic(&gw.addr, &model, "sk-acme", &system, questions), 2);
+        later = wait_for(
+            &browser,
+            "new traffic without a reload",
+            Duration::from_secs(15),
+            |p| {
+                p["updates"].as_u64().unwrap_or(0) > before_updates
+                    && p["requests"] != before_requests.as_str()
+            },
+        );
+    }
     assert!(
-        later["history_points"].as_u64().unwrap() >= 2,
-        "no history for the chart: {later:#}"
+        later["history_points"].as_u64().unwrap() >= 4,
+        "too little history for the chart: {later:#}"
     );
     let beta_row = later["tenants"]
         .as_array()
