@@ -6,6 +6,7 @@
 #
 #   scripts/bench-gateway.sh            # DURATION=10 PROFILE=release by default
 #   WARMPATH_BENCH_DEPS=1 scripts/ci-deps.sh   # installs wrk and nginx
+#   BENCH_SPEC=spec.json scripts/bench-gateway.sh  # a saved tokenizer spec: no replica build
 #
 # The upstream publishes SmolLM2's tokenizer (taken from a short-lived `replica serve` on
 # the model that scripts/fetch-model.sh provides), so the gateway tokenizes as it would in
@@ -26,13 +27,23 @@ cargo build --profile "$PROFILE" -p gateway --bin gateway --example passthrough 
 BIN=$CARGO_TARGET_DIR/$([ "$PROFILE" = dev ] && echo debug || echo "$PROFILE")
 WORK=$(mktemp -d)
 PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
+cleanup() {
+  # nginx's master stops its worker on TERM; a KILLed master would leave the worker behind.
+  [ -n "${NG_MASTER:-}" ] && kill -TERM "$NG_MASTER" 2>/dev/null && sleep 0.5
+  for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
 trap cleanup EXIT
 
 UP=19100; PT=19101; NG=19102; GW=19103; ADM=19104; REP=19105
 SPEC_ARGS=()
 TOKENIZER_NAME="byte-level fixture (1 token per byte)"
-if [ "$BENCH_TOKENIZER" = smollm2 ]; then
+if [ -n "${BENCH_SPEC:-}" ]; then
+  # A tokenizer spec saved earlier from `curl replica:PORT/v1/replica/tokenizer`.
+  cp "$BENCH_SPEC" "$WORK/spec.json"
+  SPEC_ARGS=("$WORK/spec.json")
+  TOKENIZER_NAME="spec file $(basename "$BENCH_SPEC")"
+elif [ "$BENCH_TOKENIZER" = smollm2 ]; then
   MODEL=$(scripts/fetch-model.sh)
   cargo build -p replica --bin replica
   "$CARGO_TARGET_DIR/debug/replica" serve --model "$MODEL" --port $REP --threads 1 >/dev/null 2>&1 & RPID=$!
@@ -46,8 +57,8 @@ if [ "$BENCH_TOKENIZER" = smollm2 ]; then
   SPEC_ARGS=("$WORK/spec.json")
   TOKENIZER_NAME="SmolLM2-135M-Instruct"
 fi
-"$BIN/examples/fixed_upstream" 127.0.0.1:$UP "$THREADS" "${SPEC_ARGS[@]}" >/dev/null 2>&1 & PIDS+=($!)
-"$BIN/examples/passthrough" 127.0.0.1:$PT 127.0.0.1:$UP "$THREADS" >/dev/null 2>&1 & PIDS+=($!)
+"$BIN/examples/fixed_upstream" 127.0.0.1:$UP "$THREADS" "${SPEC_ARGS[@]}" >/dev/null 2>&1 & UP_PID=$!; PIDS+=($UP_PID)
+"$BIN/examples/passthrough" 127.0.0.1:$PT 127.0.0.1:$UP "$THREADS" >/dev/null 2>&1 & PT_PID=$!; PIDS+=($PT_PID)
 mkdir -p "$WORK/nginx/logs"
 cat > "$WORK/nginx/nginx.conf" <<NGINX
 worker_processes 1;
@@ -67,7 +78,7 @@ http {
   }
 }
 NGINX
-nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" & PIDS+=($!)
+nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" & NG_MASTER=$!; PIDS+=($NG_MASTER)
 KEY=sk-bench-key
 HASH=$(printf %s "$KEY" | sha256sum | cut -d' ' -f1)
 cat > "$WORK/gateway.yaml" <<YAML
@@ -87,7 +98,7 @@ health: {probe_interval_ms: 5000}
 load_poll_ms: 1000
 tokenizer: {cache_entries: 8192, min_cached_bytes: 1}
 YAML
-RUST_LOG=warn "$BIN/gateway" --config "$WORK/gateway.yaml" >/dev/null 2>"$WORK/gateway.log" & PIDS+=($!)
+RUST_LOG=warn "$BIN/gateway" --config "$WORK/gateway.yaml" >/dev/null 2>"$WORK/gateway.log" & GW_PID=$!; PIDS+=($GW_PID)
 for i in $(seq 100); do
   if curl -sf "http://127.0.0.1:$ADM/admin/replicas" | grep -q '"id"' && curl -sf http://127.0.0.1:$PT/ >/dev/null 2>&1; then break; fi
   sleep 0.2
@@ -123,10 +134,16 @@ request = function()
 end
 LUA
 
-# wrk CONNS SCRIPT PORT -> "rps p50_us"
+# CPU time (user + system, clock ticks) a process has used so far.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# wrk CONNS SCRIPT PORT PID -> "rps p50_us cpu_us_per_request" (CPU of the process PID,
+# which serves PORT, per request: robust to other load on the machine, unlike req/s).
 run_wrk() {
-  local out
+  local out t0 t1
+  t0=$(cpu_ticks "$4")
   out=$(wrk -t1 -c"$1" -d"${DURATION}s" --latency -s "$WORK/$2" "http://127.0.0.1:$3/v1/chat/completions")
+  t1=$(cpu_ticks "$4")
   echo "$out" >> "$WORK/wrk.log"
   local rps p50
   rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
@@ -134,7 +151,10 @@ run_wrk() {
   local errs
   errs=$(echo "$out" | awk '/Non-2xx/ {print $5}')
   [ -z "$errs" ] || { echo "non-2xx responses on port $3: $errs" >&2; echo "$out" >&2; exit 1; }
-  echo "$rps $p50"
+  local n cpu
+  n=$(echo "$out" | awk '/requests in/ {print $1}')
+  cpu=$(python3 -c "print(round(($t1 - $t0) / $(getconf CLK_TCK) * 1e6 / max($n, 1), 1))")
+  echo "$rps $p50 $cpu"
 }
 
 # Sanity: every front answers 200.
@@ -143,16 +163,33 @@ for p in $PT $NG $GW; do
   [ "$code" = 200 ] || { echo "port $p answered $code" >&2; cat "$WORK/gateway.log" >&2; exit 1; }
 done
 
-read -r D1_RPS D1_P50 < <(run_wrk 1 short.lua $UP)
-read -r G8_RPS _ < <(run_wrk 8 short.lua $GW)
-read -r P8_RPS _ < <(run_wrk 8 short.lua $PT)
-read -r N8_RPS _ < <(run_wrk 8 short.lua $NG)
-read -r G1_RPS G1_P50 < <(run_wrk 1 short.lua $GW)
-read -r P1_RPS P1_P50 < <(run_wrk 1 short.lua $PT)
-read -r N1_RPS N1_P50 < <(run_wrk 1 short.lua $NG)
-read -r GL_RPS _ < <(run_wrk 8 long.lua $GW)
-read -r PL_RPS _ < <(run_wrk 8 long.lua $PT)
-read -r NL_RPS _ < <(run_wrk 8 long.lua $NG)
+NG_PID=$(pgrep -P "$NG_MASTER" | head -1)
+# ROUNDS rounds; in each, every system runs once per measurement, back to back, so load
+# from elsewhere on the machine hits all of them alike. Each figure is the median of its
+# rounds; every round is listed under the tables.
+ROUNDS=${ROUNDS:-3}
+: > "$WORK/rounds.txt"
+for round in $(seq "$ROUNDS"); do
+  for m in "D1 1 short.lua $UP $UP_PID" \
+           "G8 8 short.lua $GW $GW_PID" "P8 8 short.lua $PT $PT_PID" "N8 8 short.lua $NG $NG_PID" \
+           "G1 1 short.lua $GW $GW_PID" "P1 1 short.lua $PT $PT_PID" "N1 1 short.lua $NG $NG_PID" \
+           "GL 8 long.lua $GW $GW_PID" "PL 8 long.lua $PT $PT_PID" "NL 8 long.lua $NG $NG_PID"; do
+    set -- $m
+    echo "$round $1 $(run_wrk "$2" "$3" "$4" "$5")" >> "$WORK/rounds.txt"
+  done
+done
+# KEY_RPS, KEY_P50, KEY_CPU: medians over the rounds.
+MEDIANS=$(python3 -c '
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    _, key, *vals = line.split()
+    rows.setdefault(key, []).append([float(v) for v in vals])
+for key, vs in rows.items():
+    for i, name in enumerate(["RPS", "P50", "CPU"]):
+        print(f"{key}_{name}={statistics.median(v[i] for v in vs):.2f}")
+' "$WORK/rounds.txt")
+eval "$MEDIANS"
 ROUTE=$("$BIN/examples/route_bench" 8000 300 "${SPEC_ARGS[@]}")
 DEC=$(curl -s "http://127.0.0.1:$ADM/admin/decisions?limit=1")
 LONG_TOKENS=$(echo "$DEC" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d[-1]["prompt_tokens"] if d else 0)')
@@ -161,36 +198,46 @@ calc() { python3 -c "print(round($1, 3))"; }
 G_ADD=$(calc "$G1_P50 - $D1_P50"); P_ADD=$(calc "$P1_P50 - $D1_P50"); N_ADD=$(calc "$N1_P50 - $D1_P50")
 RATIO8=$(calc "$G8_RPS / $P8_RPS"); RATIO_ADD=$(calc "($G1_P50 - $D1_P50) / max($P1_P50 - $D1_P50, 0.001)")
 RATIOL=$(calc "$GL_RPS / $PL_RPS")
+CPU8=$(calc "$P8_CPU / max($G8_CPU, 0.001)"); CPUL=$(calc "$PL_CPU / max($GL_CPU, 0.001)")
+ROUND_LINES=$(awk '{printf "round %s %s: %s req/s, p50 %s us, %s CPU us/req\n", $1, $2, $3, $4, $5}' "$WORK/rounds.txt")
 SECTION=$(cat <<MD
 ## gateway
 
-\`scripts/bench-gateway.sh\` (PROFILE=$PROFILE, ${DURATION}s per run, $THREADS worker thread per proxy, wrk -t1), run $(date -u +%Y-%m-%dT%H:%MZ) on this machine ($(nproc) cores, shared).
+\`scripts/bench-gateway.sh\` (PROFILE=$PROFILE, ${DURATION}s per run, median of $ROUNDS interleaved rounds, $THREADS worker thread per proxy, wrk -t1), run $(date -u +%Y-%m-%dT%H:%MZ) on this machine ($(nproc) cores, shared).
 Gateway tokenizer: $TOKENIZER_NAME.
 Every front proxies to the same fixed-reply upstream (\`gateway/examples/fixed_upstream.rs\`); the gateway runs with
 auth, tenant limits (reserve and settle), tokenization, hashing and \`warm\` routing on; the baseline is a bare Pingora
 proxy (\`gateway/examples/passthrough.rs\`); nginx runs 1 worker with upstream keepalive.
 Added latency = p50 through the proxy minus p50 straight to the upstream (${D1_P50} µs), at c=1.
 
-| short chat body | req/s c=8 | req/s c=1 | p50 c=1 (µs) | added p50 (µs) |
-|---|---|---|---|---|
-| gateway | $G8_RPS | $G1_RPS | $G1_P50 | $G_ADD |
-| bare Pingora passthrough | $P8_RPS | $P1_RPS | $P1_P50 | $P_ADD |
-| nginx (1 worker) | $N8_RPS | $N1_RPS | $N1_P50 | $N_ADD |
+| short chat body | req/s c=8 | proxy CPU µs/req c=8 | req/s c=1 | p50 c=1 (µs) | added p50 (µs) |
+|---|---|---|---|---|---|
+| gateway | $G8_RPS | $G8_CPU | $G1_RPS | $G1_P50 | $G_ADD |
+| bare Pingora passthrough | $P8_RPS | $P8_CPU | $P1_RPS | $P1_P50 | $P_ADD |
+| nginx (1 worker) | $N8_RPS | $N8_CPU | $N1_RPS | $N1_P50 | $N_ADD |
 
-- gateway / passthrough req/s at c=8: **$RATIO8** (goal >= 0.85).
+- gateway / passthrough req/s at c=8: **$RATIO8** (goal >= 0.85); passthrough / gateway CPU per request: $CPU8
+  (what the req/s ratio tends to when the proxy's one worker thread is the bottleneck).
 - gateway / passthrough added p50 at c=1: **$RATIO_ADD** (goal <= 1.5).
 
-| long body (25 KB shared system prompt + varying user message, $LONG_TOKENS tokens) | req/s c=8 |
-|---|---|
-| gateway | $GL_RPS |
-| bare Pingora passthrough | $PL_RPS |
-| nginx (1 worker) | $NL_RPS |
+| long body (25 KB shared system prompt + varying user message, $LONG_TOKENS tokens) | req/s c=8 | proxy CPU µs/req |
+|---|---|---|
+| gateway | $GL_RPS | $GL_CPU |
+| bare Pingora passthrough | $PL_RPS | $PL_CPU |
+| nginx (1 worker) | $NL_RPS | $NL_CPU |
 
-- gateway / passthrough req/s at c=8, long body: **$RATIOL** (goal >= 0.5). The system prompt is tokenized once and
+- gateway / passthrough req/s at c=8, long body: **$RATIOL** (goal >= 0.5); CPU per request ratio: $CPUL. The system prompt is tokenized once and
   then served from the per-segment token cache (one content hash per request).
 
 Routing decision for an 8k-token prompt (\`gateway/examples/route_bench.rs\`, 8 replicas, one holding the prefix, p50 µs):
 \`$ROUTE\`
+
+<details><summary>Every round (D1 = straight to the upstream, G/P/N = gateway/passthrough/nginx, 8/1 = connections, L = long body)</summary>
+
+\`\`\`
+$ROUND_LINES
+\`\`\`
+</details>
 MD
 )
 python3 - "$BENCH_OUT" "$SECTION" <<'PY'

@@ -7,6 +7,10 @@ use pingora_core::server::Server;
 use pingora_core::upstreams::peer::HttpPeer;
 use pingora_proxy::{ProxyHttp, Session};
 
+/// The same allocator as the gateway binary, so the comparison measures the gateway's work.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 struct Passthrough {
     upstream: String,
 }

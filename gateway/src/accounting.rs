@@ -27,16 +27,14 @@ pub fn finish(state: &AppState, e: Option<&Error>, ctx: &mut RequestCtx) {
     }
     let tenant = ctx.tenant.as_ref().map_or("", |t| t.id.as_str());
     let status = if ctx.status == 0 { 499 } else { ctx.status };
-    let status_label = status.to_string();
     state
         .metrics
-        .requests
-        .with_label_values(&[
+        .request(
             tenant,
             ctx.model.as_str(),
             ctx.replica_label.as_str(),
-            status_label.as_str(),
-        ])
+            status,
+        )
         .inc();
     let usage = ctx.tracker.as_ref().and_then(|t| t.usage());
     if let (Some(plan), Some(u)) = (&ctx.plan, usage) {
@@ -44,21 +42,14 @@ pub fn finish(state: &AppState, e: Option<&Error>, ctx: &mut RequestCtx) {
             u.cached_tokens,
             plan.candidates
                 .iter()
-                .find(|r| r.id.to_string() == ctx.replica_label),
+                .find(|r| r.label == ctx.replica_label),
         ) {
             let predicted = u64::from(plan.predicted_cached_tokens(r));
-            let m = &state.metrics;
-            m.predicted_cached_tokens
-                .with_label_values(&[&plan.model])
-                .inc_by(predicted);
-            m.actual_cached_tokens
-                .with_label_values(&[&plan.model])
-                .inc_by(actual);
-            m.prompt_tokens
-                .with_label_values(&[&plan.model])
-                .inc_by(u.prompt_tokens);
+            let m = state.metrics.model(&plan.model);
+            m.predicted_cached_tokens.inc_by(predicted);
+            m.actual_cached_tokens.inc_by(actual);
+            m.prompt_tokens.inc_by(u.prompt_tokens);
             m.prediction_error
-                .with_label_values(&[&plan.model])
                 .observe(predicted.abs_diff(actual) as f64);
         }
     }

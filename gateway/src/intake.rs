@@ -10,7 +10,9 @@ use crate::request::{self, Endpoint};
 use crate::respond;
 use crate::response::ResponseTracker;
 use crate::state::AppState;
+use crate::tenants::Tenant;
 use pingora_proxy::Session;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What the request phase concluded.
@@ -55,37 +57,42 @@ fn check_framing(
 ) -> Result<(), GatewayError> {
     let req = session.req_header();
     let h = &req.headers;
+    let uri_bytes = req
+        .uri
+        .path_and_query()
+        .map_or(req.uri.path().len(), |pq| pq.as_str().len())
+        + req.uri.scheme_str().map_or(0, |s| s.len() + 3)
+        + req.uri.authority().map_or(0, |a| a.as_str().len());
     let header_bytes: usize = h
         .iter()
         .map(|(k, v)| k.as_str().len() + v.len() + 4)
         .sum::<usize>()
-        + req.uri.to_string().len();
+        + uri_bytes;
     if header_bytes > max_header {
         return Err(GatewayError::HeadersTooLarge { limit: max_header });
     }
-    let cl: Vec<_> = h.get_all("content-length").iter().collect();
-    let te: Vec<_> = h.get_all("transfer-encoding").iter().collect();
+    let cl_count = h.get_all("content-length").iter().count();
+    let te_count = h.get_all("transfer-encoding").iter().count();
     // Pingora drops Content-Length when Transfer-Encoding is present, so look at the raw
     // header block for the smuggling shape.
-    let raw_cl = !te.is_empty() && raw_has_content_length(&session.as_downstream().to_h1_raw());
-    if (!cl.is_empty() || raw_cl) && !te.is_empty() {
+    let raw_cl = te_count > 0 && raw_has_content_length(&session.as_downstream().to_h1_raw());
+    if (cl_count > 0 || raw_cl) && te_count > 0 {
         return Err(GatewayError::AmbiguousFraming(
             "both Content-Length and Transfer-Encoding",
         ));
     }
-    if cl.len() > 1 {
+    if cl_count > 1 {
         return Err(GatewayError::AmbiguousFraming("duplicate Content-Length"));
     }
-    if te.len() > 1
-        || te
-            .first()
+    if te_count > 1
+        || h.get("transfer-encoding")
             .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"chunked"))
     {
         return Err(GatewayError::AmbiguousFraming(
             "unsupported Transfer-Encoding",
         ));
     }
-    if let Some(v) = cl.first() {
+    if let Some(v) = h.get("content-length") {
         let s = v.to_str().unwrap_or("x");
         if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
             return Err(GatewayError::AmbiguousFraming("invalid Content-Length"));
@@ -115,7 +122,15 @@ async fn read_body(
 ) -> Result<Vec<u8>, GatewayError> {
     session.enable_retry_buffering();
     let deadline = Instant::now() + timeout;
-    let mut body = Vec::new();
+    // Sized once from Content-Length (already checked against `max`) when there is one.
+    let hint = session
+        .req_header()
+        .headers
+        .get("content-length")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(0);
+    let mut body = Vec::with_capacity(hint.min(max));
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         match tokio::time::timeout(left, session.read_request_body()).await {
@@ -143,9 +158,8 @@ async fn admit(
     ctx: &mut RequestCtx,
 ) -> Result<Option<u16>, GatewayError> {
     let cfg = state.config();
-    let method = session.req_header().method.as_str().to_string();
-    let path = session.req_header().uri.path().to_string();
-    let endpoint = match (method.as_str(), path.as_str()) {
+    let req = session.req_header();
+    let endpoint = match (req.method.as_str(), req.uri.path()) {
         ("POST", "/v1/chat/completions") => Some(Endpoint::Chat),
         ("POST", "/v1/completions") => Some(Endpoint::Completions),
         ("GET", "/v1/models") => None,
@@ -153,7 +167,12 @@ async fn admit(
             let _ = respond::json(session, 200, b"{\"status\":\"ok\"}".to_vec(), &[], false).await;
             return Ok(Some(200));
         }
-        _ => return Err(GatewayError::NotFound { method, path }),
+        (method, path) => {
+            return Err(GatewayError::NotFound {
+                method: method.to_string(),
+                path: path.to_string(),
+            })
+        }
     };
     check_framing(
         session,
@@ -185,12 +204,28 @@ async fn admit(
     )
     .await?;
     ctx.body_read = true;
-    let parsed = request::parse(endpoint, &body)?;
+    decide(state, ctx, &tenant, endpoint, &body).await?;
+    Ok(None)
+}
+
+/// Everything after the body is read, in this order: parse, tokenize and hash, tenant
+/// limits (reserve prompt + completion tokens), route, admission (an in-flight slot), and
+/// only then record the routing decision, so a request rejected by its limits (429) or shed
+/// (503) is never counted or logged as routed. On `Ok` the ctx holds the plan and a slot.
+pub async fn decide(
+    state: &AppState,
+    ctx: &mut RequestCtx,
+    tenant: &Arc<Tenant>,
+    endpoint: Endpoint,
+    body: &[u8],
+) -> Result<(), GatewayError> {
+    let cfg = state.config();
+    let parsed = request::parse(endpoint, body)?;
     ctx.model = parsed.model.clone();
-    let mut plan = plan::build(state, &tenant, endpoint, &parsed, &ctx.request_id)?;
+    let prepared = plan::prepare(state, tenant, &parsed)?;
     let max_tokens = u64::from(parsed.max_tokens.unwrap_or(cfg.limits.default_max_tokens));
-    let reserve = u64::from(plan.prompt_tokens) + max_tokens * u64::from(parsed.n);
-    let (permit, rate_headers) = match limits::admit(&tenant, reserve) {
+    let reserve = u64::from(prepared.prompt_tokens) + max_tokens * u64::from(parsed.n);
+    let (permit, rate_headers) = match limits::admit(tenant, reserve) {
         Ok(ok) => ok,
         Err((e, h)) => {
             ctx.rate_headers = h.headers;
@@ -199,10 +234,146 @@ async fn admit(
     };
     ctx.rate_headers = rate_headers.headers;
     ctx.permit = Some(permit);
+    let mut plan = plan::route(state, prepared, endpoint, &parsed)?;
     let slot = plan::admit(state, &mut plan).await?;
+    plan::record(state, &plan, tenant, &ctx.request_id);
     ctx.pending_slot = Some(slot);
     ctx.tracker = Some(ResponseTracker::new(plan.stream));
     ctx.plan = Some(plan);
     state.retry_budget.record_request(Instant::now());
-    Ok(None)
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Config, TenantConfig, TenantLimits};
+    use crate::replicas::ReplicaAddr;
+    use crate::tenants::hash_key;
+    use crate::testkit::byte_level_spec;
+    use crate::tokenize::CachedTokenizer;
+    use router_policy::{BlockSize, CheckpointId};
+    use warmpath_protocol::replica_api::ReplicaInfo;
+
+    fn state(
+        rt: &tokio::runtime::Runtime,
+        limits: TenantLimits,
+        max_in_flight: u32,
+    ) -> Arc<AppState> {
+        let mut c = Config::default();
+        c.auth.salt_secret = "0123456789abcdef-secret".into();
+        c.tenants = vec![TenantConfig {
+            id: "t".into(),
+            api_key_sha256: vec![hash_key("k")],
+            models: vec!["*".into()],
+            limits,
+        }];
+        c.admission.max_in_flight_per_replica = max_in_flight;
+        c.admission.queue_timeout_ms = 20;
+        let state = AppState::new(c, rt.handle().clone());
+        let tok = CachedTokenizer::new(&byte_level_spec(), 64, 1).unwrap();
+        let info = ReplicaInfo {
+            model: "m".into(),
+            checkpoint: CheckpointId::new("m@1"),
+            block_size: BlockSize(16),
+            hash_scheme: router_policy::SCHEME_VERSION,
+            capacity_blocks: 1 << 16,
+            max_context: 1 << 16,
+            region: None,
+            device: "cpu".into(),
+        };
+        let addr = ReplicaAddr::parse("http://127.0.0.1:9").unwrap();
+        state.registry.insert(addr, info, Arc::new(tok)).unwrap();
+        state
+    }
+
+    fn decisions_counted(state: &AppState) -> u64 {
+        let policy = state.router.policy_name();
+        router_policy::Branch::ALL
+            .iter()
+            .map(|b| state.metrics.routing_branch(policy, *b).get())
+            .sum()
+    }
+
+    const BODY: &[u8] = br#"{"model":"m","max_tokens":4,"messages":[{"role":"user","content":"a prompt long enough for two blocks of the byte tokenizer"}]}"#;
+
+    /// Runs `n` requests, keeping every admitted context (and so its slot) alive.
+    fn run(
+        state: &Arc<AppState>,
+        rt: &tokio::runtime::Runtime,
+        n: usize,
+    ) -> (Vec<RequestCtx>, Vec<GatewayError>) {
+        let tenant = state.tenants().authenticate(Some(b"Bearer k")).unwrap();
+        let (mut ok, mut rejected) = (Vec::new(), Vec::new());
+        for _ in 0..n {
+            let mut ctx = RequestCtx::new();
+            match rt.block_on(decide(state, &mut ctx, &tenant, Endpoint::Chat, BODY)) {
+                Ok(()) => ok.push(ctx),
+                Err(e) => rejected.push(e),
+            }
+        }
+        (ok, rejected)
+    }
+
+    #[test]
+    fn requests_rejected_by_limits_are_never_recorded_as_routed() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let limits = TenantLimits {
+            requests_per_minute: 1,
+            request_burst: 2,
+            ..Default::default()
+        };
+        let state = state(&rt, limits, 64);
+        let (ok, rejected) = run(&state, &rt, 5);
+        assert_eq!(ok.len(), 2);
+        assert_eq!(rejected.len(), 3);
+        assert!(rejected
+            .iter()
+            .all(|e| matches!(e, GatewayError::RateLimited { .. })));
+        assert!(ok
+            .iter()
+            .all(|c| c.plan.is_some() && c.pending_slot.is_some()));
+        let log = state.router.recent(100);
+        assert_eq!(
+            log.len(),
+            2,
+            "only admitted requests are in the decision log"
+        );
+        let ids: Vec<&str> = ok.iter().map(|c| c.request_id.as_str()).collect();
+        assert!(log.iter().all(|r| ids.contains(&r.request_id.as_str())));
+        assert_eq!(decisions_counted(&state), 2);
+    }
+
+    #[test]
+    fn requests_over_the_token_limit_or_shed_are_never_recorded_as_routed() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        // Each request reserves its prompt plus 4 tokens: the limit fits two, not three.
+        let probe = state(&rt, TenantLimits::default(), 64);
+        let (ok, _) = run(&probe, &rt, 1);
+        let reserve = u64::from(ok[0].plan.as_ref().unwrap().prompt_tokens) + 4;
+        let limits = TenantLimits {
+            tokens_per_minute: reserve * 5 / 2,
+            ..Default::default()
+        };
+        let state = state(&rt, limits, 64);
+        let (ok, rejected) = run(&state, &rt, 3);
+        assert_eq!((ok.len(), rejected.len()), (2, 1));
+        assert!(matches!(rejected[0], GatewayError::RateLimited { .. }));
+        assert_eq!(state.router.recent(100).len(), 2);
+        assert_eq!(decisions_counted(&state), 2);
+
+        // One slot per replica: the second request is shed (503) after routing, unrecorded.
+        let state = self::state(&rt, TenantLimits::default(), 1);
+        let (ok, rejected) = run(&state, &rt, 2);
+        assert_eq!((ok.len(), rejected.len()), (1, 1));
+        assert!(matches!(rejected[0], GatewayError::Overloaded { .. }));
+        assert_eq!(state.router.recent(100).len(), 1);
+        assert_eq!(decisions_counted(&state), 1);
+    }
 }

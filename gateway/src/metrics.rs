@@ -1,10 +1,65 @@
 //! Prometheus metrics, registered once in a private registry and served on the admin
 //! listener at `/metrics`.
 
+use parking_lot::RwLock;
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
-    TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
+    Registry, TextEncoder,
 };
+use router_policy::Branch;
+use std::collections::HashMap;
+
+/// Label sets resolved once per process: the hot path looks its series up here (one small
+/// map probe) instead of hashing label values through `with_label_values` every time.
+/// Bounded: past [`MAX_CACHED_SERIES`] keys the vector is asked directly.
+struct SeriesCache<K, V> {
+    map: RwLock<HashMap<K, V>>,
+}
+
+/// Most label sets a [`SeriesCache`] keeps.
+const MAX_CACHED_SERIES: usize = 4096;
+
+impl<K: std::hash::Hash + Eq, V: Clone> SeriesCache<K, V> {
+    fn new() -> Self {
+        Self {
+            map: RwLock::new(HashMap::new()),
+        }
+    }
+
+    fn get<Q>(&self, key: &Q, to_key: impl FnOnce() -> K, make: impl FnOnce() -> V) -> V
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: std::hash::Hash + Eq + ?Sized,
+    {
+        if let Some(v) = self.map.read().get(key) {
+            return v.clone();
+        }
+        let v = make();
+        let mut w = self.map.write();
+        if w.len() < MAX_CACHED_SERIES {
+            w.insert(to_key(), v.clone());
+        }
+        v
+    }
+}
+
+/// The per-model series the end of every request touches.
+#[derive(Clone)]
+pub struct ModelSeries {
+    /// `predicted_cached_tokens_total{model}`.
+    pub predicted_cached_tokens: IntCounter,
+    /// `actual_cached_tokens_total{model}`.
+    pub actual_cached_tokens: IntCounter,
+    /// `prompt_tokens_total{model}`.
+    pub prompt_tokens: IntCounter,
+    /// `cache_prediction_error_tokens{model}`.
+    pub prediction_error: Histogram,
+}
+
+/// Key of a `requests_total` series: tenant, model, replica label, status.
+type RequestKey = (String, String, String, u16);
+
+use crate::request::Endpoint;
 
 /// Every metric the gateway exports.
 pub struct Metrics {
@@ -43,6 +98,14 @@ pub struct Metrics {
     pub queued: IntGauge,
     /// KV events applied, by observation.
     pub kv_events: IntCounterVec,
+    /// `route_latency_seconds{stage="tokenize_hash"}`.
+    pub route_tokenize_hash: Histogram,
+    /// `route_latency_seconds{stage="select"}`.
+    pub route_select: Histogram,
+    added_latency_by_endpoint: [Histogram; 2],
+    branches: SeriesCache<(&'static str, Branch), IntCounter>,
+    models: SeriesCache<String, ModelSeries>,
+    request_series: SeriesCache<u64, (RequestKey, IntCounter)>,
 }
 
 impl Metrics {
@@ -76,12 +139,36 @@ impl Metrics {
             0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
             1.0,
         ];
+        let requests = cv(
+            "requests_total",
+            "Requests by tenant, model, replica and status",
+            &["tenant", "model", "replica", "status"],
+        );
+        let added_latency = h(
+            "added_latency_seconds",
+            "Gateway time before the upstream request is sent",
+            &["endpoint"],
+            lat_buckets.clone(),
+        );
+        let route_latency = h(
+            "route_latency_seconds",
+            "Tokenize + hash + policy time",
+            &["stage"],
+            lat_buckets,
+        );
         Self {
-            requests: cv(
-                "requests_total",
-                "Requests by tenant, model, replica and status",
-                &["tenant", "model", "replica", "status"],
-            ),
+            route_tokenize_hash: route_latency.with_label_values(&["tokenize_hash"]),
+            route_select: route_latency.with_label_values(&["select"]),
+            added_latency_by_endpoint: [
+                added_latency.with_label_values(&[Endpoint::Chat.as_str()]),
+                added_latency.with_label_values(&[Endpoint::Completions.as_str()]),
+            ],
+            branches: SeriesCache::new(),
+            models: SeriesCache::new(),
+            request_series: SeriesCache::new(),
+            requests,
+            added_latency,
+            route_latency,
             routing_branches: cv(
                 "routing_decisions_total",
                 "Routing decisions by policy and branch",
@@ -126,18 +213,6 @@ impl Metrics {
                 "Streams ended with a terminal error event",
                 &["reason"],
             ),
-            added_latency: h(
-                "added_latency_seconds",
-                "Gateway time before the upstream request is sent",
-                &["endpoint"],
-                lat_buckets.clone(),
-            ),
-            route_latency: h(
-                "route_latency_seconds",
-                "Tokenize + hash + policy time",
-                &["stage"],
-                lat_buckets,
-            ),
             queued: {
                 let g = IntGauge::new("queued_requests", "Requests waiting for a replica slot")
                     .expect("valid metric");
@@ -153,6 +228,74 @@ impl Metrics {
             ),
             registry,
         }
+    }
+
+    /// `added_latency_seconds{endpoint}`.
+    pub fn added_latency_for(&self, endpoint: Endpoint) -> &Histogram {
+        match endpoint {
+            Endpoint::Chat => &self.added_latency_by_endpoint[0],
+            Endpoint::Completions => &self.added_latency_by_endpoint[1],
+        }
+    }
+
+    /// `routing_decisions_total{policy, branch}`.
+    pub fn routing_branch(&self, policy: &'static str, branch: Branch) -> IntCounter {
+        self.branches.get(
+            &(policy, branch),
+            || (policy, branch),
+            || {
+                self.routing_branches
+                    .with_label_values(&[policy, branch.as_str()])
+            },
+        )
+    }
+
+    /// The per-model cached-token series.
+    pub fn model(&self, model: &str) -> ModelSeries {
+        self.models.get(
+            model,
+            || model.to_string(),
+            || ModelSeries {
+                predicted_cached_tokens: self.predicted_cached_tokens.with_label_values(&[model]),
+                actual_cached_tokens: self.actual_cached_tokens.with_label_values(&[model]),
+                prompt_tokens: self.prompt_tokens.with_label_values(&[model]),
+                prediction_error: self.prediction_error.with_label_values(&[model]),
+            },
+        )
+    }
+
+    /// `requests_total{tenant, model, replica, status}`.
+    pub fn request(&self, tenant: &str, model: &str, replica: &str, status: u16) -> IntCounter {
+        // Keyed by a hash of the parts so the common (cached) case allocates nothing; the
+        // stored parts are compared too, and a colliding label set is simply not cached.
+        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        for part in [tenant, model, replica] {
+            h.update(&(part.len() as u64).to_le_bytes());
+            h.update(part.as_bytes());
+        }
+        h.update(&status.to_le_bytes());
+        let key = h.digest();
+        let same =
+            |k: &RequestKey| k.3 == status && k.0 == tenant && k.1 == model && k.2 == replica;
+        if let Some((k, c)) = self.request_series.map.read().get(&key) {
+            if same(k) {
+                return c.clone();
+            }
+        }
+        let c = self
+            .requests
+            .with_label_values(&[tenant, model, replica, &status.to_string()]);
+        let mut w = self.request_series.map.write();
+        if w.len() < MAX_CACHED_SERIES && !w.contains_key(&key) {
+            let k = (
+                tenant.to_string(),
+                model.to_string(),
+                replica.to_string(),
+                status,
+            );
+            w.insert(key, (k, c.clone()));
+        }
+        c
     }
 
     /// Text exposition format.

@@ -1,5 +1,7 @@
-//! From a parsed request to a routing plan: tokenize as the replica does, hash with the
-//! tenant's salt, run the policy, and hold an in-flight slot (admission control).
+//! From a parsed request to a routing plan, in the order the request phase runs them:
+//! [`prepare`] (tokenize as the replica does, hash with the tenant's salt), then, once the
+//! tenant's limits admitted the reservation, [`route`] (run the policy), [`admit`] (hold an
+//! in-flight slot: admission control) and [`record`] (count and log the decision).
 
 use crate::error::GatewayError;
 use crate::replicas::{Replica, Slot};
@@ -8,7 +10,8 @@ use crate::routing::DecisionRecord;
 use crate::state::AppState;
 use crate::tenants::Tenant;
 use router_policy::{
-    block_hashes, BlockHash, BlockSize, ClusterView, Decision, HashNamespace, RouteRequest, TokenId,
+    block_hashes, BlockHash, BlockSize, CheckpointId, ClusterView, Decision, HashNamespace,
+    RouteRequest, TokenId,
 };
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -31,8 +34,12 @@ pub struct Plan {
     pub block_size: BlockSize,
     /// Replicas in try order: the choice, then the policy's fallbacks.
     pub candidates: Vec<Arc<Replica>>,
-    /// The policy's decision.
-    pub decision: Decision,
+    /// The policy's decision (shared with the decision log).
+    pub decision: Arc<Decision>,
+    /// Time spent tokenizing and hashing.
+    pub prepare: Duration,
+    /// Time spent in the policy.
+    pub select: Duration,
 }
 
 impl Plan {
@@ -60,21 +67,32 @@ pub fn tokenize(replica: &Replica, prompt: &Prompt) -> Result<Vec<TokenId>, Gate
     r.map_err(|e| GatewayError::BadRequest(format!("cannot tokenize the prompt: {e}")))
 }
 
-/// Builds the plan: tokens, hashes, decision. The caller has authenticated `tenant`.
-pub fn build(
+/// A request tokenized and hashed, not yet routed: enough to reserve tokens against the
+/// tenant's limits before anything is decided or recorded.
+#[derive(Debug)]
+pub struct Prepared {
+    checkpoint: CheckpointId,
+    replicas: Vec<Arc<Replica>>,
+    /// Prompt tokens as the replica will count them.
+    pub prompt_tokens: u32,
+    hashes: Vec<BlockHash>,
+    block_size: BlockSize,
+    prepare: Duration,
+}
+
+/// Tokenizes and hashes the prompt of `req` for `tenant` (allowlist checked). Nothing is
+/// routed or recorded yet.
+pub fn prepare(
     state: &AppState,
     tenant: &Tenant,
-    endpoint: Endpoint,
     req: &ParsedRequest,
-    request_id: &str,
-) -> Result<Plan, GatewayError> {
+) -> Result<Prepared, GatewayError> {
     if !tenant.allows(&req.model) {
         return Err(GatewayError::ModelNotAllowed(req.model.clone()));
     }
-    let now = Instant::now();
     let (checkpoint, replicas) = state
         .registry
-        .candidates(&req.model, now)
+        .candidates(&req.model, Instant::now())
         .ok_or_else(|| GatewayError::UnknownModel(req.model.clone()))?;
     let first = replicas
         .first()
@@ -86,9 +104,34 @@ pub fn build(
         .with_salt(Some(tenant.salt.clone()))
         .root_seed();
     let hashes = block_hashes(seed, &tokens, block_size);
+    Ok(Prepared {
+        checkpoint,
+        replicas,
+        prompt_tokens: u32::try_from(tokens.len()).unwrap_or(u32::MAX),
+        hashes,
+        block_size,
+        prepare: t0.elapsed(),
+    })
+}
+
+/// Runs the policy over a prepared request: the decision and the replicas in try order.
+/// Records nothing: [`record`] does, once the request is admitted.
+pub fn route(
+    state: &AppState,
+    prepared: Prepared,
+    endpoint: Endpoint,
+    req: &ParsedRequest,
+) -> Result<Plan, GatewayError> {
+    let Prepared {
+        checkpoint,
+        replicas,
+        prompt_tokens,
+        hashes,
+        block_size,
+        prepare,
+    } = prepared;
     let t1 = Instant::now();
-    let view = ClusterView::new(replicas.iter().map(|r| r.snapshot(now)).collect());
-    let prompt_tokens = u32::try_from(tokens.len()).unwrap_or(u32::MAX);
+    let view = ClusterView::new(replicas.iter().map(|r| r.snapshot(t1)).collect());
     let route = RouteRequest {
         checkpoint: &checkpoint,
         hashes: &hashes,
@@ -100,24 +143,11 @@ pub fn build(
         .router
         .select(&route, &view)
         .map_err(|_| GatewayError::NoReplica(req.model.clone()))?;
-    let t2 = Instant::now();
-    let m = &state.metrics;
-    m.route_latency
-        .with_label_values(&["tokenize_hash"])
-        .observe((t1 - t0).as_secs_f64());
-    m.route_latency
-        .with_label_values(&["select"])
-        .observe((t2 - t1).as_secs_f64());
-    m.routing_branches
-        .with_label_values(&[
-            decision.explanation.policy,
-            decision.explanation.branch.as_str(),
-        ])
-        .inc();
-    let mut candidates = Vec::with_capacity(1 + decision.fallbacks.len());
+    let select = t1.elapsed();
+    let mut candidates: Vec<Arc<Replica>> = Vec::with_capacity(1 + decision.fallbacks.len());
     for id in std::iter::once(decision.replica).chain(decision.fallbacks.iter().copied()) {
         if let Some(r) = replicas.iter().find(|r| r.id == id) {
-            if !candidates.iter().any(|c: &Arc<Replica>| c.id == id) {
+            if !candidates.iter().any(|c| c.id == id) {
                 candidates.push(r.clone());
             }
         }
@@ -125,19 +155,6 @@ pub fn build(
     if candidates.is_empty() {
         return Err(GatewayError::NoReplica(req.model.clone()));
     }
-    state.router.log_decision(DecisionRecord {
-        request_id: request_id.to_string(),
-        unix_ms: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64),
-        tenant: tenant.id.clone(),
-        model: req.model.clone(),
-        prompt_tokens,
-        blocks: hashes.len(),
-        prepare_us: (t1 - t0).as_micros() as u64,
-        select_us: (t2 - t1).as_micros() as u64,
-        decision: decision.clone(),
-    });
     Ok(Plan {
         endpoint,
         model: req.model.clone(),
@@ -146,8 +163,36 @@ pub fn build(
         hashes,
         block_size,
         candidates,
-        decision,
+        decision: Arc::new(decision),
+        prepare,
+        select,
     })
+}
+
+/// Records an admitted request's decision: the routing-branch counter, the stage latencies
+/// and the admin decision log. Requests rejected by limits or shed never get here.
+pub fn record(state: &AppState, plan: &Plan, tenant: &Tenant, request_id: &str) {
+    let m = &state.metrics;
+    m.route_tokenize_hash.observe(plan.prepare.as_secs_f64());
+    m.route_select.observe(plan.select.as_secs_f64());
+    m.routing_branch(
+        plan.decision.explanation.policy,
+        plan.decision.explanation.branch,
+    )
+    .inc();
+    state.router.log_decision(DecisionRecord {
+        request_id: request_id.to_string(),
+        unix_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
+        tenant: tenant.id.clone(),
+        model: plan.model.clone(),
+        prompt_tokens: plan.prompt_tokens,
+        blocks: plan.hashes.len(),
+        prepare_us: plan.prepare.as_micros() as u64,
+        select_us: plan.select.as_micros() as u64,
+        decision: plan.decision.clone(),
+    });
 }
 
 /// Holds a slot on the first candidate with room, moving it to the front; when every

@@ -81,7 +81,8 @@ pub struct RequestCtx {
 }
 
 impl RequestCtx {
-    fn new() -> Self {
+    /// A fresh context with a new root trace.
+    pub fn new() -> Self {
         let trace = TraceContext::new_root();
         Self {
             request_id: trace.trace_id_hex(),
@@ -119,6 +120,12 @@ impl RequestCtx {
                 .plan
                 .as_ref()
                 .is_some_and(|p| self.next_candidate < p.candidates.len())
+    }
+}
+
+impl Default for RequestCtx {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
@@ -211,9 +218,12 @@ impl ProxyHttp for Gateway {
         };
         ctx.attempts += 1;
         let r = slot.replica().clone();
-        ctx.replica_label = r.id.to_string();
+        ctx.replica_label.clone_from(&r.label);
         ctx.slot = Some(slot);
-        let mut peer = HttpPeer::new(r.addr.authority(), false, String::new());
+        let mut peer = match r.socket_addr {
+            Some(addr) => HttpPeer::new(addr, false, String::new()),
+            None => HttpPeer::new(r.addr.authority(), false, String::new()),
+        };
         let connect = Duration::from_millis(cfg.timeouts.connect_ms);
         peer.options.connection_timeout = Some(connect);
         peer.options.total_connection_timeout = Some(connect);
@@ -238,12 +248,12 @@ impl ProxyHttp for Gateway {
     ) -> Result<()> {
         let tenant = ctx.tenant.as_ref().ok_or_else(|| internal("no tenant"))?;
         upstream.remove_header("authorization");
-        upstream.remove_header(HEADER_CACHE_SALT);
+        // Inserting replaces whatever the client sent under this name.
         upstream.insert_header(HEADER_CACHE_SALT, tenant.salt.as_str())?;
         upstream.insert_header("traceparent", ctx.trace.header())?;
         upstream.insert_header("x-request-id", ctx.request_id.as_str())?;
         if let (Some(plan), Some(slot)) = (&ctx.plan, &ctx.slot) {
-            upstream.insert_header("host", slot.replica().addr.authority())?;
+            upstream.insert_header("host", slot.replica().host_header.clone())?;
             self.state.router.record_routed(
                 slot.replica().id,
                 &plan.hashes,
@@ -252,8 +262,7 @@ impl ProxyHttp for Gateway {
             if ctx.attempts == 1 {
                 self.state
                     .metrics
-                    .added_latency
-                    .with_label_values(&[plan.endpoint.as_str()])
+                    .added_latency_for(plan.endpoint)
                     .observe(ctx.start.elapsed().as_secs_f64());
             }
         }
@@ -297,9 +306,10 @@ impl ProxyHttp for Gateway {
         ctx: &mut RequestCtx,
     ) -> Result<()> {
         let cfg = self.state.config();
+        resp.headers.reserve(ctx.rate_headers.len() + 3);
         if let (Some(plan), Some(slot)) = (&ctx.plan, &ctx.slot) {
             if cfg.headers.replica {
-                resp.insert_header(HEADER_REPLICA, slot.replica().id.to_string())?;
+                resp.insert_header(HEADER_REPLICA, slot.replica().label_header.clone())?;
             }
             if cfg.headers.predicted_cached_tokens {
                 resp.insert_header(

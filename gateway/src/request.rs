@@ -75,11 +75,40 @@ struct Message {
     content: Option<Content>,
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
+/// Message content: a string or an array of parts. Deserialized directly (an untagged enum
+/// would first copy the whole value, a long system prompt included, into a buffer).
 enum Content {
     Text(String),
     Parts(Vec<Part>),
+}
+
+impl<'de> Deserialize<'de> for Content {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Content;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string or an array of content parts")
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Content, E> {
+                Ok(Content::Text(v.to_string()))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Content, E> {
+                Ok(Content::Text(v))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Content, A::Error> {
+                let mut parts = Vec::with_capacity(seq.size_hint().unwrap_or(1));
+                while let Some(p) = seq.next_element::<Part>()? {
+                    parts.push(p);
+                }
+                Ok(Content::Parts(parts))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Deserialize)]

@@ -2,7 +2,7 @@
 //! reservations and cache metrics, and whether an SSE stream ended with `[DONE]`.
 
 use crate::replicas::client::LineSplitter;
-use serde_json::Value;
+use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 /// Largest non-streaming body kept for usage parsing.
 const MAX_JSON_BYTES: usize = 8 << 20;
@@ -40,21 +40,251 @@ impl std::fmt::Debug for ResponseTracker {
     }
 }
 
-fn parse_usage(v: &Value) -> Option<Usage> {
-    let u = v.get("usage")?;
-    if u.is_null() {
-        return None;
+/// Visitor methods that answer `$value` for the listed scalar kinds.
+macro_rules! other_values {
+    ($ty:ty, $value:expr, $($kind:ident),*) => {
+        $(other_values!(@one $ty, $value, $kind);)*
+    };
+    (@one $ty:ty, $value:expr, bool) => { fn visit_bool<E>(self, _: bool) -> Result<$ty, E> { Ok($value) } };
+    (@one $ty:ty, $value:expr, i64) => { fn visit_i64<E>(self, _: i64) -> Result<$ty, E> { Ok($value) } };
+    (@one $ty:ty, $value:expr, u64) => { fn visit_u64<E>(self, _: u64) -> Result<$ty, E> { Ok($value) } };
+    (@one $ty:ty, $value:expr, f64) => { fn visit_f64<E>(self, _: f64) -> Result<$ty, E> { Ok($value) } };
+    (@one $ty:ty, $value:expr, str) => { fn visit_str<E>(self, _: &str) -> Result<$ty, E> { Ok($value) } };
+    (@one $ty:ty, $value:expr, unit) => { fn visit_unit<E>(self) -> Result<$ty, E> { Ok($value) } };
+}
+
+/// The fields of a response object (or of one SSE chunk) the gateway reads: `usage`,
+/// whether `error` is present, and how many `choices` there are. Everything else is skipped
+/// without being built, so reading usage costs one pass over the bytes and no allocation.
+/// Lenient the way `serde_json::Value` lookups are: a field of an unexpected type reads as
+/// absent (or zero), never as a failed parse.
+#[derive(Default)]
+struct Envelope {
+    usage: Option<Usage>,
+    error: bool,
+    choices: u64,
+}
+
+impl Envelope {
+    fn parse(bytes: &[u8]) -> Option<Self> {
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        let env = de.deserialize_any(EnvelopeVisitor).ok()?;
+        de.end().ok()?;
+        Some(env)
     }
-    Some(Usage {
-        prompt_tokens: u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
-        completion_tokens: u
-            .get("completion_tokens")
-            .and_then(Value::as_u64)
-            .unwrap_or(0),
-        cached_tokens: u
-            .pointer("/prompt_tokens_details/cached_tokens")
-            .and_then(Value::as_u64),
-    })
+}
+
+/// Keys of an object, borrowed when they have no escapes.
+struct Key<'a>(std::borrow::Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(v.into()))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(v.to_string().into()))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+struct EnvelopeVisitor;
+
+impl<'de> Visitor<'de> for EnvelopeVisitor {
+    type Value = Envelope;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Envelope, A::Error> {
+        let mut env = Envelope::default();
+        while let Some(Key(k)) = map.next_key::<Key<'de>>()? {
+            match k.as_ref() {
+                "usage" => env.usage = map.next_value::<UsageField>()?.0,
+                "error" => {
+                    map.next_value::<IgnoredAny>()?;
+                    env.error = true;
+                }
+                "choices" => env.choices = map.next_value::<SeqLen>()?.0,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(env)
+    }
+    // Any other JSON value carries no usage.
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Envelope, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Envelope::default())
+    }
+    other_values!(
+        Envelope,
+        Envelope::default(),
+        bool,
+        i64,
+        u64,
+        f64,
+        str,
+        unit
+    );
+}
+
+/// `usage`: `null` is no usage; an object gives its counts; anything else counts zero.
+struct UsageField(Option<Usage>);
+
+impl<'de> Deserialize<'de> for UsageField {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = UsageField;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("usage")
+            }
+            other_values!(UsageField, UsageField(None), unit);
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<UsageField, A::Error> {
+                let mut u = Usage::default();
+                while let Some(Key(k)) = map.next_key::<Key<'de>>()? {
+                    match k.as_ref() {
+                        "prompt_tokens" => {
+                            u.prompt_tokens = map.next_value::<MaybeU64>()?.0.unwrap_or(0)
+                        }
+                        "completion_tokens" => {
+                            u.completion_tokens = map.next_value::<MaybeU64>()?.0.unwrap_or(0)
+                        }
+                        "prompt_tokens_details" => {
+                            u.cached_tokens = map.next_value::<CachedField>()?.0
+                        }
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(UsageField(Some(u)))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<UsageField, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(UsageField(Some(Usage::default())))
+            }
+            other_values!(
+                UsageField,
+                UsageField(Some(Usage::default())),
+                bool,
+                i64,
+                u64,
+                f64,
+                str
+            );
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `prompt_tokens_details`: its `cached_tokens`, when it is an object holding a count.
+struct CachedField(Option<u64>);
+
+impl<'de> Deserialize<'de> for CachedField {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = CachedField;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("prompt_tokens_details")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<CachedField, A::Error> {
+                let mut cached = None;
+                while let Some(Key(k)) = map.next_key::<Key<'de>>()? {
+                    if k == "cached_tokens" {
+                        cached = map.next_value::<MaybeU64>()?.0;
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(CachedField(cached))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<CachedField, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(CachedField(None))
+            }
+            other_values!(
+                CachedField,
+                CachedField(None),
+                unit,
+                bool,
+                i64,
+                u64,
+                f64,
+                str
+            );
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A non-negative integer, or `None` for any other value (as `Value::as_u64` reads it).
+struct MaybeU64(Option<u64>);
+
+impl<'de> Deserialize<'de> for MaybeU64 {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = MaybeU64;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a count")
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<MaybeU64, E> {
+                Ok(MaybeU64(Some(v)))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<MaybeU64, E> {
+                Ok(MaybeU64(u64::try_from(v).ok()))
+            }
+            other_values!(MaybeU64, MaybeU64(None), f64, bool, str, unit);
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<MaybeU64, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(MaybeU64(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<MaybeU64, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(MaybeU64(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The length of an array; 0 for any other value.
+struct SeqLen(u64);
+
+impl<'de> Deserialize<'de> for SeqLen {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = SeqLen;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("choices")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<SeqLen, A::Error> {
+                let mut n = 0;
+                while seq.next_element::<IgnoredAny>()?.is_some() {
+                    n += 1;
+                }
+                Ok(SeqLen(n))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<SeqLen, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(SeqLen(0))
+            }
+            other_values!(SeqLen, SeqLen(0), unit, bool, i64, u64, f64, str);
+        }
+        d.deserialize_any(V)
+    }
 }
 
 impl ResponseTracker {
@@ -85,18 +315,16 @@ impl ResponseTracker {
                 self.saw_done = true;
                 continue;
             }
-            let Ok(v) = serde_json::from_slice::<Value>(data) else {
+            let Some(env) = Envelope::parse(data) else {
                 continue;
             };
-            if v.get("error").is_some() {
+            if env.error {
                 self.saw_error = true;
             }
-            if let Some(u) = parse_usage(&v) {
-                self.usage = Some(u);
+            if env.usage.is_some() {
+                self.usage = env.usage;
             }
-            if let Some(choices) = v.get("choices").and_then(Value::as_array) {
-                self.content_chunks += choices.len() as u64;
-            }
+            self.content_chunks += env.choices;
         }
     }
 
@@ -105,9 +333,9 @@ impl ResponseTracker {
         if self.stream || self.overflow || self.json.is_empty() {
             return;
         }
-        if let Ok(v) = serde_json::from_slice::<Value>(&self.json) {
-            self.usage = parse_usage(&v);
-            self.saw_error = v.get("error").is_some();
+        if let Some(env) = Envelope::parse(&self.json) {
+            self.usage = env.usage;
+            self.saw_error = env.error;
         }
         self.json = Vec::new();
     }
@@ -185,5 +413,47 @@ mod tests {
                 cached_tokens: None
             })
         );
+    }
+
+    /// The reference reading: a `serde_json::Value`, looked up field by field.
+    fn by_value(bytes: &[u8]) -> Option<(Option<Usage>, bool, u64)> {
+        let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+        let usage = v.get("usage").filter(|u| !u.is_null()).map(|u| Usage {
+            prompt_tokens: u.get("prompt_tokens").and_then(|x| x.as_u64()).unwrap_or(0),
+            completion_tokens: u
+                .get("completion_tokens")
+                .and_then(|x| x.as_u64())
+                .unwrap_or(0),
+            cached_tokens: u
+                .pointer("/prompt_tokens_details/cached_tokens")
+                .and_then(|x| x.as_u64()),
+        });
+        let choices = v
+            .get("choices")
+            .and_then(|c| c.as_array())
+            .map_or(0, |c| c.len() as u64);
+        Some((usage, v.get("error").is_some(), choices))
+    }
+
+    #[test]
+    fn envelope_reads_what_a_value_lookup_reads() {
+        let cases: &[&[u8]] = &[
+            br#"{"choices":[{"a":1},{"b":[2,{"c":null}]}],"usage":{"prompt_tokens":5,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":4}}}"#,
+            br#"{"usage":null,"choices":[]}"#,
+            br#"{"usage":{"prompt_tokens":"x","completion_tokens":-1,"prompt_tokens_details":{"cached_tokens":1.5}}}"#,
+            br#"{"usage":{"prompt_tokens_details":null},"error":null}"#,
+            br#"{"usage":7,"choices":{"x":1}}"#,
+            br#"{"usage":[1,2],"error":{"message":"m"}}"#,
+            br#"{"us\u0061ge":{"prompt_tokens":3},"choices":"no"}"#,
+            br#"{"usage":{"prompt_tokens":1},"usage":{"prompt_tokens":9}}"#,
+            br#"[{"usage":{"prompt_tokens":1}}]"#,
+            br#""text""#,
+            br#"{"usage":{"prompt_tokens":1}"#,
+            br#"{} trailing"#,
+        ];
+        for c in cases {
+            let env = Envelope::parse(c).map(|e| (e.usage, e.error, e.choices));
+            assert_eq!(env, by_value(c), "{}", String::from_utf8_lossy(c));
+        }
     }
 }

@@ -8,6 +8,7 @@ use router_policy::{
 };
 use serde::Serialize;
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 struct Inner {
     policy: Box<dyn Policy>,
@@ -48,8 +49,13 @@ pub struct DecisionRecord {
     pub prepare_us: u64,
     /// Time spent in the policy, microseconds.
     pub select_us: u64,
-    /// The decision with its explanation.
-    pub decision: Decision,
+    /// The decision with its explanation (shared with the request's plan, not copied).
+    #[serde(serialize_with = "serialize_shared")]
+    pub decision: Arc<Decision>,
+}
+
+fn serialize_shared<S: serde::Serializer>(d: &Arc<Decision>, s: S) -> Result<S::Ok, S::Error> {
+    d.as_ref().serialize(s)
 }
 
 impl Router {

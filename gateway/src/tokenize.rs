@@ -14,7 +14,7 @@ use router_policy::TokenId;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use warmpath_protocol::text::{ChatMessage, ChatTokenizer, TextError, TokenizerSpec};
-use xxhash_rust::xxh3::xxh3_128;
+use xxhash_rust::xxh3::{xxh3_128, Xxh3};
 
 /// A replica's tokenizer plus the per-piece token cache.
 pub struct CachedTokenizer {
@@ -55,10 +55,28 @@ impl CachedTokenizer {
         &self.inner
     }
 
-    /// Chat prompt tokens (template with generation prompt), through the piece cache.
+    /// Chat prompt tokens (template with generation prompt). A short chat (at most
+    /// [`PROMPT_CACHE_MAX_BYTES`] of roles and contents) is looked up whole by a content
+    /// hash of its messages first, so a repeated short prompt costs one hash: no template
+    /// rendering, no scan. Otherwise the template is rendered and the text goes through the
+    /// piece cache.
     pub fn encode_chat(&self, messages: &[ChatMessage]) -> Result<Vec<TokenId>, TextError> {
+        let bytes: usize = messages
+            .iter()
+            .map(|m| m.role.len() + m.content.len())
+            .sum();
+        if bytes > PROMPT_CACHE_MAX_BYTES {
+            let text = self.inner.render_chat(messages, true)?;
+            return self.encode(&text, true);
+        }
+        let key = chat_key(messages);
+        if let Some(hit) = self.cache.lock().get(&key) {
+            return Ok(hit.to_vec());
+        }
         let text = self.inner.render_chat(messages, true)?;
-        self.encode(&text, true)
+        let ids = self.encode(&text, true)?;
+        self.cache.lock().put(key, ids.as_slice().into());
+        Ok(ids)
     }
 
     /// Chat prompt tokens without the cache (reference path).
@@ -113,6 +131,23 @@ impl CachedTokenizer {
     pub fn cached_pieces(&self) -> usize {
         self.cache.lock().len()
     }
+}
+
+/// Largest chat (bytes of roles and contents) cached whole by [`CachedTokenizer::encode_chat`].
+pub const PROMPT_CACHE_MAX_BYTES: usize = 4096;
+
+/// The cache key of a whole chat: a 128-bit hash of its messages, length-prefixed so no two
+/// message lists share an encoding, and domain-separated from the keys of text pieces.
+fn chat_key(messages: &[ChatMessage]) -> u128 {
+    let mut h = Xxh3::new();
+    h.update(b"warmpath.chat-prompt.v1\0");
+    for m in messages {
+        h.update(&(m.role.len() as u64).to_le_bytes());
+        h.update(m.role.as_bytes());
+        h.update(&(m.content.len() as u64).to_le_bytes());
+        h.update(m.content.as_bytes());
+    }
+    h.digest128()
 }
 
 /// The added tokens the HF tokenizer splits on before normalizing, if splitting on them is
@@ -187,8 +222,12 @@ mod tests {
         assert!(tok.splitter.is_some());
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
         let system = random_text(&mut rng, 400);
+        // Past PROMPT_CACHE_MAX_BYTES: rendered every time, pieces cached.
+        let long_system = random_text(&mut rng, 3000);
+        assert!(long_system.len() > PROMPT_CACHE_MAX_BYTES);
         for i in 0..200 {
-            let mut msgs = vec![ChatMessage::new("system", system.clone())];
+            let sys = if i % 2 == 0 { &system } else { &long_system };
+            let mut msgs = vec![ChatMessage::new("system", sys.clone())];
             for j in 0..rng.gen_range(1..4) {
                 let role = if j % 2 == 0 { "user" } else { "assistant" };
                 let n = rng.gen_range(0..60);
@@ -197,6 +236,12 @@ mod tests {
             let a = tok.encode_chat(&msgs).unwrap();
             let b = tok.encode_chat_uncached(&msgs).unwrap();
             assert_eq!(a, b, "chat {i} differs");
+            // Again: short chats now come from the whole-prompt cache.
+            assert_eq!(
+                tok.encode_chat(&msgs).unwrap(),
+                b,
+                "chat {i} differs cached"
+            );
             let raw = random_text(&mut rng, 80);
             assert_eq!(
                 tok.encode(&raw, true).unwrap(),

@@ -50,17 +50,30 @@ impl TraceContext {
 
     /// The trace id as 32 hex digits.
     pub fn trace_id_hex(&self) -> String {
-        hex::encode(self.trace_id)
+        let mut s = String::with_capacity(32);
+        push_hex(&mut s, &self.trace_id);
+        s
     }
 
     /// The `traceparent` header value naming our span as the parent.
     pub fn header(&self) -> String {
-        format!(
-            "00-{}-{}-{:02x}",
-            hex::encode(self.trace_id),
-            hex::encode(self.span_id),
-            self.flags
-        )
+        let mut s = String::with_capacity(55);
+        s.push_str("00-");
+        push_hex(&mut s, &self.trace_id);
+        s.push('-');
+        push_hex(&mut s, &self.span_id);
+        s.push('-');
+        push_hex(&mut s, &[self.flags]);
+        s
+    }
+}
+
+/// Appends `bytes` as lowercase hex (one allocation for the whole header, not one per part).
+fn push_hex(out: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for &b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 15)]));
     }
 }
 
@@ -83,5 +96,15 @@ mod tests {
                 .is_none()
         );
         assert_eq!(TraceContext::new_root().header().len(), 55);
+        let t = TraceContext::child_of("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+            .unwrap();
+        assert_eq!(t.trace_id_hex(), "0af7651916cd43dd8448eb211c80319c");
+        assert_eq!(
+            t.header(),
+            format!(
+                "00-0af7651916cd43dd8448eb211c80319c-{}-01",
+                hex::encode(t.span_id)
+            )
+        );
     }
 }

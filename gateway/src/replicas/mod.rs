@@ -16,6 +16,7 @@ pub use health::{HealthState, HealthView};
 use crate::config::TokenizerConfig;
 use crate::routing::Router;
 use crate::tokenize::CachedTokenizer;
+use http::HeaderValue;
 use parking_lot::{Mutex, RwLock};
 use router_policy::{CheckpointId, Health, ReplicaId, ReplicaSnapshot};
 use std::collections::HashMap;
@@ -33,6 +34,14 @@ pub struct Replica {
     pub id: ReplicaId,
     /// Where it listens.
     pub addr: ReplicaAddr,
+    /// The id as text (`r0`, ...): metric label and response header, formatted once.
+    pub label: String,
+    /// [`Self::label`] as a header value.
+    pub label_header: HeaderValue,
+    /// `host:port` as the upstream `Host` header value.
+    pub host_header: HeaderValue,
+    /// The socket address when the host is an IP literal (no per-request parsing or lookup).
+    pub socket_addr: Option<std::net::SocketAddr>,
     /// What it serves (discovered at registration).
     pub info: ReplicaInfo,
     /// Tokenizer shared by every replica of the checkpoint.
@@ -50,6 +59,36 @@ pub struct Replica {
 }
 
 impl Replica {
+    /// A replica with fresh load, health and in-flight state.
+    pub fn new(
+        id: ReplicaId,
+        addr: ReplicaAddr,
+        info: ReplicaInfo,
+        tokenizer: Arc<CachedTokenizer>,
+    ) -> Result<Self, RegisterError> {
+        let label = id.to_string();
+        let header = |v: &str| {
+            HeaderValue::from_str(v)
+                .map_err(|_| RegisterError::Url(format!("{v:?}: not a valid header value")))
+        };
+        let authority = addr.authority();
+        Ok(Self {
+            id,
+            label_header: header(&label)?,
+            host_header: header(&authority)?,
+            socket_addr: authority.parse().ok(),
+            label,
+            addr,
+            info,
+            tokenizer,
+            load: Mutex::new(ReplicaLoad::default()),
+            in_flight: AtomicU32::new(0),
+            health: Mutex::new(HealthState::default()),
+            draining: AtomicBool::new(false),
+            removed: AtomicBool::new(false),
+        })
+    }
+
     /// Requests in flight from this gateway.
     pub fn in_flight(&self) -> u32 {
         self.in_flight.load(Ordering::Acquire)
@@ -224,17 +263,18 @@ impl Registry {
                     .clone()
             }
         };
-        let replica = Arc::new(Replica {
-            id: ReplicaId(self.next_id.fetch_add(1, Ordering::AcqRel)),
-            addr,
-            info,
-            tokenizer,
-            load: Mutex::new(ReplicaLoad::default()),
-            in_flight: AtomicU32::new(0),
-            health: Mutex::new(HealthState::default()),
-            draining: AtomicBool::new(false),
-            removed: AtomicBool::new(false),
-        });
+        self.insert(addr, info, tokenizer)
+    }
+
+    /// Registers a replica whose info and tokenizer are already known (no discovery).
+    pub fn insert(
+        &self,
+        addr: ReplicaAddr,
+        info: ReplicaInfo,
+        tokenizer: Arc<CachedTokenizer>,
+    ) -> Result<Arc<Replica>, RegisterError> {
+        let id = ReplicaId(self.next_id.fetch_add(1, Ordering::AcqRel));
+        let replica = Arc::new(Replica::new(id, addr, info, tokenizer)?);
         {
             let mut list = self.replicas.write();
             if list.iter().any(|r| r.addr == replica.addr) {
@@ -297,14 +337,19 @@ impl Registry {
         if serving.is_empty() {
             return None;
         }
-        let mut counts: HashMap<&CheckpointId, usize> = HashMap::new();
+        // Routable replicas per checkpoint; a replica set has few checkpoints, so a small
+        // vector beats a hash map here.
+        let mut counts: Vec<(&CheckpointId, usize)> = Vec::with_capacity(2);
         for r in &serving {
             let ok = !r.draining.load(Ordering::Acquire) && r.health.lock().routable(now);
-            *counts.entry(&r.info.checkpoint).or_default() += usize::from(ok);
+            match counts.iter_mut().find(|(c, _)| *c == &r.info.checkpoint) {
+                Some((_, n)) => *n += usize::from(ok),
+                None => counts.push((&r.info.checkpoint, usize::from(ok))),
+            }
         }
         let best = counts
             .iter()
-            .max_by(|a, b| a.1.cmp(b.1).then(a.0.cmp(b.0)))
+            .max_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(b.0)))
             .map(|(c, _)| (*c).clone())?;
         let reps = serving
             .into_iter()

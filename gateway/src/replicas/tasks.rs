@@ -49,8 +49,15 @@ async fn follow_events(state: Arc<AppState>, r: Arc<Replica>) {
         .await;
         match opened {
             Ok(Ok((200, body))) => {
-                backoff = Duration::from_millis(50);
-                match read_stream(&state, &r, body).await {
+                let opened_at = std::time::Instant::now();
+                let end = read_stream(&state, &r, body).await;
+                // A stream that lived a while resumes quickly; one that keeps ending at once
+                // (a server that answers with a snapshot and closes) backs off like a failure
+                // instead of reconnecting twenty times a second.
+                if opened_at.elapsed() >= Duration::from_secs(1) {
+                    backoff = Duration::from_millis(50);
+                }
+                match end {
                     StreamEnd::Stop => return,
                     StreamEnd::Resnapshot => fresh = true,
                     StreamEnd::Resume => {}
