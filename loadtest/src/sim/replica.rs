@@ -116,8 +116,10 @@ impl Replica {
         self.cache.len() as u64 + self.reserved
     }
 
-    /// Prompt tokens still to prefill, running and waiting.
+    /// Prompt tokens still to prefill, running and waiting. A waiting request counts only
+    /// the tokens its cached prefix does not cover now (what admission would compute).
     pub(super) fn queued_prefill_tokens(&self) -> u64 {
+        let bs = self.block_size;
         self.running
             .iter()
             .map(|s| s.remaining_prefill as u64)
@@ -125,7 +127,11 @@ impl Replica {
             + self
                 .waiting
                 .iter()
-                .map(|s| s.prompt_tokens as u64)
+                .map(|s| {
+                    let max_hit = (s.prompt_tokens.saturating_sub(1) / bs) as usize;
+                    let hit = self.cache.match_len(&s.hashes).min(max_hit) as u32;
+                    u64::from(s.prompt_tokens - hit * bs)
+                })
                 .sum::<u64>()
     }
 

@@ -8,7 +8,7 @@
 //! | `consistent_hash` | bounded-load rendezvous hash of the first blocks |
 //! | `cache_aware` | SGLang/SMG: imbalance check, then longest match above a threshold |
 //! | `kv_cost` | Dynamo linear cost in blocks |
-//! | `warm` (default) | predicted TTFT, hot-prefix spreading, cold prefixes to their home |
+//! | `warm` (default) | predicted TTFT (queued prefill tokens) + recompute charge; holders win near-ties |
 //!
 //! Every policy considers only healthy replicas serving the request's checkpoint and fails
 //! with [`RouteError::NoEligibleReplica`] when there is none.
