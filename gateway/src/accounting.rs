@@ -7,6 +7,9 @@ use pingora_error::{Error, ErrorSource};
 
 /// Runs in Pingora's logging phase, once per request, whatever happened.
 pub fn finish(state: &AppState, e: Option<&Error>, ctx: &mut RequestCtx) {
+    if ctx.control {
+        return;
+    }
     if let Some(t) = ctx.tracker.as_mut() {
         t.finish();
     }
@@ -37,6 +40,12 @@ pub fn finish(state: &AppState, e: Option<&Error>, ctx: &mut RequestCtx) {
         )
         .inc();
     let usage = ctx.tracker.as_ref().and_then(|t| t.usage());
+    if let (Some(u), false) = (usage, tenant.is_empty()) {
+        let t = state.metrics.tenant(tenant);
+        t.prompt.inc_by(u.prompt_tokens);
+        t.completion.inc_by(u.completion_tokens);
+        t.cached.inc_by(u.cached_tokens.unwrap_or(0));
+    }
     if let (Some(plan), Some(u)) = (&ctx.plan, usage) {
         if let (Some(actual), Some(r)) = (
             u.cached_tokens,

@@ -151,6 +151,21 @@ async fn read_body(
     }
 }
 
+/// `GET /ready`: 200 once at least one registered replica is routable (healthy, not
+/// draining, its model known), else 503, so supervisors and scripts wait for a gateway that
+/// can serve rather than one that merely listens.
+fn readiness(state: &AppState) -> (u16, &'static [u8]) {
+    let now = std::time::Instant::now();
+    let ready = state.registry.all().iter().any(|r| {
+        !r.draining.load(std::sync::atomic::Ordering::Acquire) && r.health.lock().routable(now)
+    });
+    if ready {
+        (200, b"{\"status\":\"ready\"}")
+    } else {
+        (503, b"{\"status\":\"no_routable_replica\"}")
+    }
+}
+
 /// `Ok(Some(status))`: answered locally; `Ok(None)`: forward.
 async fn admit(
     state: &AppState,
@@ -164,8 +179,15 @@ async fn admit(
         ("POST", "/v1/completions") => Some(Endpoint::Completions),
         ("GET", "/v1/models") => None,
         ("GET", "/health") => {
+            ctx.control = true;
             let _ = respond::json(session, 200, b"{\"status\":\"ok\"}".to_vec(), &[], false).await;
             return Ok(Some(200));
+        }
+        ("GET", "/ready") => {
+            ctx.control = true;
+            let (status, body) = readiness(state);
+            let _ = respond::json(session, status, body.to_vec(), &[], false).await;
+            return Ok(Some(status));
         }
         (method, path) => {
             return Err(GatewayError::NotFound {
@@ -375,5 +397,29 @@ mod tests {
         assert!(matches!(rejected[0], GatewayError::Overloaded { .. }));
         assert_eq!(state.router.recent(100).len(), 1);
         assert_eq!(decisions_counted(&state), 1);
+    }
+
+    #[test]
+    fn ready_only_while_a_replica_is_routable() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let state = state(&rt, TenantLimits::default(), 4);
+        assert_eq!(
+            readiness(&state).0,
+            200,
+            "a fresh healthy replica is routable"
+        );
+        for r in state.registry.all() {
+            r.draining.store(true, std::sync::atomic::Ordering::Release);
+        }
+        let (status, body) = readiness(&state);
+        assert_eq!(status, 503, "every replica draining: not ready");
+        assert!(std::str::from_utf8(body)
+            .unwrap()
+            .contains("no_routable_replica"));
+        let empty = AppState::new(Config::default(), rt.handle().clone());
+        assert_eq!(readiness(&empty).0, 503, "no replica registered: not ready");
     }
 }

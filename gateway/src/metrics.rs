@@ -56,6 +56,17 @@ pub struct ModelSeries {
     pub prediction_error: Histogram,
 }
 
+/// The per-tenant token series the end of every request with usage touches.
+#[derive(Clone)]
+pub struct TenantSeries {
+    /// `tenant_tokens_total{tenant, kind="prompt"}`.
+    pub prompt: IntCounter,
+    /// `tenant_tokens_total{tenant, kind="completion"}`.
+    pub completion: IntCounter,
+    /// `tenant_tokens_total{tenant, kind="cached"}` (prompt tokens served from a replica's cache).
+    pub cached: IntCounter,
+}
+
 /// Key of a `requests_total` series: tenant, model, replica label, status.
 type RequestKey = (String, String, String, u16);
 
@@ -98,6 +109,8 @@ pub struct Metrics {
     pub queued: IntGauge,
     /// KV events applied, by observation.
     pub kv_events: IntCounterVec,
+    /// `tenant_tokens_total{tenant, kind}`.
+    pub tenant_tokens: IntCounterVec,
     /// `route_latency_seconds{stage="tokenize_hash"}`.
     pub route_tokenize_hash: Histogram,
     /// `route_latency_seconds{stage="select"}`.
@@ -105,6 +118,7 @@ pub struct Metrics {
     added_latency_by_endpoint: [Histogram; 2],
     branches: SeriesCache<(&'static str, Branch), IntCounter>,
     models: SeriesCache<String, ModelSeries>,
+    tenants: SeriesCache<String, TenantSeries>,
     request_series: SeriesCache<u64, (RequestKey, IntCounter)>,
 }
 
@@ -165,6 +179,7 @@ impl Metrics {
             ],
             branches: SeriesCache::new(),
             models: SeriesCache::new(),
+            tenants: SeriesCache::new(),
             request_series: SeriesCache::new(),
             requests,
             added_latency,
@@ -226,8 +241,28 @@ impl Metrics {
                 "KV stream messages by observation",
                 &["observation"],
             ),
+            tenant_tokens: cv(
+                "tenant_tokens_total",
+                "Tokens used per tenant by kind (prompt, completion, cached), from replica usage",
+                &["tenant", "kind"],
+            ),
             registry,
         }
+    }
+
+    /// The per-tenant token series.
+    pub fn tenant(&self, tenant: &str) -> TenantSeries {
+        self.tenants.get(
+            tenant,
+            || tenant.to_string(),
+            || TenantSeries {
+                prompt: self.tenant_tokens.with_label_values(&[tenant, "prompt"]),
+                completion: self
+                    .tenant_tokens
+                    .with_label_values(&[tenant, "completion"]),
+                cached: self.tenant_tokens.with_label_values(&[tenant, "cached"]),
+            },
+        )
     }
 
     /// `added_latency_seconds{endpoint}`.

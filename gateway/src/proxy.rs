@@ -78,6 +78,9 @@ pub struct RequestCtx {
     pub replica_label: String,
     /// A stale pooled connection was already retried.
     pub stale_retried: bool,
+    /// A gateway control endpoint (`/health`, `/ready`): not API traffic, so kept out of
+    /// request metrics, logs and the dashboard.
+    pub control: bool,
 }
 
 impl RequestCtx {
@@ -106,6 +109,7 @@ impl RequestCtx {
             body_read: false,
             replica_label: String::new(),
             stale_retried: false,
+            control: false,
         }
     }
 

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 use warmpath_e2e::fixtures::{auth_yaml, chat, model_of, replicas_yaml};
-use warmpath_e2e::http::post_json;
+use warmpath_e2e::http::{get, post_json};
 use warmpath_e2e::mock::{MockReplica, Mode};
 use warmpath_e2e::{GatewayProc, ReplicaProc};
 
@@ -147,4 +147,26 @@ fn tenants_with_the_same_prompt_never_share_cache_hits() {
         "same tenant should hit its cache: {a2}/{prompt}"
     );
     assert_eq!(b1, 0, "another tenant must not hit tenant a's cache");
+
+    // Per-tenant token accounting follows the replicas' usage; control endpoints are not
+    // API traffic and never appear as a tenant-less request.
+    assert_eq!(get(&gw.addr, "/health", &[]).unwrap().status, 200);
+    assert_eq!(get(&gw.addr, "/ready", &[]).unwrap().status, 200);
+    let text = get(&gw.admin, "/metrics", &[]).unwrap().text();
+    let series = |labels: &str| -> u64 {
+        let name = format!("warmpath_gateway_tenant_tokens_total{{{labels}}}");
+        text.lines()
+            .find(|l| l.starts_with(&name))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no series {name} in:\n{text}"))
+    };
+    assert_eq!(series("kind=\"prompt\",tenant=\"a\""), 2 * prompt);
+    assert_eq!(series("kind=\"cached\",tenant=\"a\""), a2);
+    assert_eq!(series("kind=\"prompt\",tenant=\"b\""), prompt);
+    assert_eq!(series("kind=\"cached\",tenant=\"b\""), 0);
+    assert!(series("kind=\"completion\",tenant=\"a\"") >= 2);
+    assert!(
+        !text.contains("tenant=\"\""),
+        "control endpoints counted as tenant-less requests:\n{text}"
+    );
 }
