@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/work/targets/gateway}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 PROFILE=${PROFILE:-release}
 DURATION=${DURATION:-10}
 THREADS=${THREADS:-1}
@@ -45,8 +45,8 @@ if [ -n "${BENCH_SPEC:-}" ]; then
   TOKENIZER_NAME="spec file $(basename "$BENCH_SPEC")"
 elif [ "$BENCH_TOKENIZER" = smollm2 ]; then
   MODEL=$(scripts/fetch-model.sh)
-  cargo build -p replica --bin replica
-  "$CARGO_TARGET_DIR/debug/replica" serve --model "$MODEL" --port $REP --threads 1 >/dev/null 2>&1 & RPID=$!
+  cargo build --profile "$PROFILE" -p replica --bin replica
+  "$BIN/replica" serve --model "$MODEL" --port $REP --threads 1 >/dev/null 2>&1 & RPID=$!
   PIDS+=($RPID)
   for i in $(seq 300); do
     curl -sf "http://127.0.0.1:$REP/v1/replica/tokenizer" -o "$WORK/spec.json" && break
