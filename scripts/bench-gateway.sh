@@ -2,7 +2,7 @@
 # Gateway overhead benchmark, one run on this machine: the gateway (auth, limits,
 # tokenize, hash, route on), a bare Pingora passthrough and nginx (1 worker), each in front
 # of the same fixed-reply OpenAI upstream, driven by wrk. Writes the `## gateway` section
-# of BENCH_OUT (default BENCHMARKS.md).
+# of BENCH_OUT (default $CARGO_TARGET_DIR/bench-gateway.md; BENCHMARKS.md section 4 records it).
 #
 #   scripts/bench-gateway.sh            # DURATION=10 PROFILE=release by default
 #   WARMPATH_BENCH_DEPS=1 scripts/ci-deps.sh   # installs wrk and nginx
@@ -18,7 +18,7 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 PROFILE=${PROFILE:-release}
 DURATION=${DURATION:-10}
 THREADS=${THREADS:-1}
-BENCH_OUT=${BENCH_OUT:-$ROOT/BENCHMARKS.md}
+BENCH_OUT=${BENCH_OUT:-$CARGO_TARGET_DIR/bench-gateway.md}
 BENCH_TOKENIZER=${BENCH_TOKENIZER:-smollm2}
 for tool in wrk nginx; do
   command -v $tool >/dev/null || { echo "$tool missing: WARMPATH_BENCH_DEPS=1 scripts/ci-deps.sh" >&2; exit 1; }
