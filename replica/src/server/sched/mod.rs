@@ -240,12 +240,10 @@ impl<P> Scheduler<P> {
                 let starved = s.preempted > 0
                     || self.step.saturating_sub(s.arrival_step) >= self.cfg.fairness_steps;
                 // The cache-aware part is skipped for long queues (its cost grows).
-                let prefix = if starved || i >= 256 {
+                let prefix = if starved || i >= PEEK_LIMIT {
                     0
                 } else {
-                    let max_blocks =
-                        (s.tokens.len().saturating_sub(1) / bs).min(s.block_hashes().len());
-                    self.cache.peek_prefix_len(&s.block_hashes()[..max_blocks]) as i64
+                    self.cache.peek_prefix_len(reusable_hashes(s, bs)) as i64
                 };
                 (!starved, -prefix, s.arrival_step, i)
             })
@@ -263,9 +261,7 @@ impl<P> Scheduler<P> {
                 break;
             }
             let seq = &self.waiting[idx];
-            let max_blocks =
-                (seq.tokens.len().saturating_sub(1) / bs).min(seq.block_hashes().len());
-            let hashes = seq.block_hashes()[..max_blocks].to_vec();
+            let hashes = reusable_hashes(seq, bs).to_vec();
             let total = seq.tokens.len();
             let nodes = self.cache.match_prefix(&hashes);
             self.cache.lock(&nodes);
@@ -406,13 +402,22 @@ impl<P> Scheduler<P> {
         let waiting = self.waiting.iter().enumerate().map(|(i, s)| {
             let pending = s.pending_prefill();
             // Long queues skip the lookup (bounded cost per load report).
-            if s.computed > 0 || i >= 256 {
+            if s.computed > 0 || i >= PEEK_LIMIT {
                 return pending as u64;
             }
-            let max_blocks = (s.tokens.len().saturating_sub(1) / bs).min(s.block_hashes().len());
-            let cached = self.cache.peek_prefix_len(&s.block_hashes()[..max_blocks]) * bs;
+            let cached = self.cache.peek_prefix_len(reusable_hashes(s, bs)) * bs;
             pending.saturating_sub(cached) as u64
         });
         running.chain(waiting).sum()
     }
+}
+
+/// Waiting sequences past this position skip cache lookups (their cost grows with the queue).
+const PEEK_LIMIT: usize = 256;
+
+/// The block hashes a cache hit may cover: full blocks only, and never the last token, which
+/// is recomputed to produce the first output's logits.
+fn reusable_hashes<P>(s: &Sequence<P>, bs: usize) -> &[router_policy::BlockHash] {
+    let max_blocks = (s.tokens.len().saturating_sub(1) / bs).min(s.block_hashes().len());
+    &s.block_hashes()[..max_blocks]
 }
