@@ -40,7 +40,8 @@ impl std::fmt::Debug for ResponseTracker {
     }
 }
 
-/// Visitor methods that answer `$value` for the listed scalar kinds.
+/// Visitor methods that answer `$value` for the listed kinds (scalars; `seq` and `map` are
+/// skipped over without being built).
 macro_rules! other_values {
     ($ty:ty, $value:expr, $($kind:ident),*) => {
         $(other_values!(@one $ty, $value, $kind);)*
@@ -51,6 +52,18 @@ macro_rules! other_values {
     (@one $ty:ty, $value:expr, f64) => { fn visit_f64<E>(self, _: f64) -> Result<$ty, E> { Ok($value) } };
     (@one $ty:ty, $value:expr, str) => { fn visit_str<E>(self, _: &str) -> Result<$ty, E> { Ok($value) } };
     (@one $ty:ty, $value:expr, unit) => { fn visit_unit<E>(self) -> Result<$ty, E> { Ok($value) } };
+    (@one $ty:ty, $value:expr, seq) => {
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<$ty, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok($value)
+        }
+    };
+    (@one $ty:ty, $value:expr, map) => {
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<$ty, A::Error> {
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            Ok($value)
+        }
+    };
 }
 
 /// The fields of a response object (or of one SSE chunk) the gateway reads: `usage`,
@@ -121,13 +134,10 @@ impl<'de> Visitor<'de> for EnvelopeVisitor {
         Ok(env)
     }
     // Any other JSON value carries no usage.
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Envelope, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Envelope::default())
-    }
     other_values!(
         Envelope,
         Envelope::default(),
+        seq,
         bool,
         i64,
         u64,
@@ -169,13 +179,10 @@ impl<'de> Deserialize<'de> for UsageField {
                 }
                 Ok(UsageField(Some(u)))
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<UsageField, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(UsageField(Some(Usage::default())))
-            }
             other_values!(
                 UsageField,
                 UsageField(Some(Usage::default())),
+                seq,
                 bool,
                 i64,
                 u64,
@@ -209,13 +216,10 @@ impl<'de> Deserialize<'de> for CachedField {
                 }
                 Ok(CachedField(cached))
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<CachedField, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(CachedField(None))
-            }
             other_values!(
                 CachedField,
                 CachedField(None),
+                seq,
                 unit,
                 bool,
                 i64,
@@ -245,15 +249,7 @@ impl<'de> Deserialize<'de> for MaybeU64 {
             fn visit_i64<E>(self, v: i64) -> Result<MaybeU64, E> {
                 Ok(MaybeU64(u64::try_from(v).ok()))
             }
-            other_values!(MaybeU64, MaybeU64(None), f64, bool, str, unit);
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<MaybeU64, A::Error> {
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(MaybeU64(None))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<MaybeU64, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(MaybeU64(None))
-            }
+            other_values!(MaybeU64, MaybeU64(None), f64, bool, str, unit, map, seq);
         }
         d.deserialize_any(V)
     }
@@ -277,11 +273,7 @@ impl<'de> Deserialize<'de> for SeqLen {
                 }
                 Ok(SeqLen(n))
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<SeqLen, A::Error> {
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(SeqLen(0))
-            }
-            other_values!(SeqLen, SeqLen(0), unit, bool, i64, u64, f64, str);
+            other_values!(SeqLen, SeqLen(0), map, unit, bool, i64, u64, f64, str);
         }
         d.deserialize_any(V)
     }
