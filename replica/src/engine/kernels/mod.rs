@@ -1,4 +1,5 @@
-//! Dot-product kernels: portable scalar code plus AVX2 versions picked at run time.
+//! Dot-product kernels: portable scalar code, AVX2 versions, and AVX-512 VNNI multi-token
+//! versions for batched steps, picked at run time (`WARMPATH_NO_AVX512=1` keeps AVX2).
 
 use super::quant::{f16_at, quantize_block, Q8Block, QuantKind, QK};
 
