@@ -156,9 +156,7 @@ async fn read_body(
 /// can serve rather than one that merely listens.
 fn readiness(state: &AppState) -> (u16, &'static [u8]) {
     let now = std::time::Instant::now();
-    let ready = state.registry.all().iter().any(|r| {
-        !r.draining.load(std::sync::atomic::Ordering::Acquire) && r.health.lock().routable(now)
-    });
+    let ready = state.registry.all().iter().any(|r| r.routable(now));
     if ready {
         (200, b"{\"status\":\"ready\"}")
     } else {

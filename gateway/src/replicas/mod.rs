@@ -94,6 +94,11 @@ impl Replica {
         self.in_flight.load(Ordering::Acquire)
     }
 
+    /// Whether a request may be sent here now: not draining, and healthy or half-open.
+    pub fn routable(&self, now: std::time::Instant) -> bool {
+        !self.draining.load(Ordering::Acquire) && self.health.lock().routable(now)
+    }
+
     /// The snapshot a policy sees.
     pub fn snapshot(&self, now: std::time::Instant) -> ReplicaSnapshot {
         let load = self.load.lock().clone();
@@ -341,7 +346,7 @@ impl Registry {
         // vector beats a hash map here.
         let mut counts: Vec<(&CheckpointId, usize)> = Vec::with_capacity(2);
         for r in &serving {
-            let ok = !r.draining.load(Ordering::Acquire) && r.health.lock().routable(now);
+            let ok = r.routable(now);
             match counts.iter_mut().find(|(c, _)| *c == &r.info.checkpoint) {
                 Some((_, n)) => *n += usize::from(ok),
                 None => counts.push((&r.info.checkpoint, usize::from(ok))),
