@@ -4,7 +4,9 @@
 //! exactly blocks the replica reports storing on its KV event stream. Run on the byte-level
 //! dummy model (100 chats) and on SmolLM2's real BPE tokenizer and chat template (fewer
 //! chats: its prefill is slower), where the gateway's per-segment cached tokenization is also
-//! checked against uncached tokenization of the whole rendered prompt.
+//! checked against uncached tokenization of the whole rendered prompt. On SmolLM2 the first
+//! chat has a long system prompt, so the gateway's skeleton rendering (long contents hashed in place)
+//! is held to the replica's own tokens too.
 
 use gateway::tokenize::CachedTokenizer;
 use rand::{Rng, SeedableRng};
@@ -45,8 +47,10 @@ fn words(rng: &mut rand::rngs::StdRng, n: usize) -> String {
         .join(" ")
 }
 
-fn random_chat(rng: &mut rand::rngs::StdRng, i: usize) -> Vec<ChatMessage> {
-    let mut msgs = vec![ChatMessage::new("system", words(rng, 20 + i % 7))];
+/// A random chat; with `long`, its system prompt is past the whole-chat cache's size.
+fn random_chat(rng: &mut rand::rngs::StdRng, i: usize, long: bool) -> Vec<ChatMessage> {
+    let system = if long { 900 } else { 20 + i % 7 };
+    let mut msgs = vec![ChatMessage::new("system", words(rng, system))];
     for j in 0..rng.gen_range(1..4) {
         let n = rng.gen_range(1..30);
         msgs.push(ChatMessage::new(
@@ -58,8 +62,9 @@ fn random_chat(rng: &mut rand::rngs::StdRng, i: usize) -> Vec<ChatMessage> {
 }
 
 /// Sends `chats` random chats to a replica of `model`; every block hash the gateway's code
-/// predicts must be stored by the replica. Returns the tokenizer for further checks.
-fn check_contract(model: &str, chats: usize) -> CachedTokenizer {
+/// predicts must be stored by the replica; with `long_first`, the first chat's system prompt
+/// is long. Returns the tokenizer for further checks.
+fn check_contract(model: &str, chats: usize, long_first: bool) -> CachedTokenizer {
     let replica = ReplicaProc::spawn(model).expect("replica");
     let info: ReplicaInfo = get(&replica.addr, "/v1/replica/info", &[])
         .unwrap()
@@ -74,11 +79,15 @@ fn check_contract(model: &str, chats: usize) -> CachedTokenizer {
     )
     .unwrap();
     let tok = CachedTokenizer::new(&spec, 256, 16).expect("tokenizer");
+    assert!(
+        tok.renders_skeletons(),
+        "the template should allow skeletons"
+    );
     let mut rng = rand::rngs::StdRng::seed_from_u64(42);
     let mut checked_blocks = 0;
     for i in 0..chats {
         let salt = CacheSalt::new(format!("tenant-{}", i % 3));
-        let msgs = random_chat(&mut rng, i);
+        let msgs = random_chat(&mut rng, i, long_first && i == 0);
         let tokens = tok.encode_chat(&msgs).expect("encode");
         assert_eq!(
             tokens,
@@ -127,19 +136,23 @@ fn check_contract(model: &str, chats: usize) -> CachedTokenizer {
 
 #[test]
 fn gateway_predicted_hashes_equal_replica_stored_hashes() {
-    check_contract("dummy:tiny", 100);
+    // Byte-level: a long system prompt would pass the dummy's 4,096-token context.
+    check_contract("dummy:tiny", 100, false);
 }
 
 #[test]
 fn smollm2_contract_and_cached_tokenization_match_the_replica() {
-    let tok = check_contract(&smollm2_model(), 8);
+    let tok = check_contract(&smollm2_model(), 8, true);
     // Cached (per segment, by content hash) and uncached tokenization agree on many more
     // chats with a shared long system prompt, as the gateway sees them in production.
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     let system = words(&mut rng, 400);
+    // Past the whole-chat cache's size: rendered as a skeleton.
+    let long_system = words(&mut rng, 1500);
     for i in 0..300 {
-        let mut msgs = random_chat(&mut rng, i);
-        msgs[0] = ChatMessage::new("system", system.clone());
+        let mut msgs = random_chat(&mut rng, i, false);
+        let sys = if i % 2 == 0 { &system } else { &long_system };
+        msgs[0] = ChatMessage::new("system", sys.clone());
         assert_eq!(
             tok.encode_chat(&msgs).unwrap(),
             tok.encode_chat_uncached(&msgs).unwrap(),

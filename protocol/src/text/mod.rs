@@ -8,13 +8,16 @@
 //! # Layout
 //! - [`spec`]: the serialisable [`TokenizerSpec`] and [`ChatMessage`].
 //! - [`tokenizer`]: [`ChatTokenizer`], encode/decode and chat rendering.
+//! - [`fast_bpe`]: [`FastByteLevel`], the byte-level BPE split without the backtracking regex.
 //! - [`stream`]: [`StreamDecoder`], incremental decoding that only yields complete UTF-8.
 
+mod fast_bpe;
 mod spec;
 mod stream;
 mod template;
 mod tokenizer;
 
+pub use fast_bpe::FastByteLevel;
 pub use spec::{ChatMessage, TokenizerSpec};
 pub use stream::StreamDecoder;
 pub use tokenizer::ChatTokenizer;

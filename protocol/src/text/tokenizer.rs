@@ -1,5 +1,6 @@
 //! [`ChatTokenizer`]: a HF `tokenizers` tokenizer plus chat template and special tokens.
 
+use super::fast_bpe::FastByteLevel;
 use super::template::ChatTemplate;
 use super::{ChatMessage, StreamDecoder, TextError, TokenizerSpec};
 use router_policy::TokenId;
@@ -13,6 +14,7 @@ pub struct ChatTokenizer {
     spec: Arc<TokenizerSpec>,
     inner: Arc<Tokenizer>,
     template: Option<Arc<ChatTemplate>>,
+    fast: Option<FastByteLevel>,
     bos: Option<TokenId>,
     stop: Vec<TokenId>,
 }
@@ -52,10 +54,13 @@ impl ChatTokenizer {
             Some(src) => Some(Arc::new(ChatTemplate::new(src)?)),
             None => None,
         };
+        let inner = Arc::new(inner);
+        let fast = FastByteLevel::from_spec(&spec.tokenizer, inner.clone());
         Ok(Self {
             spec: Arc::new(spec.clone()),
-            inner: Arc::new(inner),
+            inner,
             template,
+            fast,
             bos,
             stop,
         })
@@ -86,6 +91,24 @@ impl ChatTokenizer {
         }
         out.extend(enc.get_ids().iter().map(|&i| TokenId(i)));
         Ok(out)
+    }
+
+    /// Appends the ids of `text`, which must contain no added token (the caller has split
+    /// those off), without BOS. Same ids as [`Self::encode`]; for byte-level BPE
+    /// tokenizers it skips the HF pipeline ([`FastByteLevel`]).
+    pub fn encode_plain_into(&self, text: &str, out: &mut Vec<TokenId>) -> Result<(), TextError> {
+        match &self.fast {
+            Some(fast) => fast.encode_into(text, out).map_err(TextError::Tokenizer),
+            None => {
+                out.extend(self.encode(text, false)?);
+                Ok(())
+            }
+        }
+    }
+
+    /// Whether [`Self::encode_plain_into`] takes the fast byte-level path.
+    pub fn has_fast_path(&self) -> bool {
+        self.fast.is_some()
     }
 
     /// Renders `messages` with the chat template.

@@ -1,0 +1,469 @@
+//! Tokenizing exactly as the replica does, fast.
+//!
+//! The chat template is rendered to text, then the text is cut at the added tokens that the
+//! HF tokenizer itself splits on first (non-normalized added tokens such as `<|im_start|>`).
+//! The pieces between them are tokenized independently by the tokenizer anyway, so
+//! tokenizing piece by piece gives the same ids as tokenizing the whole text; each long piece
+//! is cached by a 128-bit content hash in a bounded LRU, so a shared system prompt costs one
+//! hash instead of one BPE run. A long chat is not even rendered whole: [`skeleton`]
+//! renders the template around placeholders and hashes the long contents in place.
+//! Uncached pieces go through the tokenizer's fast byte-level path when it has one.
+
+mod skeleton;
+
+pub use skeleton::SKELETON_MIN_BYTES;
+use skeleton::{straddles, Part, Skeleton};
+
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use lru::LruCache;
+use parking_lot::Mutex;
+use router_policy::TokenId;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use warmpath_protocol::text::{ChatMessage, ChatTokenizer, TextError, TokenizerSpec};
+use xxhash_rust::xxh3::{xxh3_128, Xxh3};
+
+/// A replica's tokenizer plus the per-piece token cache.
+pub struct CachedTokenizer {
+    inner: ChatTokenizer,
+    splitter: Option<(AhoCorasick, Vec<TokenId>)>,
+    /// The added tokens again, finding overlapping occurrences, and the longest one's
+    /// length: set when the template passed [`Skeleton::probe`].
+    skeleton: Option<(AhoCorasick, usize)>,
+    cache: Mutex<LruCache<u128, Arc<[TokenId]>>>,
+    min_cached_bytes: usize,
+}
+
+impl std::fmt::Debug for CachedTokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CachedTokenizer")
+            .field("inner", &self.inner)
+            .finish()
+    }
+}
+
+impl CachedTokenizer {
+    /// Builds the tokenizer a replica described.
+    pub fn new(
+        spec: &TokenizerSpec,
+        cache_entries: usize,
+        min_cached_bytes: usize,
+    ) -> Result<Self, TextError> {
+        let inner = ChatTokenizer::from_spec(spec)?;
+        let splitter = build_splitter(&spec.tokenizer);
+        let skeleton = match &splitter {
+            Some((ac, _)) if Skeleton::probe(&inner) => overlapping(&spec.tokenizer, ac),
+            _ => None,
+        };
+        let cap = NonZeroUsize::new(cache_entries).unwrap_or(NonZeroUsize::MIN);
+        Ok(Self {
+            inner,
+            splitter,
+            skeleton,
+            cache: Mutex::new(LruCache::new(cap)),
+            min_cached_bytes,
+        })
+    }
+
+    /// The underlying tokenizer.
+    pub fn inner(&self) -> &ChatTokenizer {
+        &self.inner
+    }
+
+    /// Chat prompt tokens (template with generation prompt). A short chat (at most
+    /// [`PROMPT_CACHE_MAX_BYTES`] of roles and contents) is looked up whole by a content
+    /// hash of its messages first, so a repeated short prompt costs one hash: no template
+    /// rendering, no scan. A longer chat is rendered as a [`Skeleton`] when the template
+    /// allows it (its long contents hashed in place), otherwise whole, and goes through the
+    /// piece cache.
+    pub fn encode_chat(&self, messages: &[ChatMessage]) -> Result<Vec<TokenId>, TextError> {
+        let bytes: usize = messages
+            .iter()
+            .map(|m| m.role.len() + m.content.len())
+            .sum();
+        if bytes > PROMPT_CACHE_MAX_BYTES {
+            if let Some(ids) = self.encode_chat_skeleton(messages)? {
+                return Ok(ids);
+            }
+            let text = self.inner.render_chat(messages, true)?;
+            return self.encode(&text, true);
+        }
+        let key = chat_key(messages);
+        if let Some(hit) = self.cache.lock().get(&key) {
+            return Ok(hit.to_vec());
+        }
+        let text = self.inner.render_chat(messages, true)?;
+        let ids = self.encode(&text, true)?;
+        self.cache.lock().put(key, ids.as_slice().into());
+        Ok(ids)
+    }
+
+    /// Chat prompt tokens without the cache (reference path).
+    pub fn encode_chat_uncached(
+        &self,
+        messages: &[ChatMessage],
+    ) -> Result<Vec<TokenId>, TextError> {
+        self.inner.encode_chat(messages)
+    }
+
+    /// Encodes `text` as `ChatTokenizer::encode` does, through the piece cache.
+    pub fn encode(&self, text: &str, add_special: bool) -> Result<Vec<TokenId>, TextError> {
+        if self.splitter.is_none() {
+            return self.inner.encode(text, add_special);
+        }
+        let mut out = Vec::with_capacity(text.len() / 3 + 4);
+        if add_special {
+            self.push_bos(&mut out);
+        }
+        self.encode_split(text, &mut out)?;
+        Ok(out)
+    }
+
+    fn push_bos(&self, out: &mut Vec<TokenId>) {
+        if self.inner.spec().add_bos {
+            if let Some(bos) = self.inner.bos_token() {
+                out.push(bos);
+            }
+        }
+    }
+
+    /// Appends the ids of `text`: cut at added tokens, each piece through the cache.
+    fn encode_split(&self, text: &str, out: &mut Vec<TokenId>) -> Result<(), TextError> {
+        let Some((ac, ids)) = &self.splitter else {
+            out.extend(self.inner.encode(text, false)?);
+            return Ok(());
+        };
+        let mut at = 0;
+        for m in ac.find_iter(text) {
+            self.encode_piece(&text[at..m.start()], out)?;
+            out.push(ids[m.pattern().as_usize()]);
+            at = m.end();
+        }
+        self.encode_piece(&text[at..], out)
+    }
+
+    /// A long chat's ids through a [`Skeleton`]: `None` when the template or the chat does
+    /// not allow it (the caller renders it whole).
+    fn encode_chat_skeleton(
+        &self,
+        messages: &[ChatMessage],
+    ) -> Result<Option<Vec<TokenId>>, TextError> {
+        let (Some((ac, ids)), Some((overlap, max_len))) = (&self.splitter, &self.skeleton) else {
+            return Ok(None);
+        };
+        let Some(sk) = Skeleton::render(&self.inner, messages, SKELETON_MIN_BYTES)? else {
+            return Ok(None);
+        };
+        let parts = sk.parts();
+        if straddles(&parts, overlap, *max_len) {
+            return Ok(None);
+        }
+        let mut out = Vec::new();
+        self.push_bos(&mut out);
+        let mut piece: Vec<Part<'_>> = Vec::with_capacity(4);
+        for part in parts {
+            match part {
+                Part::Content(_) => piece.push(part),
+                Part::Lit(lit) => {
+                    let mut at = 0;
+                    for m in ac.find_iter(lit) {
+                        piece.push(Part::Lit(&lit[at..m.start()]));
+                        self.encode_parts(&mut piece, &mut out)?;
+                        out.push(ids[m.pattern().as_usize()]);
+                        at = m.end();
+                    }
+                    piece.push(Part::Lit(&lit[at..]));
+                }
+            }
+        }
+        self.encode_parts(&mut piece, &mut out)?;
+        Ok(Some(out))
+    }
+
+    /// Appends the ids of the text between two added tokens, given as parts (and clears
+    /// them). Literal text alone is a plain piece; with a content in it, the piece is looked
+    /// up by a hash streamed over the parts and built as text only on a miss (a content may
+    /// hold added tokens, so a miss cuts at them).
+    fn encode_parts(
+        &self,
+        parts: &mut Vec<Part<'_>>,
+        out: &mut Vec<TokenId>,
+    ) -> Result<(), TextError> {
+        parts.retain(|p| !p.text().is_empty());
+        match parts.as_slice() {
+            [] => {}
+            [Part::Lit(lit)] => self.encode_piece(lit, out)?,
+            _ => {
+                let mut h = Xxh3::new();
+                for p in parts.iter() {
+                    h.update(p.text().as_bytes());
+                }
+                let key = h.digest128();
+                let hit = self.cache.lock().get(&key).cloned();
+                if let Some(hit) = hit {
+                    out.extend_from_slice(&hit);
+                } else {
+                    let text: String = parts.iter().map(|p| p.text()).collect();
+                    let start = out.len();
+                    self.encode_split(&text, out)?;
+                    self.cache.lock().put(key, out[start..].into());
+                }
+            }
+        }
+        parts.clear();
+        Ok(())
+    }
+
+    fn encode_piece(&self, piece: &str, out: &mut Vec<TokenId>) -> Result<(), TextError> {
+        if piece.is_empty() {
+            return Ok(());
+        }
+        if piece.len() < self.min_cached_bytes {
+            return self.inner.encode_plain_into(piece, out);
+        }
+        let key = xxh3_128(piece.as_bytes());
+        if let Some(hit) = self.cache.lock().get(&key) {
+            out.extend_from_slice(hit);
+            return Ok(());
+        }
+        let start = out.len();
+        self.inner.encode_plain_into(piece, out)?;
+        self.cache.lock().put(key, out[start..].into());
+        Ok(())
+    }
+
+    /// Whether long chats are rendered as skeletons (the template passed the probe).
+    pub fn renders_skeletons(&self) -> bool {
+        self.skeleton.is_some()
+    }
+
+    /// Entries in the piece cache.
+    pub fn cached_pieces(&self) -> usize {
+        self.cache.lock().len()
+    }
+}
+
+/// Largest chat (bytes of roles and contents) cached whole by [`CachedTokenizer::encode_chat`].
+pub const PROMPT_CACHE_MAX_BYTES: usize = 4096;
+
+/// The cache key of a whole chat: a 128-bit hash of its messages, length-prefixed so no two
+/// message lists share an encoding, and domain-separated from the keys of text pieces.
+fn chat_key(messages: &[ChatMessage]) -> u128 {
+    let mut h = Xxh3::new();
+    h.update(b"warmpath.chat-prompt.v1\0");
+    for m in messages {
+        h.update(&(m.role.len() as u64).to_le_bytes());
+        h.update(m.role.as_bytes());
+        h.update(&(m.content.len() as u64).to_le_bytes());
+        h.update(m.content.as_bytes());
+    }
+    h.digest128()
+}
+
+/// The splitter's added tokens in an automaton that finds overlapping occurrences, and the
+/// longest one's length in bytes.
+fn overlapping(
+    tokenizer: &serde_json::Value,
+    splitter: &AhoCorasick,
+) -> Option<(AhoCorasick, usize)> {
+    let pats: Vec<&str> = tokenizer
+        .get("added_tokens")?
+        .as_array()?
+        .iter()
+        .filter(|t| t.get("normalized").and_then(|v| v.as_bool()) == Some(false))
+        .filter_map(|t| t.get("content")?.as_str())
+        .collect();
+    if pats.len() != splitter.patterns_len() {
+        return None;
+    }
+    let max = pats.iter().map(|p| p.len()).max()?;
+    Some((AhoCorasick::new(&pats).ok()?, max))
+}
+
+/// The added tokens the HF tokenizer splits on before normalizing, if splitting on them is
+/// exactly equivalent (no lstrip/rstrip/single-word behaviour); otherwise `None`, and the
+/// whole text is tokenized in one go.
+fn build_splitter(tokenizer: &serde_json::Value) -> Option<(AhoCorasick, Vec<TokenId>)> {
+    let added = tokenizer.get("added_tokens")?.as_array()?;
+    let mut pats = Vec::new();
+    let mut ids = Vec::new();
+    for t in added {
+        let normalized = t
+            .get("normalized")
+            .and_then(|v| v.as_bool())
+            .unwrap_or(true);
+        if normalized {
+            continue;
+        }
+        let flag = |k: &str| t.get(k).and_then(|v| v.as_bool()).unwrap_or(false);
+        if flag("lstrip") || flag("rstrip") || flag("single_word") {
+            return None;
+        }
+        let content = t.get("content")?.as_str()?;
+        let id = t.get("id")?.as_u64()?;
+        pats.push(content.to_string());
+        ids.push(TokenId(u32::try_from(id).ok()?));
+    }
+    if pats.is_empty() {
+        return None;
+    }
+    let ac = AhoCorasickBuilder::new()
+        .match_kind(MatchKind::LeftmostLongest)
+        .build(&pats)
+        .ok()?;
+    Some((ac, ids))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::byte_level_spec;
+    use rand::{Rng, SeedableRng};
+
+    fn random_text(rng: &mut rand::rngs::StdRng, len: usize) -> String {
+        const WORDS: &[&str] = &[
+            "the",
+            " cache",
+            " prefix",
+            "ü",
+            "日本",
+            " <|im_start|>",
+            "<|im_end|>",
+            "\n",
+            "  ",
+            " routing",
+            "!",
+            "?",
+            " 42",
+            "tok",
+            "<|im_",
+            "|>",
+            "é",
+            " a",
+        ];
+        (0..len)
+            .map(|_| WORDS[rng.gen_range(0..WORDS.len())])
+            .collect()
+    }
+
+    #[test]
+    fn cached_and_uncached_tokenization_are_identical() {
+        let tok = CachedTokenizer::new(&byte_level_spec(), 64, 8).unwrap();
+        assert!(tok.splitter.is_some());
+        assert!(tok.renders_skeletons());
+        assert!(tok.inner().has_fast_path());
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let system = random_text(&mut rng, 400);
+        // Past PROMPT_CACHE_MAX_BYTES: rendered as a skeleton, pieces cached.
+        let long_system = random_text(&mut rng, 3000);
+        assert!(long_system.len() > PROMPT_CACHE_MAX_BYTES);
+        for i in 0..200 {
+            let sys = if i % 2 == 0 { &system } else { &long_system };
+            let mut msgs = vec![ChatMessage::new("system", sys.clone())];
+            for j in 0..rng.gen_range(1..4) {
+                let role = if j % 2 == 0 { "user" } else { "assistant" };
+                // Sometimes a long turn too, added tokens and all.
+                let n = if i % 5 == 0 {
+                    600
+                } else {
+                    rng.gen_range(0..60)
+                };
+                msgs.push(ChatMessage::new(role, random_text(&mut rng, n)));
+            }
+            let a = tok.encode_chat(&msgs).unwrap();
+            let b = tok.encode_chat_uncached(&msgs).unwrap();
+            assert_eq!(a, b, "chat {i} differs");
+            // Again: short chats now come from the whole-prompt cache, long ones hit pieces.
+            assert_eq!(
+                tok.encode_chat(&msgs).unwrap(),
+                b,
+                "chat {i} differs cached"
+            );
+            let raw = random_text(&mut rng, 80);
+            assert_eq!(
+                tok.encode(&raw, true).unwrap(),
+                tok.inner().encode(&raw, true).unwrap()
+            );
+        }
+        assert!(tok.cached_pieces() > 0);
+        assert!(tok.cached_pieces() <= 64);
+    }
+
+    #[test]
+    fn skeletons_assemble_to_the_rendered_prompt() {
+        let tok = CachedTokenizer::new(&byte_level_spec(), 64, 8).unwrap();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        for i in 0..50 {
+            let first = if i % 3 == 0 { "user" } else { "system" };
+            let msgs = vec![
+                ChatMessage::new(first, random_text(&mut rng, 500)),
+                ChatMessage::new("user", random_text(&mut rng, 5)),
+                ChatMessage::new("assistant", random_text(&mut rng, 400)),
+                ChatMessage::new("user", random_text(&mut rng, 7)),
+            ];
+            let sk = Skeleton::render(tok.inner(), &msgs, SKELETON_MIN_BYTES)
+                .unwrap()
+                .expect("long contents are left out");
+            assert_eq!(sk.assemble(), tok.inner().render_chat(&msgs, true).unwrap());
+            assert!(sk.parts().iter().any(|p| matches!(p, Part::Content(_))));
+        }
+        // A short content holding the placeholder mark: rendered whole, still exact.
+        let msgs = vec![
+            ChatMessage::new("system", "x".repeat(5000)),
+            ChatMessage::new("user", "\u{E000}0\u{E001}"),
+        ];
+        assert!(Skeleton::render(tok.inner(), &msgs, SKELETON_MIN_BYTES)
+            .unwrap()
+            .is_none());
+        assert_eq!(
+            tok.encode_chat(&msgs).unwrap(),
+            tok.encode_chat_uncached(&msgs).unwrap()
+        );
+    }
+
+    #[test]
+    fn an_added_token_across_a_content_edge_is_detected() {
+        let tok = CachedTokenizer::new(&byte_level_spec(), 64, 8).unwrap();
+        let (overlap, max_len) = tok.skeleton.as_ref().unwrap();
+        let cases = [
+            (vec![Part::Lit("a<|im_"), Part::Content("end|>b")], true),
+            (vec![Part::Content("x<|im"), Part::Lit("_start|>")], true),
+            // Across a short literal between two contents.
+            (
+                vec![
+                    Part::Content("<|i"),
+                    Part::Lit("m_e"),
+                    Part::Content("nd|>"),
+                ],
+                true,
+            ),
+            (
+                vec![Part::Lit("<|im_end|>"), Part::Content("<|im_end|>")],
+                false,
+            ),
+            (vec![Part::Lit("system\n"), Part::Content("text")], false),
+        ];
+        for (parts, want) in cases {
+            assert_eq!(straddles(&parts, overlap, *max_len), want, "{parts:?}");
+        }
+    }
+
+    #[test]
+    fn a_template_that_edits_contents_is_never_rendered_as_a_skeleton() {
+        let mut spec = byte_level_spec();
+        spec.chat_template = Some(
+            "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content | trim }}<|im_end|>\n{% endfor %}<|im_start|>assistant\n"
+                .into(),
+        );
+        let tok = CachedTokenizer::new(&spec, 64, 8).unwrap();
+        assert!(!tok.renders_skeletons());
+        let msgs = vec![
+            ChatMessage::new("system", format!("  {}  ", "y ".repeat(3000))),
+            ChatMessage::new("user", " hi "),
+        ];
+        assert_eq!(
+            tok.encode_chat(&msgs).unwrap(),
+            tok.encode_chat_uncached(&msgs).unwrap()
+        );
+    }
+}

@@ -1,0 +1,206 @@
+//! Rendering a chat without copying its long contents.
+//!
+//! A 25 KB system prompt costs more to render (minijinja concatenates it into the output,
+//! copying it several times) and to scan for added tokens than to hash. So long contents
+//! are swapped for short placeholders, the template renders a small skeleton, and the
+//! contents are put back only as references: the prompt is the skeleton's literal text
+//! with the contents between. The piece of the prompt that holds a content (from the added
+//! token before it to the one after it) is looked up in the piece cache by a hash streamed
+//! over its parts; only a miss ever builds its text.
+//!
+//! This is exact when the template inserts contents verbatim (no filters, no branches on
+//! the text), which [`Skeleton::probe`] checks once per tokenizer on sample chats, and when
+//! no added token straddles the edge of a content, which [`Skeleton::parts`] checks per
+//! request. Whenever either fails, the caller renders the whole chat instead.
+
+use aho_corasick::AhoCorasick;
+use warmpath_protocol::text::{ChatMessage, ChatTokenizer, TextError};
+
+/// Contents at least this long are left out of the rendered skeleton.
+pub const SKELETON_MIN_BYTES: usize = 1024;
+
+/// Marks a placeholder; a chat whose short contents contain it is rendered whole.
+const MARK: char = '\u{E000}';
+const MARK_END: char = '\u{E001}';
+
+/// One part of a prompt: literal text of the skeleton, or a message's content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Part<'a> {
+    /// Text the template produced (added tokens included).
+    Lit(&'a str),
+    /// A content, verbatim.
+    Content(&'a str),
+}
+
+impl<'a> Part<'a> {
+    /// The text of the part.
+    pub(super) fn text(self) -> &'a str {
+        match self {
+            Part::Lit(s) | Part::Content(s) => s,
+        }
+    }
+}
+
+/// A rendered skeleton: literal text, and where each left-out content goes.
+#[derive(Debug)]
+pub(super) struct Skeleton<'m> {
+    text: String,
+    /// (byte offset in `text`, content), in order.
+    cuts: Vec<(usize, &'m str)>,
+}
+
+impl<'m> Skeleton<'m> {
+    /// Renders `messages` (with the generation prompt) with every content of at least
+    /// `min_bytes` left out. `None` when nothing is left out or a placeholder does not come
+    /// back exactly once and in order (the template changed it).
+    pub(super) fn render(
+        tok: &ChatTokenizer,
+        messages: &'m [ChatMessage],
+        min_bytes: usize,
+    ) -> Result<Option<Self>, TextError> {
+        let mut left_out = Vec::new();
+        let mut shown = Vec::with_capacity(messages.len());
+        for (i, m) in messages.iter().enumerate() {
+            if m.content.len() >= min_bytes {
+                left_out.push(i);
+                shown.push(ChatMessage::new(m.role.clone(), placeholder(i)));
+            } else if m.content.contains(MARK) {
+                return Ok(None);
+            } else {
+                shown.push(m.clone());
+            }
+        }
+        if left_out.is_empty() {
+            return Ok(None);
+        }
+        let rendered = tok.render_chat(&shown, true)?;
+        let mut text = String::with_capacity(rendered.len());
+        let mut cuts = Vec::with_capacity(left_out.len());
+        let mut rest = rendered.as_str();
+        let mut expect = left_out.iter();
+        while let Some(at) = rest.find(MARK) {
+            text.push_str(&rest[..at]);
+            let after = &rest[at + MARK.len_utf8()..];
+            let Some(end) = after.find(MARK_END) else {
+                return Ok(None);
+            };
+            let index: Option<usize> = after[..end].parse().ok();
+            if index.is_none() || index != expect.next().copied() {
+                return Ok(None);
+            }
+            let i = index.unwrap_or_default();
+            cuts.push((text.len(), messages[i].content.as_str()));
+            rest = &after[end + MARK_END.len_utf8()..];
+        }
+        if expect.next().is_some() {
+            return Ok(None);
+        }
+        text.push_str(rest);
+        Ok(Some(Self { text, cuts }))
+    }
+
+    /// The prompt as parts, in order: literal text and contents, empty literals dropped.
+    pub(super) fn parts(&self) -> Vec<Part<'_>> {
+        let mut out = Vec::with_capacity(2 * self.cuts.len() + 1);
+        let mut at = 0;
+        for &(cut, content) in &self.cuts {
+            if cut > at {
+                out.push(Part::Lit(&self.text[at..cut]));
+            }
+            out.push(Part::Content(content));
+            at = cut;
+        }
+        if at < self.text.len() {
+            out.push(Part::Lit(&self.text[at..]));
+        }
+        out
+    }
+
+    /// The whole prompt text (reference path and tests).
+    pub(super) fn assemble(&self) -> String {
+        self.parts().iter().map(|p| p.text()).collect()
+    }
+
+    /// Whether the template inserts contents verbatim: sample chats (leading and trailing
+    /// whitespace, quotes, braces, with and without a system message) render to the same
+    /// text directly and through a skeleton.
+    pub(super) fn probe(tok: &ChatTokenizer) -> bool {
+        let samples: [&[(&str, &str)]; 3] = [
+            &[
+                ("system", "  You are terse.\n"),
+                ("user", " hi {{ x }} \"q\" "),
+            ],
+            &[
+                ("user", "\nfirst\n"),
+                ("assistant", "'a' "),
+                ("user", "  x"),
+            ],
+            &[
+                ("system", "s"),
+                ("user", "u1"),
+                ("assistant", "a1"),
+                ("user", "\tu2\t"),
+            ],
+        ];
+        samples.iter().all(|sample| {
+            let msgs: Vec<ChatMessage> = sample
+                .iter()
+                .map(|(r, c)| ChatMessage::new(*r, *c))
+                .collect();
+            match (
+                tok.render_chat(&msgs, true),
+                Skeleton::render(tok, &msgs, 0),
+            ) {
+                (Ok(direct), Ok(Some(sk))) => direct == sk.assemble(),
+                _ => false,
+            }
+        })
+    }
+}
+
+fn placeholder(i: usize) -> String {
+    format!("{MARK}{i}{MARK_END}")
+}
+
+/// Whether an occurrence of an added token in the concatenated `parts` crosses the edge of
+/// a content part. `overlapping` must find every occurrence (standard match kind); `max_len`
+/// is the longest added token in bytes.
+pub(super) fn straddles(parts: &[Part<'_>], overlapping: &AhoCorasick, max_len: usize) -> bool {
+    let reach = max_len.saturating_sub(1);
+    if reach == 0 {
+        return false;
+    }
+    for edge in 1..parts.len() {
+        let (left, right) = (parts[edge - 1], parts[edge]);
+        if !matches!(left, Part::Content(_)) && !matches!(right, Part::Content(_)) {
+            continue;
+        }
+        // Up to `reach` bytes on each side of the edge, across short parts.
+        let mut before = Vec::with_capacity(reach);
+        for p in parts[..edge].iter().rev() {
+            let b = p.text().as_bytes();
+            let take = (reach - before.len()).min(b.len());
+            before.splice(0..0, b[b.len() - take..].iter().copied());
+            if before.len() == reach {
+                break;
+            }
+        }
+        let split = before.len();
+        let mut window = before;
+        for p in &parts[edge..] {
+            let b = p.text().as_bytes();
+            let take = (split + reach - window.len()).min(b.len());
+            window.extend_from_slice(&b[..take]);
+            if window.len() == split + reach {
+                break;
+            }
+        }
+        if overlapping
+            .find_overlapping_iter(&window)
+            .any(|m| m.start() < split && m.end() > split)
+        {
+            return true;
+        }
+    }
+    false
+}

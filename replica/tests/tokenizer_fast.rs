@@ -1,0 +1,126 @@
+#![allow(clippy::unwrap_used)]
+//! The fast byte-level BPE path ([`warmpath_protocol::text::FastByteLevel`]) gives exactly
+//! the HF tokenizer's ids on the real SmolLM2 tokenizer, for random text built from the
+//! characters that decide the GPT-2 split: letters and digits of several scripts,
+//! contractions, punctuation, and runs of every kind of whitespace.
+
+use proptest::prelude::*;
+use replica::engine::{Engine, EngineOptions, ModelSource};
+use std::sync::OnceLock;
+use warmpath_protocol::text::ChatTokenizer;
+
+fn smollm2() -> &'static ChatTokenizer {
+    static TOK: OnceLock<ChatTokenizer> = OnceLock::new();
+    TOK.get_or_init(|| {
+        let engine = Engine::load(&ModelSource::Default, &EngineOptions::default())
+            .expect("the default SmolLM2 model loads (scripts/fetch-model.sh fetches it)");
+        engine.tokenizer().clone()
+    })
+}
+
+const PIECES: &[&str] = &[
+    "the",
+    " cache",
+    "Hello",
+    " world",
+    "'s",
+    "'t",
+    "'re",
+    "'ve",
+    "'m",
+    "'ll",
+    "'d",
+    "'S",
+    "'",
+    " '",
+    "don't",
+    "42",
+    " 7",
+    "3.14",
+    "²",
+    "½",
+    "٣",
+    "Ⅻ",
+    "日本語",
+    " 東京",
+    "ü",
+    "é",
+    "ß",
+    "Ω",
+    "😀",
+    "👍🏽",
+    "!",
+    "?!",
+    " ...",
+    ",",
+    " (x)",
+    "#",
+    "$5",
+    "-",
+    "_",
+    "\t",
+    "\n",
+    "\r\n",
+    " ",
+    "  ",
+    "   ",
+    "\u{a0}",
+    "\u{2003}",
+    "\u{3000}",
+    "\u{200b}",
+    "\u{0}",
+    "\u{7f}",
+    "a\u{301}",
+    "<|im",
+    "|>",
+    "<",
+    ">",
+    "{\"k\": 1}",
+    "    fn main() {",
+    "</s>",
+];
+
+fn text() -> impl Strategy<Value = String> {
+    prop::collection::vec(prop::sample::select(PIECES), 0..40).prop_map(|v| v.concat())
+}
+
+fn both(tok: &ChatTokenizer, s: &str) -> (Vec<u32>, Vec<u32>) {
+    let mut fast = Vec::new();
+    tok.encode_plain_into(s, &mut fast).unwrap();
+    let hf = tok.encode(s, false).unwrap();
+    (
+        fast.iter().map(|t| t.0).collect(),
+        hf.iter().map(|t| t.0).collect(),
+    )
+}
+
+#[test]
+fn smollm2_takes_the_fast_path_and_known_cases_match() {
+    let tok = smollm2();
+    assert!(
+        tok.has_fast_path(),
+        "SmolLM2's tokenizer should take the fast path"
+    );
+    for s in [
+        "",
+        "Hello world",
+        "a   b\n\nc  ",
+        "Question number 1234: what is next?",
+        "  leading and trailing  ",
+        "\n\n\n",
+        "x \n y",
+        "It's 3 o'clock, isn't it?",
+    ] {
+        let (fast, hf) = both(tok, s);
+        assert_eq!(fast, hf, "{s:?}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+    #[test]
+    fn fast_path_equals_hf_on_random_text(s in text()) {
+        let (fast, hf) = both(smollm2(), &s);
+        prop_assert_eq!(fast, hf, "text {:?}", s);
+    }
+}
