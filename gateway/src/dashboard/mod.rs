@@ -154,7 +154,7 @@ pub fn record(state: &AppState, ctx: &RequestCtx) {
         (Some(plan), Some(u)) => plan
             .candidates
             .iter()
-            .find(|r| r.id.to_string() == ctx.replica_label)
+            .find(|r| r.label == ctx.replica_label)
             .map(|r| ReplicaTokens {
                 responses_with_usage: 1,
                 prompt_tokens: u.prompt_tokens,
