@@ -19,7 +19,7 @@ use warmpath_protocol::text::{ChatMessage, ChatTokenizer, TextError};
 /// Contents at least this long are left out of the rendered skeleton.
 pub const SKELETON_MIN_BYTES: usize = 1024;
 
-/// Marks a placeholder; a chat whose short contents contain it is rendered whole.
+/// Marks a placeholder; a chat whose roles or short contents contain it is rendered whole.
 const MARK: char = '\u{E000}';
 const MARK_END: char = '\u{E001}';
 
@@ -61,6 +61,9 @@ impl<'m> Skeleton<'m> {
         let mut left_out = Vec::new();
         let mut shown = Vec::with_capacity(messages.len());
         for (i, m) in messages.iter().enumerate() {
+            if m.role.contains(MARK) {
+                return Ok(None);
+            }
             if m.content.len() >= min_bytes {
                 left_out.push(i);
                 shown.push(ChatMessage::new(m.role.clone(), placeholder(i)));
