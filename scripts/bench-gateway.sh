@@ -14,6 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
+. scripts/lib/gateway-bench-common.sh
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 PROFILE=${PROFILE:-release}
 DURATION=${DURATION:-10}
@@ -79,38 +80,14 @@ http {
 }
 NGINX
 nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" & NG_MASTER=$!; PIDS+=($NG_MASTER)
-KEY=sk-bench-key
-HASH=$(printf %s "$KEY" | sha256sum | cut -d' ' -f1)
-cat > "$WORK/gateway.yaml" <<YAML
-listen: 127.0.0.1:$GW
-admin_listen: 127.0.0.1:$ADM
-threads: $THREADS
-replicas: [http://127.0.0.1:$UP]
-policy: {type: warm}
-auth: {enabled: true, salt_secret: bench-salt-secret-0123456789}
-tenants:
-  - id: bench
-    api_key_sha256: [$HASH]
-    models: ["*"]
-    limits: {requests_per_minute: 100000000, request_burst: 1000000, tokens_per_minute: 1000000000000, max_concurrent: 10000}
-admission: {max_in_flight_per_replica: 10000, max_queue: 10000}
-health: {probe_interval_ms: 5000}
-load_poll_ms: 1000
-tokenizer: {cache_entries: 8192, min_cached_bytes: 1}
-YAML
+write_gateway_yaml "$WORK/gateway.yaml" $GW $ADM $UP "$THREADS"
 RUST_LOG=warn "$BIN/gateway" --config "$WORK/gateway.yaml" >/dev/null 2>"$WORK/gateway.log" & GW_PID=$!; PIDS+=($GW_PID)
 for i in $(seq 100); do
   if curl -sf "http://127.0.0.1:$ADM/admin/replicas" | grep -q '"id"' && curl -sf http://127.0.0.1:$PT/ >/dev/null 2>&1; then break; fi
   sleep 0.2
 done
 
-SHORT='{"model":"fixed","max_tokens":16,"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Say hello in one word."}]}'
-cat > "$WORK/short.lua" <<LUA
-wrk.method = "POST"
-wrk.body = '$SHORT'
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = "Bearer $KEY"
-LUA
+write_short_lua "$WORK/short.lua"
 cat > "$WORK/long.lua" <<LUA
 -- About 25 KB of varied words and numbers (deterministic), identical in every request.
 local words = {"the", "router", "keeps", "its", "cache", "warm", "while", "quick", "brown", "fox",

@@ -28,16 +28,11 @@ pub fn finish(state: &AppState, e: Option<&Error>, ctx: &mut RequestCtx) {
             state.report(slot.replica(), ok);
         }
     }
-    let tenant = ctx.tenant.as_ref().map_or("", |t| t.id.as_str());
+    let tenant = ctx.tenant.as_ref().map_or("", |t| &*t.id);
     let status = if ctx.status == 0 { 499 } else { ctx.status };
     state
         .metrics
-        .request(
-            tenant,
-            ctx.model.as_str(),
-            ctx.replica_label.as_str(),
-            status,
-        )
+        .request(tenant, &ctx.model, ctx.replica_label.as_str(), status)
         .inc();
     let usage = ctx.tracker.as_ref().and_then(|t| t.usage());
     if let (Some(u), false) = (usage, tenant.is_empty()) {

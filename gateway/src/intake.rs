@@ -11,7 +11,9 @@ use crate::respond;
 use crate::response::ResponseTracker;
 use crate::state::AppState;
 use crate::tenants::Tenant;
+use http::header::{AUTHORIZATION, CONTENT_LENGTH, TRANSFER_ENCODING, UPGRADE};
 use pingora_proxy::Session;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,7 +36,7 @@ pub async fn run(
         Ok(None) => Ok(Intake::Forward),
         Err(e) => {
             if let GatewayError::RateLimited { kind, .. } = &e {
-                let tenant = ctx.tenant.as_ref().map_or("", |t| t.id.as_str());
+                let tenant = ctx.tenant.as_ref().map_or("", |t| &*t.id);
                 state
                     .metrics
                     .limit_rejections
@@ -71,8 +73,8 @@ fn check_framing(
     if header_bytes > max_header {
         return Err(GatewayError::HeadersTooLarge { limit: max_header });
     }
-    let cl_count = h.get_all("content-length").iter().count();
-    let te_count = h.get_all("transfer-encoding").iter().count();
+    let cl_count = h.get_all(CONTENT_LENGTH).iter().count();
+    let te_count = h.get_all(TRANSFER_ENCODING).iter().count();
     // Pingora drops Content-Length when Transfer-Encoding is present, so look at the raw
     // header block for the smuggling shape.
     let raw_cl = te_count > 0 && raw_has_content_length(&session.as_downstream().to_h1_raw());
@@ -85,14 +87,14 @@ fn check_framing(
         return Err(GatewayError::AmbiguousFraming("duplicate Content-Length"));
     }
     if te_count > 1
-        || h.get("transfer-encoding")
+        || h.get(TRANSFER_ENCODING)
             .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"chunked"))
     {
         return Err(GatewayError::AmbiguousFraming(
             "unsupported Transfer-Encoding",
         ));
     }
-    if let Some(v) = h.get("content-length") {
+    if let Some(v) = h.get(CONTENT_LENGTH) {
         let s = v.to_str().unwrap_or("x");
         if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
             return Err(GatewayError::AmbiguousFraming("invalid Content-Length"));
@@ -101,7 +103,7 @@ fn check_framing(
             return Err(GatewayError::BodyTooLarge { limit: max_body });
         }
     }
-    if h.contains_key("upgrade") {
+    if h.contains_key(UPGRADE) {
         return Err(GatewayError::BadRequest(
             "protocol upgrades are not supported".into(),
         ));
@@ -115,39 +117,78 @@ fn raw_has_content_length(raw: &[u8]) -> bool {
         .any(|line| line.len() >= 15 && line[..15].eq_ignore_ascii_case(b"content-length:"))
 }
 
+/// The whole request body, at most `max` bytes, within `timeout`. A body that arrives in
+/// one chunk (the usual case) is returned as that chunk, not copied.
 async fn read_body(
     session: &mut Session,
     max: usize,
     timeout: Duration,
-) -> Result<Vec<u8>, GatewayError> {
+) -> Result<bytes::Bytes, GatewayError> {
     session.enable_retry_buffering();
     let deadline = Instant::now() + timeout;
     // Sized once from Content-Length (already checked against `max`) when there is one.
     let hint = session
         .req_header()
         .headers
-        .get("content-length")
+        .get(CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok())
         .unwrap_or(0);
-    let mut body = Vec::with_capacity(hint.min(max));
+    let mut first: Option<bytes::Bytes> = None;
+    let mut body = Vec::new();
     loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match tokio::time::timeout(left, session.read_request_body()).await {
-            Err(_) => return Err(GatewayError::ClientTimeout),
-            Ok(Err(e)) => {
+        let read = match read_now(session) {
+            Some(read) => read,
+            None => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                tokio::time::timeout(left, session.read_request_body())
+                    .await
+                    .map_err(|_| GatewayError::ClientTimeout)?
+            }
+        };
+        match read {
+            Err(e) => {
                 return Err(GatewayError::InvalidBody(format!(
                     "cannot read the body: {e}"
                 )))
             }
-            Ok(Ok(None)) => return Ok(body),
-            Ok(Ok(Some(chunk))) => {
-                if body.len() + chunk.len() > max {
+            Ok(None) => {
+                return Ok(match first {
+                    Some(only) if body.is_empty() => only,
+                    _ => body.into(),
+                })
+            }
+            Ok(Some(chunk)) => {
+                let have = first.as_ref().map_or(0, |f| f.len()) + body.len();
+                if have + chunk.len() > max {
                     return Err(GatewayError::BodyTooLarge { limit: max });
                 }
-                body.extend_from_slice(&chunk);
+                match first.take() {
+                    None if body.is_empty() => first = Some(chunk),
+                    earlier => {
+                        if let Some(earlier) = earlier {
+                            // A second chunk: from here on the body is gathered in one buffer.
+                            body.reserve(hint.min(max).max(earlier.len() + chunk.len()));
+                            body.extend_from_slice(&earlier);
+                        }
+                        body.extend_from_slice(&chunk);
+                    }
+                }
             }
         }
+    }
+}
+
+/// One body read if it completes without waiting (a small body usually arrives with the
+/// header, already buffered); `None` when it would wait, so the caller arms the deadline
+/// timer only then. Dropping the pending read is safe: it consumed nothing (Pingora's own
+/// proxy loop cancels body reads the same way inside `select!`).
+fn read_now(session: &mut Session) -> Option<pingora_error::Result<Option<bytes::Bytes>>> {
+    let mut read = std::pin::pin!(session.read_request_body());
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match read.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(r) => Some(r),
+        std::task::Poll::Pending => None,
     }
 }
 
@@ -203,7 +244,7 @@ async fn admit(
         session
             .req_header()
             .headers
-            .get("authorization")
+            .get(AUTHORIZATION)
             .map(|v| v.as_bytes()),
     )?;
     ctx.tenant = Some(tenant.clone());
@@ -241,7 +282,8 @@ pub async fn decide(
 ) -> Result<(), GatewayError> {
     let cfg = state.config();
     let parsed = request::parse(endpoint, body)?;
-    ctx.model = parsed.model.clone();
+    let model: Arc<str> = parsed.model.as_str().into();
+    ctx.model = model.clone();
     let prepared = plan::prepare(state, tenant, &parsed)?;
     let max_tokens = u64::from(parsed.max_tokens.unwrap_or(cfg.limits.default_max_tokens));
     let reserve = u64::from(prepared.prompt_tokens) + max_tokens * u64::from(parsed.n);
@@ -254,7 +296,7 @@ pub async fn decide(
     };
     ctx.rate_headers = rate_headers.headers;
     ctx.permit = Some(permit);
-    let mut plan = plan::route(state, prepared, endpoint, &parsed)?;
+    let mut plan = plan::route(state, prepared, endpoint, &parsed, model)?;
     let slot = plan::admit(state, &mut plan).await?;
     plan::record(state, &plan, tenant, &ctx.request_id);
     ctx.pending_slot = Some(slot);
@@ -362,8 +404,8 @@ mod tests {
             2,
             "only admitted requests are in the decision log"
         );
-        let ids: Vec<&str> = ok.iter().map(|c| c.request_id.as_str()).collect();
-        assert!(log.iter().all(|r| ids.contains(&r.request_id.as_str())));
+        let ids: Vec<&str> = ok.iter().map(|c| &*c.request_id).collect();
+        assert!(log.iter().all(|r| ids.contains(&&*r.request_id)));
         assert_eq!(decisions_counted(&state), 2);
     }
 

@@ -14,7 +14,8 @@
 //! - [`config`]: the one config model and its validation.
 //! - [`error`]: the one error enum and its HTTP/OpenAI mapping.
 //! - [`proxy`], [`intake`], [`plan`], [`accounting`], [`respond`]: the request path.
-//! - [`request`], [`response`]: what the gateway reads from bodies.
+//! - [`request`], [`response`]: what the gateway reads from bodies; [`headers`]: what it
+//!   stamps on messages.
 //! - [`tokenize`]: cached, replica-identical tokenization.
 //! - [`tenants`], [`limits`]: keys, salts, allowlists, rate limits.
 //! - [`replicas`]: registry, health, event following, load polling, probes.
@@ -27,6 +28,7 @@ pub mod admin;
 pub mod config;
 pub mod dashboard;
 pub mod error;
+pub mod headers;
 pub mod intake;
 pub mod limits;
 pub mod metrics;

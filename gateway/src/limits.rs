@@ -3,6 +3,7 @@
 
 use crate::config::TenantLimits;
 use crate::error::{GatewayError, LimitKind};
+use crate::headers::{self, HeaderPairs};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use parking_lot::Mutex;
@@ -18,13 +19,16 @@ pub struct TenantLimiter {
     requests: Option<DefaultDirectRateLimiter>,
     tokens: Option<Mutex<TokenBucket>>,
     in_flight: Arc<AtomicU32>,
+    /// `x-ratelimit-limit-requests` / `-tokens` values, formatted once.
+    limit_requests: http::HeaderValue,
+    limit_tokens: http::HeaderValue,
 }
 
 /// OpenAI-style `x-ratelimit-*` header values after an admission decision.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RateHeaders {
     /// Header name/value pairs.
-    pub headers: Vec<(&'static str, String)>,
+    pub headers: HeaderPairs,
 }
 
 /// Tokens reserved by an admitted request; settle with the actual usage at the end.
@@ -80,6 +84,8 @@ impl TenantLimiter {
             requests,
             tokens,
             in_flight: Arc::new(AtomicU32::new(0)),
+            limit_requests: headers::number(u64::from(limits.requests_per_minute)),
+            limit_tokens: headers::number(limits.tokens_per_minute),
         }
     }
 
@@ -100,7 +106,9 @@ pub fn admit(
     tokens: u64,
 ) -> Result<(Permit, RateHeaders), (GatewayError, RateHeaders)> {
     let l = &tenant.limiter;
-    let mut hdrs = RateHeaders::default();
+    let mut hdrs = RateHeaders {
+        headers: Vec::with_capacity(6),
+    };
     // Concurrency first: it is released on every path through the permit's Drop.
     let mut permit = Permit {
         tenant_limiter: None,
@@ -123,16 +131,16 @@ pub fn admit(
         }
     }
     if let Some(r) = &l.requests {
-        hdrs.headers.push((
-            "x-ratelimit-limit-requests",
-            l.limits.requests_per_minute.to_string(),
-        ));
+        hdrs.headers
+            .push((headers::RATELIMIT_LIMIT_REQUESTS, l.limit_requests.clone()));
         if let Err(not_until) = r.check() {
             let wait = not_until.wait_time_from(DefaultClock::default().now());
+            hdrs.headers.push((
+                headers::RATELIMIT_REMAINING_REQUESTS,
+                http::HeaderValue::from_static("0"),
+            ));
             hdrs.headers
-                .push(("x-ratelimit-remaining-requests", "0".into()));
-            hdrs.headers
-                .push(("x-ratelimit-reset-requests", format_secs(wait)));
+                .push((headers::RATELIMIT_RESET_REQUESTS, format_secs(wait)));
             return Err((
                 GatewayError::RateLimited {
                     kind: LimitKind::Requests,
@@ -147,14 +155,16 @@ pub fn admit(
         let mut b = b.lock();
         let now = Instant::now();
         let res = b.reserve(tokens, now);
+        hdrs.headers
+            .push((headers::RATELIMIT_LIMIT_TOKENS, l.limit_tokens.clone()));
         hdrs.headers.push((
-            "x-ratelimit-limit-tokens",
-            l.limits.tokens_per_minute.to_string(),
+            headers::RATELIMIT_REMAINING_TOKENS,
+            headers::number(b.available(now)),
         ));
-        hdrs.headers
-            .push(("x-ratelimit-remaining-tokens", b.available(now).to_string()));
-        hdrs.headers
-            .push(("x-ratelimit-reset-tokens", format_secs(b.time_to_full(now))));
+        hdrs.headers.push((
+            headers::RATELIMIT_RESET_TOKENS,
+            format_secs(b.time_to_full(now)),
+        ));
         if let Err(wait) = res {
             return Err((
                 GatewayError::RateLimited {
@@ -175,8 +185,35 @@ pub fn admit(
     Ok((permit, hdrs))
 }
 
-fn format_secs(d: Duration) -> String {
-    format!("{:.3}s", d.as_secs_f64())
+/// A duration as OpenAI's reset headers write it: seconds with millisecond precision
+/// (`1.250s`, rounded up so a client never retries early), formatted from integers.
+fn format_secs(d: Duration) -> http::HeaderValue {
+    let ms = d.as_nanos().div_ceil(1_000_000);
+    if ms == 0 {
+        return http::HeaderValue::from_static("0.000s");
+    }
+    let mut out = Vec::with_capacity(24);
+    push_decimal(&mut out, (ms / 1000) as u64);
+    let frac = (ms % 1000) as u16;
+    let digit = |d: u16| b'0' + (d % 10) as u8;
+    out.extend_from_slice(&[b'.', digit(frac / 100), digit(frac / 10), digit(frac), b's']);
+    http::HeaderValue::from_maybe_shared(bytes::Bytes::from(out))
+        .unwrap_or_else(|_| http::HeaderValue::from_static("0.000s"))
+}
+
+/// Appends the decimal digits of `n`.
+fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
 }
 
 /// Token bucket with capacity = tokens/minute, refilled continuously; equivalent to GCRA
@@ -309,7 +346,7 @@ mod tests {
                     assert!(h
                         .headers
                         .iter()
-                        .any(|(k, _)| *k == "x-ratelimit-reset-requests"));
+                        .any(|(k, _)| k == "x-ratelimit-reset-requests"));
                     last_err = Some(e);
                 }
             }
@@ -324,6 +361,22 @@ mod tests {
                 assert!(retry_after <= Duration::from_secs(1) && retry_after > Duration::ZERO)
             }
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn reset_durations_are_written_in_seconds_rounded_up() {
+        let cases = [
+            (Duration::ZERO, "0.000s"),
+            (Duration::from_nanos(1), "0.001s"),
+            (Duration::from_millis(1250), "1.250s"),
+            (Duration::from_millis(7_999), "7.999s"),
+            (Duration::from_millis(10_087), "10.087s"),
+            (Duration::from_micros(59_999_001), "60.000s"),
+            (Duration::from_secs(61), "61.000s"),
+        ];
+        for (d, want) in cases {
+            assert_eq!(format_secs(d), want, "{d:?}");
         }
     }
 

@@ -10,8 +10,7 @@ use crate::routing::DecisionRecord;
 use crate::state::AppState;
 use crate::tenants::Tenant;
 use router_policy::{
-    block_hashes, BlockHash, BlockSize, CheckpointId, ClusterView, Decision, HashNamespace,
-    RouteRequest, TokenId,
+    block_hashes, BlockHash, BlockSize, CheckpointId, ClusterView, Decision, RouteRequest, TokenId,
 };
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -23,7 +22,7 @@ pub struct Plan {
     /// Endpoint.
     pub endpoint: Endpoint,
     /// Model name.
-    pub model: String,
+    pub model: Arc<str>,
     /// SSE requested.
     pub stream: bool,
     /// Prompt tokens as the replica will count them.
@@ -100,9 +99,7 @@ pub fn prepare(
     let t0 = Instant::now();
     let tokens = tokenize(first, &req.prompt)?;
     let block_size = first.info.block_size;
-    let seed = HashNamespace::new(checkpoint.clone())
-        .with_salt(Some(tenant.salt.clone()))
-        .root_seed();
+    let seed = tenant.root_seed(&checkpoint);
     let hashes = block_hashes(seed, &tokens, block_size);
     Ok(Prepared {
         checkpoint,
@@ -121,6 +118,7 @@ pub fn route(
     prepared: Prepared,
     endpoint: Endpoint,
     req: &ParsedRequest,
+    model: Arc<str>,
 ) -> Result<Plan, GatewayError> {
     let Prepared {
         checkpoint,
@@ -157,7 +155,7 @@ pub fn route(
     }
     Ok(Plan {
         endpoint,
-        model: req.model.clone(),
+        model,
         stream: req.stream,
         prompt_tokens,
         hashes,
@@ -171,7 +169,7 @@ pub fn route(
 
 /// Records an admitted request's decision: the routing-branch counter, the stage latencies
 /// and the admin decision log. Requests rejected by limits or shed never get here.
-pub fn record(state: &AppState, plan: &Plan, tenant: &Tenant, request_id: &str) {
+pub fn record(state: &AppState, plan: &Plan, tenant: &Tenant, request_id: &Arc<str>) {
     let m = &state.metrics;
     m.route_tokenize_hash.observe(plan.prepare.as_secs_f64());
     m.route_select.observe(plan.select.as_secs_f64());
@@ -181,7 +179,7 @@ pub fn record(state: &AppState, plan: &Plan, tenant: &Tenant, request_id: &str) 
     )
     .inc();
     state.router.log_decision(DecisionRecord {
-        request_id: request_id.to_string(),
+        request_id: request_id.clone(),
         unix_ms: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64),

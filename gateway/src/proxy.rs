@@ -3,6 +3,7 @@
 //! replica, stamp headers, watch the response and account for it.
 
 use crate::error::GatewayError;
+use crate::headers;
 use crate::intake::{self, Intake};
 use crate::limits::Permit;
 use crate::plan::Plan;
@@ -20,7 +21,6 @@ use pingora_http::{RequestHeader, ResponseHeader};
 use pingora_proxy::{FailToProxy, ProxyHttp, Session};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use warmpath_protocol::replica_api::{HEADER_CACHE_SALT, HEADER_PREDICTED_CACHED, HEADER_REPLICA};
 
 /// The proxy service.
 pub struct Gateway {
@@ -37,7 +37,9 @@ impl Gateway {
 /// Per-request state across phases.
 pub struct RequestCtx {
     /// Request id (the W3C trace id).
-    pub request_id: String,
+    pub request_id: Arc<str>,
+    /// [`Self::request_id`] as a header value, made on first use and shared after.
+    request_id_value: Option<http::HeaderValue>,
     /// Trace context propagated upstream.
     pub trace: TraceContext,
     /// Arrival time.
@@ -45,11 +47,11 @@ pub struct RequestCtx {
     /// Authenticated tenant.
     pub tenant: Option<Arc<Tenant>>,
     /// Model asked for.
-    pub model: String,
+    pub model: Arc<str>,
     /// Token reservation.
     pub permit: Option<Permit>,
     /// `x-ratelimit-*` headers.
-    pub rate_headers: Vec<(&'static str, String)>,
+    pub rate_headers: crate::headers::HeaderPairs,
     /// The routing plan.
     pub plan: Option<Plan>,
     /// Slot held from admission for the first attempt.
@@ -83,16 +85,23 @@ pub struct RequestCtx {
     pub control: bool,
 }
 
+/// The model of a request not parsed (yet): one shared empty string, not one per request.
+fn no_model() -> Arc<str> {
+    static EMPTY: std::sync::OnceLock<Arc<str>> = std::sync::OnceLock::new();
+    EMPTY.get_or_init(|| "".into()).clone()
+}
+
 impl RequestCtx {
     /// A fresh context with a new root trace.
     pub fn new() -> Self {
         let trace = TraceContext::new_root();
         Self {
             request_id: trace.trace_id_hex(),
+            request_id_value: None,
             trace,
             start: Instant::now(),
             tenant: None,
-            model: String::new(),
+            model: no_model(),
             permit: None,
             rate_headers: Vec::new(),
             plan: None,
@@ -111,6 +120,15 @@ impl RequestCtx {
             stale_retried: false,
             control: false,
         }
+    }
+
+    /// The request id as a header value (one allocation for the upstream request and the
+    /// response together).
+    fn request_id_header(&mut self) -> http::HeaderValue {
+        let id = &self.request_id;
+        self.request_id_value
+            .get_or_insert_with(|| headers::shared_text(id.clone()))
+            .clone()
     }
 
     fn is_stream(&self) -> bool {
@@ -149,11 +167,12 @@ impl ProxyHttp for Gateway {
         if let Some(tp) = session
             .req_header()
             .headers
-            .get("traceparent")
+            .get(headers::TRACEPARENT)
             .and_then(|v| v.to_str().ok())
         {
             if let Some(t) = TraceContext::child_of(tp) {
                 ctx.request_id = t.trace_id_hex();
+                ctx.request_id_value = None;
                 ctx.trace = t;
             }
         }
@@ -240,7 +259,6 @@ impl ProxyHttp for Gateway {
         };
         peer.options.read_timeout = Some(Duration::from_millis(read));
         peer.options.write_timeout = Some(Duration::from_millis(cfg.timeouts.idle_ms));
-        peer.options.idle_timeout = Some(Duration::from_secs(60));
         Ok(Box::new(peer))
     }
 
@@ -251,13 +269,14 @@ impl ProxyHttp for Gateway {
         ctx: &mut RequestCtx,
     ) -> Result<()> {
         let tenant = ctx.tenant.as_ref().ok_or_else(|| internal("no tenant"))?;
-        upstream.remove_header("authorization");
+        let h = headers::caseless_request(upstream);
+        h.remove(http::header::AUTHORIZATION);
         // Inserting replaces whatever the client sent under this name.
-        upstream.insert_header(HEADER_CACHE_SALT, tenant.salt.as_str())?;
-        upstream.insert_header("traceparent", ctx.trace.header())?;
-        upstream.insert_header("x-request-id", ctx.request_id.as_str())?;
+        h.insert(headers::CACHE_SALT, tenant.salt_header.clone());
+        h.insert(headers::TRACEPARENT, ctx.trace.header_value());
+        h.insert(headers::REQUEST_ID, ctx.request_id_header());
         if let (Some(plan), Some(slot)) = (&ctx.plan, &ctx.slot) {
-            upstream.insert_header("host", slot.replica().host_header.clone())?;
+            h.insert(http::header::HOST, slot.replica().host_header.clone());
             self.state.router.record_routed(
                 slot.replica().id,
                 &plan.hashes,
@@ -310,22 +329,22 @@ impl ProxyHttp for Gateway {
         ctx: &mut RequestCtx,
     ) -> Result<()> {
         let cfg = self.state.config();
-        resp.headers.reserve(ctx.rate_headers.len() + 3);
+        let request_id = ctx.request_id_header();
+        let h = headers::caseless_response(resp);
+        h.reserve(ctx.rate_headers.len() + 3);
         if let (Some(plan), Some(slot)) = (&ctx.plan, &ctx.slot) {
             if cfg.headers.replica {
-                resp.insert_header(HEADER_REPLICA, slot.replica().label_header.clone())?;
+                h.insert(headers::REPLICA, slot.replica().label_header.clone());
             }
             if cfg.headers.predicted_cached_tokens {
-                resp.insert_header(
-                    HEADER_PREDICTED_CACHED,
-                    plan.predicted_cached_tokens(slot.replica()).to_string(),
-                )?;
+                let n = plan.predicted_cached_tokens(slot.replica());
+                h.insert(headers::PREDICTED_CACHED, headers::number(u64::from(n)));
             }
         }
         for (k, v) in &ctx.rate_headers {
-            resp.insert_header(*k, v.as_str())?;
+            h.insert(k.clone(), v.clone());
         }
-        resp.insert_header("x-request-id", ctx.request_id.as_str())?;
+        h.insert(headers::REQUEST_ID, request_id);
         Ok(())
     }
 
@@ -337,7 +356,7 @@ impl ProxyHttp for Gateway {
         ctx: &mut RequestCtx,
     ) -> Result<Option<Duration>> {
         if let (Some(t), Some(b)) = (ctx.tracker.as_mut(), body.as_ref()) {
-            t.observe(b);
+            t.observe_bytes(b);
         }
         let stream = ctx.is_stream();
         if end_of_stream && stream && ctx.response_started && !ctx.stream_error_sent {

@@ -1,7 +1,9 @@
 //! Writing responses the gateway answers itself (errors, model list, health).
 
 use crate::error::GatewayError;
+use crate::headers::{self, HeaderPairs};
 use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
 use pingora_http::ResponseHeader;
 use pingora_proxy::Session;
 
@@ -10,14 +12,15 @@ pub async fn json(
     session: &mut Session,
     status: u16,
     body: Vec<u8>,
-    headers: &[(&'static str, String)],
+    extra: &[(HeaderName, HeaderValue)],
     close: bool,
 ) -> pingora_error::Result<()> {
-    let mut h = ResponseHeader::build(status, Some(headers.len() + 4))?;
-    h.insert_header("content-type", "application/json")?;
-    h.insert_header("content-length", body.len().to_string())?;
-    for (k, v) in headers {
-        h.append_header(*k, v.as_str())?;
+    let mut h = ResponseHeader::build_no_case(status, Some(extra.len() + 4))?;
+    let map = &mut h.headers;
+    map.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    map.insert(CONTENT_LENGTH, headers::number(body.len() as u64));
+    for (k, v) in extra {
+        map.append(k.clone(), v.clone());
     }
     if close {
         h.insert_header("connection", "close")?;
@@ -33,19 +36,22 @@ pub async fn json(
 pub async fn error(
     session: &mut Session,
     err: &GatewayError,
-    extra: &[(&'static str, String)],
+    extra: &[(HeaderName, HeaderValue)],
     request_id: &str,
     close: bool,
 ) -> pingora_error::Result<()> {
     let r = err.response();
-    let mut headers = r.headers.clone();
-    headers.extend(extra.iter().cloned());
-    headers.push(("x-request-id", request_id.to_string()));
+    let mut all: HeaderPairs = Vec::with_capacity(r.headers.len() + extra.len() + 1);
+    for (k, v) in &r.headers {
+        all.push((HeaderName::from_static(k), headers::text(v)));
+    }
+    all.extend(extra.iter().cloned());
+    all.push((headers::REQUEST_ID, headers::text(request_id)));
     json(
         session,
         r.status,
         r.body,
-        &headers,
+        &all,
         close || err.closes_connection(),
     )
     .await

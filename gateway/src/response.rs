@@ -2,7 +2,9 @@
 //! reservations and cache metrics, and whether an SSE stream ended with `[DONE]`.
 
 use crate::replicas::client::LineSplitter;
-use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use scan::Scanner;
+
+mod scan;
 
 /// Largest non-streaming body kept for usage parsing.
 const MAX_JSON_BYTES: usize = 8 << 20;
@@ -23,6 +25,8 @@ pub struct Usage {
 pub struct ResponseTracker {
     stream: bool,
     lines: LineSplitter,
+    /// A non-streaming body that arrived in one chunk (the usual case): kept, not copied.
+    whole: Option<bytes::Bytes>,
     json: Vec<u8>,
     overflow: bool,
     saw_done: bool,
@@ -40,37 +44,11 @@ impl std::fmt::Debug for ResponseTracker {
     }
 }
 
-/// Visitor methods that answer `$value` for the listed kinds (scalars; `seq` and `map` are
-/// skipped over without being built).
-macro_rules! other_values {
-    ($ty:ty, $value:expr, $($kind:ident),*) => {
-        $(other_values!(@one $ty, $value, $kind);)*
-    };
-    (@one $ty:ty, $value:expr, bool) => { fn visit_bool<E>(self, _: bool) -> Result<$ty, E> { Ok($value) } };
-    (@one $ty:ty, $value:expr, i64) => { fn visit_i64<E>(self, _: i64) -> Result<$ty, E> { Ok($value) } };
-    (@one $ty:ty, $value:expr, u64) => { fn visit_u64<E>(self, _: u64) -> Result<$ty, E> { Ok($value) } };
-    (@one $ty:ty, $value:expr, f64) => { fn visit_f64<E>(self, _: f64) -> Result<$ty, E> { Ok($value) } };
-    (@one $ty:ty, $value:expr, str) => { fn visit_str<E>(self, _: &str) -> Result<$ty, E> { Ok($value) } };
-    (@one $ty:ty, $value:expr, unit) => { fn visit_unit<E>(self) -> Result<$ty, E> { Ok($value) } };
-    (@one $ty:ty, $value:expr, seq) => {
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<$ty, A::Error> {
-            while seq.next_element::<IgnoredAny>()?.is_some() {}
-            Ok($value)
-        }
-    };
-    (@one $ty:ty, $value:expr, map) => {
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<$ty, A::Error> {
-            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-            Ok($value)
-        }
-    };
-}
-
 /// The fields of a response object (or of one SSE chunk) the gateway reads: `usage`,
-/// whether `error` is present, and how many `choices` there are. Everything else is skipped
-/// without being built, so reading usage costs one pass over the bytes and no allocation.
-/// Lenient the way `serde_json::Value` lookups are: a field of an unexpected type reads as
-/// absent (or zero), never as a failed parse.
+/// whether `error` is present, and how many `choices` there are. Read in one pass over the
+/// bytes with no allocation (see [`scan`]), exactly as `serde_json::Value` lookups read
+/// them: the last of duplicate keys wins, and a field of an unexpected type reads as absent
+/// (or zero), never as a failed parse.
 #[derive(Default)]
 struct Envelope {
     usage: Option<Usage>,
@@ -79,204 +57,74 @@ struct Envelope {
 }
 
 impl Envelope {
+    /// `None` when `bytes` is not one JSON document (as `serde_json::from_slice` decides);
+    /// a document that is not an object has none of the fields.
     fn parse(bytes: &[u8]) -> Option<Self> {
-        let mut de = serde_json::Deserializer::from_slice(bytes);
-        let env = de.deserialize_any(EnvelopeVisitor).ok()?;
-        de.end().ok()?;
+        Scanner::document(bytes, |s| match s.peek() {
+            Some(b'{') => Self::read(s),
+            _ => s.skip_value().map(|()| Self::default()),
+        })
+    }
+
+    /// The fields of the top-level object.
+    fn read(s: &mut Scanner<'_>) -> Option<Self> {
+        let mut env = Self::default();
+        s.object(|s, key| {
+            if key.is(b"usage") {
+                env.usage = read_usage(s)?;
+            } else if key.is(b"error") {
+                env.error = true;
+                s.skip_value()?;
+            } else if key.is(b"choices") {
+                env.choices = s.array_len()?;
+            } else {
+                s.skip_value()?;
+            }
+            Some(())
+        })?;
         Some(env)
     }
 }
 
-/// Keys of an object, borrowed when they have no escapes.
-struct Key<'a>(std::borrow::Cow<'a, str>);
-
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a key")
-            }
-            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(v.into()))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
-                Ok(Key(v.to_string().into()))
-            }
-        }
-        d.deserialize_str(V)
-    }
-}
-
-struct EnvelopeVisitor;
-
-impl<'de> Visitor<'de> for EnvelopeVisitor {
-    type Value = Envelope;
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a JSON value")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Envelope, A::Error> {
-        let mut env = Envelope::default();
-        while let Some(Key(k)) = map.next_key::<Key<'de>>()? {
-            match k.as_ref() {
-                "usage" => env.usage = map.next_value::<UsageField>()?.0,
-                "error" => {
-                    map.next_value::<IgnoredAny>()?;
-                    env.error = true;
-                }
-                "choices" => env.choices = map.next_value::<SeqLen>()?.0,
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(env)
-    }
-    // Any other JSON value carries no usage.
-    other_values!(
-        Envelope,
-        Envelope::default(),
-        seq,
-        bool,
-        i64,
-        u64,
-        f64,
-        str,
-        unit
-    );
-}
-
 /// `usage`: `null` is no usage; an object gives its counts; anything else counts zero.
-struct UsageField(Option<Usage>);
-
-impl<'de> Deserialize<'de> for UsageField {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = UsageField;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("usage")
-            }
-            other_values!(UsageField, UsageField(None), unit);
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<UsageField, A::Error> {
-                let mut u = Usage::default();
-                while let Some(Key(k)) = map.next_key::<Key<'de>>()? {
-                    match k.as_ref() {
-                        "prompt_tokens" => {
-                            u.prompt_tokens = map.next_value::<MaybeU64>()?.0.unwrap_or(0)
-                        }
-                        "completion_tokens" => {
-                            u.completion_tokens = map.next_value::<MaybeU64>()?.0.unwrap_or(0)
-                        }
-                        "prompt_tokens_details" => {
-                            u.cached_tokens = map.next_value::<CachedField>()?.0
-                        }
-                        _ => {
-                            map.next_value::<IgnoredAny>()?;
-                        }
-                    }
+fn read_usage(s: &mut Scanner<'_>) -> Option<Option<Usage>> {
+    match s.peek()? {
+        b'n' => s.literal(b"null").map(|()| None),
+        b'{' => {
+            let mut u = Usage::default();
+            s.object(|s, key| {
+                if key.is(b"prompt_tokens") {
+                    u.prompt_tokens = s.u64_value()?.unwrap_or(0);
+                } else if key.is(b"completion_tokens") {
+                    u.completion_tokens = s.u64_value()?.unwrap_or(0);
+                } else if key.is(b"prompt_tokens_details") {
+                    u.cached_tokens = read_cached_tokens(s)?;
+                } else {
+                    s.skip_value()?;
                 }
-                Ok(UsageField(Some(u)))
-            }
-            other_values!(
-                UsageField,
-                UsageField(Some(Usage::default())),
-                seq,
-                bool,
-                i64,
-                u64,
-                f64,
-                str
-            );
+                Some(())
+            })?;
+            Some(Some(u))
         }
-        d.deserialize_any(V)
+        _ => s.skip_value().map(|()| Some(Usage::default())),
     }
 }
 
 /// `prompt_tokens_details`: its `cached_tokens`, when it is an object holding a count.
-struct CachedField(Option<u64>);
-
-impl<'de> Deserialize<'de> for CachedField {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = CachedField;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("prompt_tokens_details")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<CachedField, A::Error> {
-                let mut cached = None;
-                while let Some(Key(k)) = map.next_key::<Key<'de>>()? {
-                    if k == "cached_tokens" {
-                        cached = map.next_value::<MaybeU64>()?.0;
-                    } else {
-                        map.next_value::<IgnoredAny>()?;
-                    }
-                }
-                Ok(CachedField(cached))
-            }
-            other_values!(
-                CachedField,
-                CachedField(None),
-                seq,
-                unit,
-                bool,
-                i64,
-                u64,
-                f64,
-                str
-            );
-        }
-        d.deserialize_any(V)
+fn read_cached_tokens(s: &mut Scanner<'_>) -> Option<Option<u64>> {
+    if s.peek()? != b'{' {
+        return s.skip_value().map(|()| None);
     }
-}
-
-/// A non-negative integer, or `None` for any other value (as `Value::as_u64` reads it).
-struct MaybeU64(Option<u64>);
-
-impl<'de> Deserialize<'de> for MaybeU64 {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = MaybeU64;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a count")
-            }
-            fn visit_u64<E>(self, v: u64) -> Result<MaybeU64, E> {
-                Ok(MaybeU64(Some(v)))
-            }
-            fn visit_i64<E>(self, v: i64) -> Result<MaybeU64, E> {
-                Ok(MaybeU64(u64::try_from(v).ok()))
-            }
-            other_values!(MaybeU64, MaybeU64(None), f64, bool, str, unit, map, seq);
+    let mut cached = None;
+    s.object(|s, key| {
+        if key.is(b"cached_tokens") {
+            cached = s.u64_value()?;
+        } else {
+            s.skip_value()?;
         }
-        d.deserialize_any(V)
-    }
-}
-
-/// The length of an array; 0 for any other value.
-struct SeqLen(u64);
-
-impl<'de> Deserialize<'de> for SeqLen {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = SeqLen;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("choices")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<SeqLen, A::Error> {
-                let mut n = 0;
-                while seq.next_element::<IgnoredAny>()?.is_some() {
-                    n += 1;
-                }
-                Ok(SeqLen(n))
-            }
-            other_values!(SeqLen, SeqLen(0), map, unit, bool, i64, u64, f64, str);
-        }
-        d.deserialize_any(V)
-    }
+        Some(())
+    })?;
+    Some(cached)
 }
 
 impl ResponseTracker {
@@ -291,11 +139,7 @@ impl ResponseTracker {
     /// Feeds one body chunk.
     pub fn observe(&mut self, chunk: &[u8]) {
         if !self.stream {
-            if self.json.len() + chunk.len() <= MAX_JSON_BYTES {
-                self.json.extend_from_slice(chunk);
-            } else {
-                self.overflow = true;
-            }
+            self.gather(chunk);
             return;
         }
         for line in self.lines.push(chunk) {
@@ -320,12 +164,45 @@ impl ResponseTracker {
         }
     }
 
-    /// Parses the collected JSON body (non-streaming) once it is complete.
-    pub fn finish(&mut self) {
-        if self.stream || self.overflow || self.json.is_empty() {
+    /// [`Self::observe`] for a chunk as Pingora hands it over: a non-streaming body that
+    /// comes in one chunk is kept by reference instead of copied.
+    pub fn observe_bytes(&mut self, chunk: &bytes::Bytes) {
+        if !self.stream && self.whole.is_none() && self.json.is_empty() && !self.overflow {
+            if chunk.len() <= MAX_JSON_BYTES {
+                self.whole = Some(chunk.clone());
+            } else {
+                self.overflow = true;
+            }
             return;
         }
-        if let Some(env) = Envelope::parse(&self.json) {
+        self.observe(chunk);
+    }
+
+    /// Appends a chunk of a non-streaming body (bounded by [`MAX_JSON_BYTES`]).
+    fn gather(&mut self, chunk: &[u8]) {
+        let have = self.whole.as_ref().map_or(0, |w| w.len()) + self.json.len();
+        if self.overflow || have + chunk.len() > MAX_JSON_BYTES {
+            self.overflow = true;
+            return;
+        }
+        if let Some(first) = self.whole.take() {
+            self.json.reserve(first.len() + chunk.len());
+            self.json.extend_from_slice(&first);
+        }
+        self.json.extend_from_slice(chunk);
+    }
+
+    /// Parses the collected JSON body (non-streaming) once it is complete.
+    pub fn finish(&mut self) {
+        if self.stream || self.overflow {
+            return;
+        }
+        let whole = self.whole.take();
+        let body = whole.as_deref().unwrap_or(&self.json);
+        if body.is_empty() {
+            return;
+        }
+        if let Some(env) = Envelope::parse(body) {
             self.usage = env.usage;
             self.saw_error = env.error;
         }
@@ -392,6 +269,33 @@ mod tests {
     }
 
     #[test]
+    fn json_usage_is_read_whole_or_gathered_and_bounded() {
+        let body = bytes::Bytes::from_static(
+            br#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}"#,
+        );
+        let want = Some(Usage {
+            prompt_tokens: 3,
+            completion_tokens: 4,
+            cached_tokens: None,
+        });
+        let mut whole = ResponseTracker::new(false);
+        whole.observe_bytes(&body);
+        whole.finish();
+        assert_eq!(whole.usage(), want, "one chunk, kept by reference");
+        let mut pieces = ResponseTracker::new(false);
+        for piece in [body.slice(..10), body.slice(10..30), body.slice(30..)] {
+            pieces.observe_bytes(&piece);
+        }
+        pieces.finish();
+        assert_eq!(pieces.usage(), want, "several chunks, gathered");
+        let mut big = ResponseTracker::new(false);
+        big.observe_bytes(&body);
+        big.observe(&vec![b' '; MAX_JSON_BYTES]);
+        big.finish();
+        assert_eq!(big.usage(), None, "over the bound: not parsed");
+    }
+
+    #[test]
     fn json_usage_is_parsed_at_finish() {
         let mut t = ResponseTracker::new(false);
         t.observe(br#"{"choices":[],"usage":{"prompt_tokens":3,"#);
@@ -408,7 +312,7 @@ mod tests {
     }
 
     /// The reference reading: a `serde_json::Value`, looked up field by field.
-    fn by_value(bytes: &[u8]) -> Option<(Option<Usage>, bool, u64)> {
+    pub(super) fn by_value(bytes: &[u8]) -> Option<(Option<Usage>, bool, u64)> {
         let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
         let usage = v.get("usage").filter(|u| !u.is_null()).map(|u| Usage {
             prompt_tokens: u.get("prompt_tokens").and_then(|x| x.as_u64()).unwrap_or(0),
@@ -446,6 +350,158 @@ mod tests {
         for c in cases {
             let env = Envelope::parse(c).map(|e| (e.usage, e.error, e.choices));
             assert_eq!(env, by_value(c), "{}", String::from_utf8_lossy(c));
+        }
+    }
+
+    /// Asserts that the scanner reads each case as the reference does.
+    fn agree(cases: &[&[u8]]) {
+        for c in cases {
+            let env = Envelope::parse(c).map(|e| (e.usage, e.error, e.choices));
+            assert_eq!(env, by_value(c), "{}", c.escape_ascii());
+        }
+    }
+
+    #[test]
+    fn envelope_edge_cases_match_a_value_lookup() {
+        agree(&[
+            // Counts: only non-negative integers that fit u64 count.
+            br#"{"usage":{"prompt_tokens":1e2,"completion_tokens":10.0}}"#,
+            br#"{"usage":{"prompt_tokens":-0,"completion_tokens":18446744073709551615}}"#,
+            br#"{"usage":{"prompt_tokens_details":{"cached_tokens":18446744073709551616}}}"#,
+            br#"{"usage":{"prompt_tokens":true,"prompt_tokens_details":[{"cached_tokens":1}]}}"#,
+            // Duplicates: the last one wins, also across spellings of the same key.
+            br#"{"choices":[1,2],"choices":3}"#,
+            br#"{"usage":{"prompt_tokens":1},"us\u0061ge":null,"error":null}"#,
+            br#"{"usage":{"prompt_tokens_details":{"cached_tokens":1,"cached_tokens":"x"}}}"#,
+            br#"{"\u0075sage":{"prompt\u005ftokens":3,"prompt_tokens_det\u0061ils":{"cached_tokens":2}}}"#,
+            br#"{"usage\u0000":{"prompt_tokens":3},"us\u00e1ge":{"prompt_tokens":4}}"#,
+            // Strings: escapes, surrogates, control characters, UTF-8.
+            br#"{"a":"\ud83d\ude00 \" \\ \/ \b \f \n \r \t \u00e9"}"#,
+            br#"{"a":"\ud83d"}"#,
+            br#"{"a":"\ude00"}"#,
+            br#"{"a":"\ude00\ud83d"}"#,
+            br#"{"a":"\ud83d\u0041"}"#,
+            br#"{"a":"\ud83d\n"}"#,
+            br#"{"a":"\x"}"#,
+            br#"{"a":"\u12G4"}"#,
+            br#"{"a":"\u12"}"#,
+            b"{\"a\":\"\x01\"}",
+            b"{\"a\":\"\x7f\"}",
+            b"{\"a\":\"\xff\"}",
+            b"{\"a\":\"\xc0\xaf\"}",
+            b"{\"a\":\"\xed\xa0\x80\"}",
+            b"{\"a\":\"\xe4\xb8\"}",
+            b"{\"a\":\"\xe4\xb8\\n\xad\"}",
+            "{\"a\":\"中文 😀\"}".as_bytes(),
+            // Whitespace: only space, tab, line feed and carriage return.
+            b" \t\n\r{\"usage\" : { \"prompt_tokens\" :\t2 } } \r\n",
+            b"{\x0c}",
+            b"\xc2\xa0{}",
+            b"\xef\xbb\xbf{}",
+            b"",
+            b"  ",
+            // Numbers: syntax and range.
+            br#"[1e400]"#,
+            br#"[-1e309]"#,
+            br#"[1e-400, 0e99999999999, 1e-99999999999, 0.0e999]"#,
+            br#"[1.7976931348623157e308, 1.7976931348623159e308, 17976931348623157e292]"#,
+            br#"[1e99999999999]"#,
+            br#"[01]"#,
+            br#"[1.]"#,
+            br#"[.5]"#,
+            br#"[+1]"#,
+            br#"[-]"#,
+            br#"[1e]"#,
+            br#"[1e+]"#,
+            br#"[-01]"#,
+            br#"[1.5e+3, -0.0, 2E-2]"#,
+            // Grammar: trailing input, commas, keys, literals.
+            br#"{}x"#,
+            br#"{},"#,
+            br#"{}{}"#,
+            br#"[1,]"#,
+            br#"{"a":1,}"#,
+            br#"{,}"#,
+            br#"{"a"}"#,
+            br#"{"a":}"#,
+            br#"{1:2}"#,
+            br#"[nul]"#,
+            br#"[nulll]"#,
+            br#"[True]"#,
+            br#"[1 2]"#,
+            br#"{"a":1 "b":2}"#,
+            // Top-level values that are not objects read as nothing.
+            br#"[]"#,
+            br#"1"#,
+            br#"null"#,
+            br#""usage""#,
+        ]);
+    }
+
+    #[test]
+    fn envelope_pinned_answers() {
+        let read = |doc: &[u8]| Envelope::parse(doc).map(|e| (e.usage, e.error, e.choices));
+        let usage = |prompt_tokens, completion_tokens, cached_tokens| {
+            Some(Usage {
+                prompt_tokens,
+                completion_tokens,
+                cached_tokens,
+            })
+        };
+        let doc = br#"{"us\u0061ge":{"prompt_tokens":3},"usage":{"completion_tokens":2}}"#;
+        assert_eq!(read(doc), Some((usage(0, 2, None), false, 0)));
+        let doc = br#"{"usage":{"prompt_tokens":1e2,"completion_tokens":-1,"x":1.5}}"#;
+        assert_eq!(read(doc), Some((usage(0, 0, None), false, 0)));
+        let doc = br#"{"usage":"?","error":null,"choices":[{},[]]}"#;
+        assert_eq!(read(doc), Some((usage(0, 0, None), true, 2)));
+        assert_eq!(read(br#"["usage",{"usage":{}}]"#), Some((None, false, 0)));
+        assert_eq!(read(br#"{"a":"\ud83d"}"#), None, "lone surrogate");
+        assert_eq!(read(b"[1e400]"), None, "beyond f64");
+        assert_eq!(read(b"{} {}"), None, "trailing value");
+    }
+
+    #[test]
+    fn envelope_nesting_stops_where_serde_json_stops() {
+        // `depth` arrays/objects open at once, the outermost being the envelope itself.
+        let nested = |depth: usize, open: &str, inner: &str, close: &str| {
+            let (open, close) = (open.repeat(depth - 1), close.repeat(depth - 1));
+            format!(r#"{{"usage":{open}{inner}{close}}}"#).into_bytes()
+        };
+        for depth in [126, 127, 128, 129] {
+            let arrays = format!("{}{}", "[".repeat(depth), "]".repeat(depth)).into_bytes();
+            let objects = nested(depth, r#"{"a":"#, "1", "}");
+            let usage_arrays = nested(depth, "[", "", "]");
+            agree(&[&arrays, &objects, &usage_arrays]);
+            assert_eq!(by_value(&arrays).is_some(), depth <= 127, "depth {depth}");
+        }
+        // Far deeper input stops at the limit rather than recursing on.
+        let deep = "[".repeat(100_000).into_bytes();
+        agree(&[&deep]);
+    }
+
+    /// Rough cost of one read, against serde_json `Value` lookups, for a typical body and a
+    /// typical SSE chunk. Run with
+    /// `cargo test -p gateway --release --lib response -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn envelope_parse_timing() {
+        const BODY: &[u8] = br#"{"id":"chatcmpl-fixed","object":"chat.completion","created":0,"model":"fixed","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":8,"completion_tokens":1,"total_tokens":9,"prompt_tokens_details":{"cached_tokens":0}}}"#;
+        const CHUNK: &[u8] = br#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"m","choices":[{"index":0,"delta":{"content":"Hello"},"finish_reason":null}]}"#;
+        const ROUNDS: u32 = 200_000;
+        let time = |doc: &[u8], read: &dyn Fn(&[u8]) -> bool| {
+            let start = std::time::Instant::now();
+            for _ in 0..ROUNDS {
+                assert!(read(std::hint::black_box(doc)));
+            }
+            start.elapsed() / ROUNDS
+        };
+        for (name, doc) in [("body", BODY), ("chunk", CHUNK)] {
+            let scanner = time(doc, &|b| Envelope::parse(b).is_some());
+            let value = time(doc, &|b| by_value(b).is_some());
+            eprintln!(
+                "{name} ({} bytes): scanner {scanner:?}, Value {value:?}",
+                doc.len()
+            );
         }
     }
 }

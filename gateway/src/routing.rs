@@ -34,13 +34,16 @@ impl std::fmt::Debug for Router {
 #[derive(Clone, Debug, Serialize)]
 pub struct DecisionRecord {
     /// Request id.
-    pub request_id: String,
+    #[serde(serialize_with = "serialize_str")]
+    pub request_id: Arc<str>,
     /// Unix time, milliseconds.
     pub unix_ms: u64,
     /// Tenant id.
-    pub tenant: String,
+    #[serde(serialize_with = "serialize_str")]
+    pub tenant: Arc<str>,
     /// Model requested.
-    pub model: String,
+    #[serde(serialize_with = "serialize_str")]
+    pub model: Arc<str>,
     /// Prompt length.
     pub prompt_tokens: u32,
     /// Full blocks hashed.
@@ -52,6 +55,10 @@ pub struct DecisionRecord {
     /// The decision with its explanation (shared with the request's plan, not copied).
     #[serde(serialize_with = "serialize_shared")]
     pub decision: Arc<Decision>,
+}
+
+fn serialize_str<S: serde::Serializer>(v: &Arc<str>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(v)
 }
 
 fn serialize_shared<S: serde::Serializer>(d: &Arc<Decision>, s: S) -> Result<S::Ok, S::Error> {

@@ -5,7 +5,8 @@ use crate::config::{Config, TenantConfig, TenantLimits};
 use crate::error::GatewayError;
 use crate::limits::TenantLimiter;
 use hmac::{Hmac, Mac};
-use router_policy::CacheSalt;
+use parking_lot::Mutex;
+use router_policy::{CacheSalt, CheckpointId, HashNamespace, RootSeed};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
@@ -17,17 +18,59 @@ pub const LOCAL_TENANT: &str = "local";
 #[derive(Debug)]
 pub struct Tenant {
     /// Tenant id.
-    pub id: String,
+    pub id: Arc<str>,
     /// Allowed models (`*` = all).
     models: Vec<String>,
     /// The cache salt the gateway stamps on this tenant's requests.
     pub salt: CacheSalt,
+    /// [`Self::salt`] as the header value sent to replicas.
+    pub salt_header: http::HeaderValue,
     /// Rate limiter state.
     pub limiter: TenantLimiter,
     key_hashes: Vec<[u8; 32]>,
+    /// Root hash seeds of this tenant's namespace per checkpoint, computed once each.
+    seeds: Mutex<Vec<(CheckpointId, RootSeed)>>,
 }
 
+/// Most checkpoints whose root seeds a tenant keeps (a replica set serves a few at once).
+const MAX_CACHED_SEEDS: usize = 16;
+
 impl Tenant {
+    fn new(
+        id: Arc<str>,
+        models: Vec<String>,
+        salt: CacheSalt,
+        limits: &TenantLimits,
+        key_hashes: Vec<[u8; 32]>,
+    ) -> Self {
+        Self {
+            id,
+            models,
+            salt_header: crate::headers::text(salt.as_str()),
+            salt,
+            limiter: TenantLimiter::new(limits),
+            key_hashes,
+            seeds: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The root seed of this tenant's block hashes for `checkpoint` (the shared hashing
+    /// contract: checkpoint and salt in the seed).
+    pub fn root_seed(&self, checkpoint: &CheckpointId) -> RootSeed {
+        let mut seeds = self.seeds.lock();
+        if let Some((_, s)) = seeds.iter().find(|(c, _)| c == checkpoint) {
+            return *s;
+        }
+        let seed = HashNamespace::new(checkpoint.clone())
+            .with_salt(Some(self.salt.clone()))
+            .root_seed();
+        if seeds.len() >= MAX_CACHED_SEEDS {
+            seeds.remove(0);
+        }
+        seeds.push((checkpoint.clone(), seed));
+        seed
+    }
+
     /// Whether this tenant may use `model`.
     pub fn allows(&self, model: &str) -> bool {
         self.models.iter().any(|m| m == "*" || m == model)
@@ -63,26 +106,26 @@ impl TenantTable {
         let secret = cfg.auth.salt_secret.as_str();
         let mut tenants = Vec::new();
         if !cfg.auth.enabled {
-            tenants.push(Arc::new(Tenant {
-                id: LOCAL_TENANT.into(),
-                models: vec!["*".into()],
-                salt: derive_salt(secret, LOCAL_TENANT),
-                limiter: TenantLimiter::new(&TenantLimits::default()),
-                key_hashes: Vec::new(),
-            }));
+            tenants.push(Arc::new(Tenant::new(
+                LOCAL_TENANT.into(),
+                vec!["*".into()],
+                derive_salt(secret, LOCAL_TENANT),
+                &TenantLimits::default(),
+                Vec::new(),
+            )));
         }
         for t in &cfg.tenants {
             if let Some(prev) = previous.and_then(|p| p.reuse(t, secret)) {
                 tenants.push(prev);
                 continue;
             }
-            tenants.push(Arc::new(Tenant {
-                id: t.id.clone(),
-                models: t.models.clone(),
-                salt: derive_salt(secret, &t.id),
-                limiter: TenantLimiter::new(&t.limits),
-                key_hashes: decode_hashes(&t.api_key_sha256),
-            }));
+            tenants.push(Arc::new(Tenant::new(
+                t.id.as_str().into(),
+                t.models.clone(),
+                derive_salt(secret, &t.id),
+                &t.limits,
+                decode_hashes(&t.api_key_sha256),
+            )));
         }
         TenantTable {
             auth: cfg.auth.enabled,
@@ -91,7 +134,7 @@ impl TenantTable {
     }
 
     fn reuse(&self, t: &TenantConfig, secret: &str) -> Option<Arc<Tenant>> {
-        let old = self.tenants.iter().find(|o| o.id == t.id)?;
+        let old = self.tenants.iter().find(|o| *o.id == *t.id)?;
         let same = old.limiter.limits() == &t.limits
             && old.models == t.models
             && old.key_hashes == decode_hashes(&t.api_key_sha256)
@@ -169,8 +212,8 @@ mod tests {
     #[test]
     fn authenticates_by_hashed_key() {
         let t = TenantTable::build(&cfg(), None);
-        assert_eq!(t.authenticate(Some(b"Bearer key-a")).unwrap().id, "a");
-        assert_eq!(t.authenticate(Some(b"bearer key-b")).unwrap().id, "b");
+        assert_eq!(&*t.authenticate(Some(b"Bearer key-a")).unwrap().id, "a");
+        assert_eq!(&*t.authenticate(Some(b"bearer key-b")).unwrap().id, "b");
         assert!(t.authenticate(Some(b"Bearer key-c")).is_err());
         assert!(t.authenticate(Some(b"key-a")).is_err());
         assert!(t.authenticate(None).is_err());

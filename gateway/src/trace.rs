@@ -48,11 +48,21 @@ impl TraceContext {
         })
     }
 
-    /// The trace id as 32 hex digits.
-    pub fn trace_id_hex(&self) -> String {
-        let mut s = String::with_capacity(32);
-        push_hex(&mut s, &self.trace_id);
-        s
+    /// The trace id as 32 hex digits (the request id: one allocation, shared after).
+    pub fn trace_id_hex(&self) -> std::sync::Arc<str> {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut buf = [0u8; 32];
+        for (i, &b) in self.trace_id.iter().enumerate() {
+            buf[2 * i] = DIGITS[usize::from(b >> 4)];
+            buf[2 * i + 1] = DIGITS[usize::from(b & 15)];
+        }
+        std::str::from_utf8(&buf).unwrap_or_default().into()
+    }
+
+    /// [`Self::header`] as a header value (hex digits and dashes: always valid).
+    pub fn header_value(&self) -> http::HeaderValue {
+        http::HeaderValue::try_from(self.header())
+            .unwrap_or_else(|_| http::HeaderValue::from_static(""))
     }
 
     /// The `traceparent` header value naming our span as the parent.
@@ -85,7 +95,7 @@ mod tests {
     fn continues_an_incoming_trace_with_a_new_span() {
         let incoming = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
         let t = TraceContext::child_of(incoming).unwrap();
-        assert_eq!(t.trace_id_hex(), "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(&*t.trace_id_hex(), "4bf92f3577b34da6a3ce929d0e0e4736");
         let h = t.header();
         assert!(h.starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-"));
         assert!(h.ends_with("-01"));
@@ -98,7 +108,7 @@ mod tests {
         assert_eq!(TraceContext::new_root().header().len(), 55);
         let t = TraceContext::child_of("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
             .unwrap();
-        assert_eq!(t.trace_id_hex(), "0af7651916cd43dd8448eb211c80319c");
+        assert_eq!(&*t.trace_id_hex(), "0af7651916cd43dd8448eb211c80319c");
         assert_eq!(
             t.header(),
             format!(

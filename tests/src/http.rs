@@ -138,7 +138,8 @@ fn read_head(r: &mut impl BufRead) -> Result<(u16, Vec<(String, String)>)> {
     Ok((status, headers))
 }
 
-fn read_response(r: &mut BufReader<TcpStream>) -> Result<HttpResponse> {
+/// Reads one response from a connection the caller wrote a request on.
+pub fn read_response(r: &mut BufReader<TcpStream>) -> Result<HttpResponse> {
     let (status, headers) = read_head(r)?;
     let chunked = headers
         .iter()

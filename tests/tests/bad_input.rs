@@ -125,3 +125,46 @@ fn content_length_plus_transfer_encoding_is_rejected_and_closed() {
     );
     assert_eq!(mock.generations(), 0);
 }
+
+/// A body that arrives in several pieces (chunked, with pauses between writes) is gathered
+/// whole before routing and forwarded once; past the body limit across pieces it is a 413.
+#[test]
+fn a_body_sent_in_pieces_is_gathered_whole_and_limited_across_pieces() {
+    use std::io::{BufReader, Write};
+    let mock = MockReplica::start(Mode::Ok);
+    let gw = gateway(&mock);
+    let send = |body: &str| {
+        let mut s = std::net::TcpStream::connect(&gw.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        write!(
+            s,
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer key-t\r\n\
+             Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
+        .unwrap();
+        let third = body.len() / 3;
+        for piece in [&body[..third], &body[third..2 * third], &body[2 * third..]] {
+            write!(s, "{:x}\r\n{piece}\r\n", piece.len()).unwrap();
+            s.flush().unwrap();
+            std::thread::sleep(Duration::from_millis(60));
+        }
+        s.write_all(b"0\r\n\r\n").unwrap();
+        warmpath_e2e::http::read_response(&mut BufReader::new(s)).unwrap()
+    };
+    let body =
+        serde_json::to_string(&chat("mock", "a system prompt", "a question", 4, false)).unwrap();
+    let r = send(&body);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(mock.generations(), 1);
+    let big = serde_json::to_string(&chat(
+        "mock",
+        &"x".repeat(3000),
+        &"y".repeat(1500),
+        4,
+        false,
+    ))
+    .unwrap();
+    assert!(big.len() > 4096 && big.len() / 3 < 4096);
+    assert_openai_error(&send(&big), 413, "body_too_large");
+    assert_eq!(mock.generations(), 1, "an oversize body is not forwarded");
+}

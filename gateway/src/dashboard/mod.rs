@@ -86,6 +86,14 @@ impl std::fmt::Debug for Recorder {
     }
 }
 
+/// The counters under `key`, inserted on first use (the key is copied only then).
+fn entry<'a, T: Default>(map: &'a mut BTreeMap<String, T>, key: &str) -> &'a mut T {
+    if !map.contains_key(key) {
+        map.insert(key.to_string(), T::default());
+    }
+    map.get_mut(key).expect("inserted above")
+}
+
 /// Unix time in milliseconds.
 pub fn unix_ms() -> u64 {
     SystemTime::now()
@@ -102,14 +110,14 @@ impl Recorder {
     ) {
         let mut g = self.inner.lock();
         if let Some((label, t)) = replica {
-            let e = g.replicas.entry(label.to_string()).or_default();
+            let e = entry(&mut g.replicas, label);
             e.responses_with_usage += t.responses_with_usage;
             e.prompt_tokens += t.prompt_tokens;
             e.cached_tokens += t.cached_tokens;
             e.predicted_cached_tokens += t.predicted_cached_tokens;
         }
         if let Some((id, t)) = tenant {
-            let e = g.tenants.entry(id.to_string()).or_default();
+            let e = entry(&mut g.tenants, id);
             e.prompt_tokens += t.prompt_tokens;
             e.completion_tokens += t.completion_tokens;
         }
@@ -175,7 +183,7 @@ pub fn record(state: &AppState, ctx: &RequestCtx) {
             },
             None => TenantTokens::default(),
         };
-        (t.id.as_str(), tokens)
+        (&*t.id, tokens)
     });
     state.dashboard.add(
         replica.as_ref().map(|t| (ctx.replica_label.as_str(), *t)),

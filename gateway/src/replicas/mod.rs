@@ -338,26 +338,28 @@ impl Registry {
         now: std::time::Instant,
     ) -> Option<(CheckpointId, Vec<Arc<Replica>>)> {
         let list = self.replicas.read();
-        let serving: Vec<&Arc<Replica>> = list.iter().filter(|r| r.info.model == model).collect();
-        if serving.is_empty() {
-            return None;
-        }
-        // Routable replicas per checkpoint; a replica set has few checkpoints, so a small
-        // vector beats a hash map here.
-        let mut counts: Vec<(&CheckpointId, usize)> = Vec::with_capacity(2);
-        for r in &serving {
-            let ok = r.routable(now);
-            match counts.iter_mut().find(|(c, _)| *c == &r.info.checkpoint) {
-                Some((_, n)) => *n += usize::from(ok),
-                None => counts.push((&r.info.checkpoint, usize::from(ok))),
+        let serving = || list.iter().filter(|r| r.info.model == model);
+        let first = serving().next()?;
+        let best = if serving().all(|r| r.info.checkpoint == first.info.checkpoint) {
+            // The usual case: one checkpoint per model, nothing to count.
+            first.info.checkpoint.clone()
+        } else {
+            // Mid-rollout: the checkpoint with the most routable replicas. A replica set has
+            // few checkpoints, so a small vector beats a hash map here.
+            let mut counts: Vec<(&CheckpointId, usize)> = Vec::with_capacity(2);
+            for r in serving() {
+                let ok = r.routable(now);
+                match counts.iter_mut().find(|(c, _)| *c == &r.info.checkpoint) {
+                    Some((_, n)) => *n += usize::from(ok),
+                    None => counts.push((&r.info.checkpoint, usize::from(ok))),
+                }
             }
-        }
-        let best = counts
-            .iter()
-            .max_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(b.0)))
-            .map(|(c, _)| (*c).clone())?;
-        let reps = serving
-            .into_iter()
+            counts
+                .iter()
+                .max_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(b.0)))
+                .map(|(c, _)| (*c).clone())?
+        };
+        let reps = serving()
             .filter(|r| r.info.checkpoint == best && !r.draining.load(Ordering::Acquire))
             .cloned()
             .collect();

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Instructions per proxied request (callgrind), for the gateway and the bare Pingora
+# passthrough, each in front of the same fixed-reply upstream with the short chat body of
+# scripts/bench-gateway.sh. Unlike req/s on a shared 2-core VM, an instruction count does not
+# move with machine load, so it tracks the gateway's own cost from change to change.
+# (callgrind runs the CPU without SHA extensions, so the gateway's API-key hash counts about
+# 3,000 instructions more here than it costs on a CPU with SHA-NI.)
+#
+#   scripts/gateway-instructions.sh        # needs valgrind and wrk (apt-get install valgrind wrk)
+#   BENCH_SPEC=spec.json scripts/gateway-instructions.sh   # a tokenizer spec saved from
+#       `curl replica:PORT/v1/replica/tokenizer` (SmolLM2's, as scripts/bench-gateway.sh uses);
+#       without it the upstream publishes the byte-level fixture tokenizer
+#
+# Prints one line per proxy: requests measured, instructions per request, allocations per
+# request; then the ratio. Counters are zeroed after a warm-up, so start-up is not counted.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+. scripts/lib/gateway-bench-common.sh
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+DURATION=${DURATION:-8}
+for tool in valgrind callgrind_control callgrind_annotate wrk; do
+  command -v $tool >/dev/null || { echo "$tool missing: apt-get install valgrind wrk" >&2; exit 1; }
+done
+cargo build --release -p gateway --bin gateway --example passthrough --example fixed_upstream
+BIN=$CARGO_TARGET_DIR/release
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+UP=19200; PT=19201; GW=19203; ADM=19204
+SPEC_ARGS=()
+[ -n "${BENCH_SPEC:-}" ] && SPEC_ARGS=("$BENCH_SPEC")
+"$BIN/examples/fixed_upstream" 127.0.0.1:$UP 1 "${SPEC_ARGS[@]}" >/dev/null 2>&1 & PIDS+=($!)
+write_gateway_yaml "$WORK/gateway.yaml" $GW $ADM $UP 1
+write_short_lua "$WORK/short.lua"
+
+# measure NAME PORT CMD...: runs CMD under callgrind, warms up, counts DURATION seconds of
+# wrk c=8 traffic; prints "NAME requests instructions/request allocations/request".
+measure() {
+  local name=$1 port=$2; shift 2
+  valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.$name" "$@" >/dev/null 2>"$WORK/$name.log" &
+  local pid=$!; PIDS+=($pid)
+  for _ in $(seq 150); do
+    curl -s -o /dev/null -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' \
+      -d "$SHORT" "http://127.0.0.1:$port/v1/chat/completions" && break
+    sleep 0.4
+  done
+  wrk -t1 -c8 -d2s -s "$WORK/short.lua" "http://127.0.0.1:$port/v1/chat/completions" >/dev/null
+  callgrind_control -z "$pid" >/dev/null
+  local n
+  n=$(wrk -t1 -c8 -d"${DURATION}s" -s "$WORK/short.lua" "http://127.0.0.1:$port/v1/chat/completions" |
+    awk '/requests in/ {print $1}')
+  callgrind_control -d "$pid" >/dev/null
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+  local file total allocs
+  file=$(ls -t "$WORK"/cg."$name".* | head -1)
+  total=$(callgrind_annotate "$file" | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
+  # Calls into the global allocator: the callers listed above its entry in the call tree.
+  allocs=$(callgrind_annotate --tree=caller "$file" 2>/dev/null | python3 -c '
+import re, sys
+block = []
+for line in sys.stdin:
+    if not line.strip():
+        block = []
+    elif "* " in line and "__rust_alloc " in line:
+        print(sum(int(m.replace(",", "")) for l in block for m in re.findall(r"\(([\d,]+)x\)", l)))
+        break
+    else:
+        block.append(line)
+')
+  echo "$name $n $((total / n)) $(python3 -c "print(round($allocs / $n, 1))")"
+}
+
+G=$(measure gateway $GW env RUST_LOG=warn "$BIN/gateway" --config "$WORK/gateway.yaml")
+P=$(measure passthrough $PT "$BIN/examples/passthrough" 127.0.0.1:$PT 127.0.0.1:$UP 1)
+echo "proxy requests instructions/request allocations/request"
+echo "$G"
+echo "$P"
+python3 -c "
+g, p = '$G'.split(), '$P'.split()
+print(f'gateway / passthrough instructions per request: {int(g[2]) / int(p[2]):.3f}')
+print(f'gateway added instructions per request: {int(g[2]) - int(p[2])}')"

@@ -1,0 +1,40 @@
+# Shared by scripts/bench-gateway.sh and scripts/gateway-instructions.sh (source it): the
+# benchmark tenant, the gateway config in front of one fixed-reply upstream, and the short
+# chat body as a wrk script.
+
+KEY=sk-bench-key
+SHORT='{"model":"fixed","max_tokens":16,"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Say hello in one word."}]}'
+
+# write_gateway_yaml FILE LISTEN_PORT ADMIN_PORT UPSTREAM_PORT THREADS: auth, tenant limits
+# (set high enough never to reject), tokenization, hashing and `warm` routing all on.
+write_gateway_yaml() {
+  local hash
+  hash=$(printf %s "$KEY" | sha256sum | cut -d' ' -f1)
+  cat > "$1" <<YAML
+listen: 127.0.0.1:$2
+admin_listen: 127.0.0.1:$3
+threads: $5
+replicas: [http://127.0.0.1:$4]
+policy: {type: warm}
+auth: {enabled: true, salt_secret: bench-salt-secret-0123456789}
+tenants:
+  - id: bench
+    api_key_sha256: [$hash]
+    models: ["*"]
+    limits: {requests_per_minute: 100000000, request_burst: 1000000, tokens_per_minute: 1000000000000, max_concurrent: 10000}
+admission: {max_in_flight_per_replica: 10000, max_queue: 10000}
+health: {probe_interval_ms: 5000}
+load_poll_ms: 1000
+tokenizer: {cache_entries: 8192, min_cached_bytes: 1}
+YAML
+}
+
+# write_short_lua FILE: wrk posts the short chat body with the tenant's key.
+write_short_lua() {
+  cat > "$1" <<LUA
+wrk.method = "POST"
+wrk.body = '$SHORT'
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer $KEY"
+LUA
+}
