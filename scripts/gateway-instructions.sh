@@ -45,12 +45,12 @@ measure() {
   valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.$name" "$@" >/dev/null 2>"$WORK/$name.log" &
   local pid=$!; PIDS+=($pid)
   for _ in $(seq 150); do
-    curl -s -o /dev/null -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' \
+    curl -sf -o /dev/null -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' \
       -d "$SHORT" "http://127.0.0.1:$port/v1/chat/completions" && break
     sleep 0.4
   done
   wrk -t1 -c8 -d2s -s "$WORK/short.lua" "http://127.0.0.1:$port/v1/chat/completions" >/dev/null
-  callgrind_control -z "$pid" >/dev/null
+  callgrind_control -z "$pid" >"$WORK/$name.ctl" 2>&1 || { echo "callgrind_control -z failed: $(cat "$WORK/$name.ctl")" >&2; exit 1; }
   local n
   n=$(wrk -t1 -c8 -d"${DURATION}s" -s "$WORK/short.lua" "http://127.0.0.1:$port/v1/chat/completions" |
     awk '/requests in/ {print $1}')
@@ -60,7 +60,7 @@ measure() {
   file=$(ls -t "$WORK"/cg."$name".* | head -1)
   total=$(callgrind_annotate "$file" | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
   # Calls into the global allocator: the callers listed above its entry in the call tree.
-  allocs=$(callgrind_annotate --tree=caller "$file" 2>/dev/null | python3 -c '
+  allocs=$(callgrind_annotate --inclusive=yes --tree=caller "$file" 2>/dev/null | python3 -c '
 import re, sys
 block = []
 for line in sys.stdin:
@@ -75,7 +75,8 @@ for line in sys.stdin:
   echo "$name $n $((total / n)) $(python3 -c "print(round($allocs / $n, 1))")"
 }
 
-G=$(measure gateway $GW env RUST_LOG=warn "$BIN/gateway" --config "$WORK/gateway.yaml")
+export RUST_LOG=warn
+G=$(measure gateway $GW "$BIN/gateway" --config "$WORK/gateway.yaml")
 P=$(measure passthrough $PT "$BIN/examples/passthrough" 127.0.0.1:$PT 127.0.0.1:$UP 1)
 echo "proxy requests instructions/request allocations/request"
 echo "$G"
