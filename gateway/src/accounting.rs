@@ -32,7 +32,7 @@ pub fn finish(state: &AppState, e: Option<&Error>, ctx: &mut RequestCtx) {
     let status = if ctx.status == 0 { 499 } else { ctx.status };
     state
         .metrics
-        .request(tenant, &ctx.model, ctx.replica_label.as_str(), status)
+        .request(tenant, &ctx.model, ctx.replica_label(), status)
         .inc();
     let usage = ctx.tracker.as_ref().and_then(|t| t.usage());
     if let (Some(u), false) = (usage, tenant.is_empty()) {
@@ -42,12 +42,7 @@ pub fn finish(state: &AppState, e: Option<&Error>, ctx: &mut RequestCtx) {
         t.cached.inc_by(u.cached_tokens.unwrap_or(0));
     }
     if let (Some(plan), Some(u)) = (&ctx.plan, usage) {
-        if let (Some(actual), Some(r)) = (
-            u.cached_tokens,
-            plan.candidates
-                .iter()
-                .find(|r| r.label == ctx.replica_label),
-        ) {
+        if let (Some(actual), Some(r)) = (u.cached_tokens, &ctx.replica) {
             let predicted = u64::from(plan.predicted_cached_tokens(r));
             let m = state.metrics.model(&plan.model);
             m.predicted_cached_tokens.inc_by(predicted);
@@ -61,7 +56,7 @@ pub fn finish(state: &AppState, e: Option<&Error>, ctx: &mut RequestCtx) {
         request_id = %ctx.request_id,
         tenant,
         model = %ctx.model,
-        replica = %ctx.replica_label,
+        replica = ctx.replica_label(),
         status,
         attempts = ctx.attempts,
         prompt_tokens,

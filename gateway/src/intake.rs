@@ -3,6 +3,7 @@
 //! decided before any byte goes to a replica.
 
 use crate::error::GatewayError;
+use crate::gather::Gathered;
 use crate::limits;
 use crate::plan;
 use crate::proxy::RequestCtx;
@@ -52,29 +53,41 @@ pub async fn run(
     }
 }
 
+/// Checks size and framing; returns the `Authorization` value, found in the same pass.
 fn check_framing(
     session: &Session,
     max_body: usize,
     max_header: usize,
-) -> Result<(), GatewayError> {
+) -> Result<Option<&[u8]>, GatewayError> {
     let req = session.req_header();
-    let h = &req.headers;
     let uri_bytes = req
         .uri
         .path_and_query()
         .map_or(req.uri.path().len(), |pq| pq.as_str().len())
         + req.uri.scheme_str().map_or(0, |s| s.len() + 3)
         + req.uri.authority().map_or(0, |a| a.as_str().len());
-    let header_bytes: usize = h
-        .iter()
-        .map(|(k, v)| k.as_str().len() + v.len() + 4)
-        .sum::<usize>()
-        + uri_bytes;
+    // One pass over the headers: their size, and the framing ones (standard names compare
+    // as enum tags, so this costs less than hashing each name for a map lookup).
+    let mut header_bytes = uri_bytes;
+    let (mut cl, mut cl_count, mut te, mut te_count, mut upgrade) = (None, 0, None, 0, false);
+    let mut authorization = None;
+    for (k, v) in &req.headers {
+        header_bytes += k.as_str().len() + v.len() + 4;
+        if k == CONTENT_LENGTH {
+            cl_count += 1;
+            cl = cl.or(Some(v));
+        } else if k == TRANSFER_ENCODING {
+            te_count += 1;
+            te = te.or(Some(v));
+        } else if k == UPGRADE {
+            upgrade = true;
+        } else if k == AUTHORIZATION {
+            authorization = authorization.or(Some(v.as_bytes()));
+        }
+    }
     if header_bytes > max_header {
         return Err(GatewayError::HeadersTooLarge { limit: max_header });
     }
-    let cl_count = h.get_all(CONTENT_LENGTH).iter().count();
-    let te_count = h.get_all(TRANSFER_ENCODING).iter().count();
     // Pingora drops Content-Length when Transfer-Encoding is present, so look at the raw
     // header block for the smuggling shape.
     let raw_cl = te_count > 0 && raw_has_content_length(&session.as_downstream().to_h1_raw());
@@ -86,29 +99,30 @@ fn check_framing(
     if cl_count > 1 {
         return Err(GatewayError::AmbiguousFraming("duplicate Content-Length"));
     }
-    if te_count > 1
-        || h.get(TRANSFER_ENCODING)
-            .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"chunked"))
-    {
+    if te_count > 1 || te.is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"chunked")) {
         return Err(GatewayError::AmbiguousFraming(
             "unsupported Transfer-Encoding",
         ));
     }
-    if let Some(v) = h.get(CONTENT_LENGTH) {
-        let s = v.to_str().unwrap_or("x");
-        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+    if let Some(v) = cl {
+        let s = v.as_bytes();
+        if s.is_empty() || !s.iter().all(u8::is_ascii_digit) {
             return Err(GatewayError::AmbiguousFraming("invalid Content-Length"));
         }
-        if s.parse::<usize>().map_or(true, |n| n > max_body) {
+        // All digits, so valid UTF-8; too many digits to parse is too large.
+        let n = std::str::from_utf8(s)
+            .ok()
+            .and_then(|s| s.parse::<usize>().ok());
+        if n.is_none_or(|n| n > max_body) {
             return Err(GatewayError::BodyTooLarge { limit: max_body });
         }
     }
-    if h.contains_key(UPGRADE) {
+    if upgrade {
         return Err(GatewayError::BadRequest(
             "protocol upgrades are not supported".into(),
         ));
     }
-    Ok(())
+    Ok(authorization)
 }
 
 /// Whether a raw HTTP/1 header block has a `Content-Length` line.
@@ -125,22 +139,18 @@ async fn read_body(
     timeout: Duration,
 ) -> Result<bytes::Bytes, GatewayError> {
     session.enable_retry_buffering();
-    let deadline = Instant::now() + timeout;
-    // Sized once from Content-Length (already checked against `max`) when there is one.
-    let hint = session
-        .req_header()
-        .headers
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok())
-        .unwrap_or(0);
-    let mut first: Option<bytes::Bytes> = None;
-    let mut body = Vec::new();
+    // Read the clock only once a read has to wait (a small body usually arrives with the
+    // header): the deadline counts from then.
+    let mut deadline = None;
+    let mut body = Gathered::default();
     loop {
         let read = match read_now(session) {
             Some(read) => read,
             None => {
-                let left = deadline.saturating_duration_since(Instant::now());
+                let now = Instant::now();
+                let left = deadline
+                    .get_or_insert(now + timeout)
+                    .saturating_duration_since(now);
                 tokio::time::timeout(left, session.read_request_body())
                     .await
                     .map_err(|_| GatewayError::ClientTimeout)?
@@ -152,28 +162,22 @@ async fn read_body(
                     "cannot read the body: {e}"
                 )))
             }
-            Ok(None) => {
-                return Ok(match first {
-                    Some(only) if body.is_empty() => only,
-                    _ => body.into(),
-                })
-            }
+            Ok(None) => return Ok(body.into_bytes()),
             Ok(Some(chunk)) => {
-                let have = first.as_ref().map_or(0, |f| f.len()) + body.len();
-                if have + chunk.len() > max {
+                if body.len() + chunk.len() > max {
                     return Err(GatewayError::BodyTooLarge { limit: max });
                 }
-                match first.take() {
-                    None if body.is_empty() => first = Some(chunk),
-                    earlier => {
-                        if let Some(earlier) = earlier {
-                            // A second chunk: from here on the body is gathered in one buffer.
-                            body.reserve(hint.min(max).max(earlier.len() + chunk.len()));
-                            body.extend_from_slice(&earlier);
-                        }
-                        body.extend_from_slice(&chunk);
-                    }
-                }
+                // From a second chunk on, one buffer sized from Content-Length (already
+                // checked against `max`) when there is one.
+                body.push(&chunk, || {
+                    session
+                        .req_header()
+                        .headers
+                        .get(CONTENT_LENGTH)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.parse::<usize>().ok())
+                        .map_or(0, |n| n.min(max))
+                });
             }
         }
     }
@@ -235,18 +239,12 @@ async fn admit(
             })
         }
     };
-    check_framing(
+    let authorization = check_framing(
         session,
         cfg.limits.max_body_bytes,
         cfg.limits.max_header_bytes,
     )?;
-    let tenant = state.tenants().authenticate(
-        session
-            .req_header()
-            .headers
-            .get(AUTHORIZATION)
-            .map(|v| v.as_bytes()),
-    )?;
+    let tenant = state.tenants().authenticate(authorization)?;
     ctx.tenant = Some(tenant.clone());
     let Some(endpoint) = endpoint else {
         let models: Vec<String> = state
@@ -282,12 +280,13 @@ pub async fn decide(
 ) -> Result<(), GatewayError> {
     let cfg = state.config();
     let parsed = request::parse(endpoint, body)?;
-    let model: Arc<str> = parsed.model.as_str().into();
+    let model: Arc<str> = Arc::from(&*parsed.model);
     ctx.model = model.clone();
-    let prepared = plan::prepare(state, tenant, &parsed)?;
+    let now = Instant::now();
+    let prepared = plan::prepare(state, tenant, &parsed, now)?;
     let max_tokens = u64::from(parsed.max_tokens.unwrap_or(cfg.limits.default_max_tokens));
     let reserve = u64::from(prepared.prompt_tokens) + max_tokens * u64::from(parsed.n);
-    let (permit, rate_headers) = match limits::admit(tenant, reserve) {
+    let (permit, rate_headers) = match limits::admit(tenant, reserve, now) {
         Ok(ok) => ok,
         Err((e, h)) => {
             ctx.rate_headers = h.headers;
@@ -299,10 +298,11 @@ pub async fn decide(
     let mut plan = plan::route(state, prepared, endpoint, &parsed, model)?;
     let slot = plan::admit(state, &mut plan).await?;
     plan::record(state, &plan, tenant, &ctx.request_id);
+    let plan_decided = plan.decided;
     ctx.pending_slot = Some(slot);
     ctx.tracker = Some(ResponseTracker::new(plan.stream));
     ctx.plan = Some(plan);
-    state.retry_budget.record_request(Instant::now());
+    state.retry_budget.record_request(plan_decided);
     Ok(())
 }
 

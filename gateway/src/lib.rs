@@ -28,6 +28,7 @@ pub mod admin;
 pub mod config;
 pub mod dashboard;
 pub mod error;
+pub mod gather;
 pub mod headers;
 pub mod intake;
 pub mod limits;

@@ -104,6 +104,7 @@ impl TenantLimiter {
 pub fn admit(
     tenant: &Arc<crate::tenants::Tenant>,
     tokens: u64,
+    now: Instant,
 ) -> Result<(Permit, RateHeaders), (GatewayError, RateHeaders)> {
     let l = &tenant.limiter;
     let mut hdrs = RateHeaders {
@@ -153,7 +154,6 @@ pub fn admit(
     }
     if let Some(b) = &l.tokens {
         let mut b = b.lock();
-        let now = Instant::now();
         let res = b.reserve(tokens, now);
         hdrs.headers
             .push((headers::RATELIMIT_LIMIT_TOKENS, l.limit_tokens.clone()));
@@ -340,7 +340,7 @@ mod tests {
         let mut ok = 0;
         let mut last_err = None;
         for _ in 0..5 {
-            match admit(&t, 10) {
+            match admit(&t, 10, Instant::now()) {
                 Ok(_) => ok += 1,
                 Err((e, h)) => {
                     assert!(h
@@ -386,11 +386,11 @@ mod tests {
             max_concurrent: 1,
             ..Default::default()
         });
-        let p = admit(&t, 1).unwrap();
-        assert!(admit(&t, 1).is_err());
+        let p = admit(&t, 1, Instant::now()).unwrap();
+        assert!(admit(&t, 1, Instant::now()).is_err());
         drop(p);
         assert_eq!(t.limiter.in_flight(), 0);
-        assert!(admit(&t, 1).is_ok());
+        assert!(admit(&t, 1, Instant::now()).is_ok());
     }
 
     #[test]
@@ -399,13 +399,13 @@ mod tests {
             tokens_per_minute: 1000,
             ..Default::default()
         });
-        let (p, _) = admit(&t, 900).unwrap();
-        assert!(admit(&t, 900).is_err());
+        let (p, _) = admit(&t, 900, Instant::now()).unwrap();
+        assert!(admit(&t, 900, Instant::now()).is_err());
         drop(p);
-        let (mut p, _) = admit(&t, 900).unwrap();
+        let (mut p, _) = admit(&t, 900, Instant::now()).unwrap();
         p.settle(850);
         drop(p);
-        assert!(admit(&t, 900).is_err());
-        assert!(admit(&t, 100).is_ok());
+        assert!(admit(&t, 900, Instant::now()).is_err());
+        assert!(admit(&t, 100, Instant::now()).is_ok());
     }
 }

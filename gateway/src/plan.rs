@@ -39,6 +39,8 @@ pub struct Plan {
     pub prepare: Duration,
     /// Time spent in the policy.
     pub select: Duration,
+    /// When the policy decided (the clock read that ended `select`, reused after it).
+    pub decided: Instant,
 }
 
 impl Plan {
@@ -79,24 +81,25 @@ pub struct Prepared {
     prepare: Duration,
 }
 
-/// Tokenizes and hashes the prompt of `req` for `tenant` (allowlist checked). Nothing is
-/// routed or recorded yet.
+/// Tokenizes and hashes the prompt of `req` for `tenant` (allowlist checked), starting at
+/// `now`. Nothing is routed or recorded yet.
 pub fn prepare(
     state: &AppState,
     tenant: &Tenant,
     req: &ParsedRequest,
+    now: Instant,
 ) -> Result<Prepared, GatewayError> {
     if !tenant.allows(&req.model) {
-        return Err(GatewayError::ModelNotAllowed(req.model.clone()));
+        return Err(GatewayError::ModelNotAllowed(req.model.to_string()));
     }
     let (checkpoint, replicas) = state
         .registry
-        .candidates(&req.model, Instant::now())
-        .ok_or_else(|| GatewayError::UnknownModel(req.model.clone()))?;
+        .candidates(&req.model, now)
+        .ok_or_else(|| GatewayError::UnknownModel(req.model.to_string()))?;
     let first = replicas
         .first()
-        .ok_or_else(|| GatewayError::NoReplica(req.model.clone()))?;
-    let t0 = Instant::now();
+        .ok_or_else(|| GatewayError::NoReplica(req.model.to_string()))?;
+    let t0 = now;
     let tokens = tokenize(first, &req.prompt)?;
     let block_size = first.info.block_size;
     let seed = tenant.root_seed(&checkpoint);
@@ -135,13 +138,14 @@ pub fn route(
         hashes: &hashes,
         prompt_tokens,
         block_size,
-        now: state.now_millis(),
+        now: state.millis_at(t1),
     };
     let decision = state
         .router
         .select(&route, &view)
-        .map_err(|_| GatewayError::NoReplica(req.model.clone()))?;
-    let select = t1.elapsed();
+        .map_err(|_| GatewayError::NoReplica(req.model.to_string()))?;
+    let decided = Instant::now();
+    let select = decided.saturating_duration_since(t1);
     let mut candidates: Vec<Arc<Replica>> = Vec::with_capacity(1 + decision.fallbacks.len());
     for id in std::iter::once(decision.replica).chain(decision.fallbacks.iter().copied()) {
         if let Some(r) = replicas.iter().find(|r| r.id == id) {
@@ -151,7 +155,7 @@ pub fn route(
         }
     }
     if candidates.is_empty() {
-        return Err(GatewayError::NoReplica(req.model.clone()));
+        return Err(GatewayError::NoReplica(req.model.to_string()));
     }
     Ok(Plan {
         endpoint,
@@ -164,6 +168,7 @@ pub fn route(
         decision: Arc::new(decision),
         prepare,
         select,
+        decided,
     })
 }
 
@@ -199,10 +204,11 @@ pub fn record(state: &AppState, plan: &Plan, tenant: &Tenant, request_id: &Arc<s
 pub async fn admit(state: &AppState, plan: &mut Plan) -> Result<Slot, GatewayError> {
     let cfg = state.config();
     let max = cfg.admission.max_in_flight_per_replica;
-    let deadline = Instant::now() + Duration::from_millis(cfg.admission.queue_timeout_ms);
+    // The first try uses the decision's clock read; only a wait reads the clock again.
+    let deadline = plan.decided + Duration::from_millis(cfg.admission.queue_timeout_ms);
     let mut queued = false;
+    let mut now = plan.decided;
     let result = loop {
-        let now = Instant::now();
         if let Some((i, slot)) = plan
             .candidates
             .iter()
@@ -236,6 +242,7 @@ pub async fn admit(state: &AppState, plan: &mut Plan) -> Result<Slot, GatewayErr
             .registry
             .wait_for_free_slot(left.min(Duration::from_millis(50)))
             .await;
+        now = Instant::now();
     };
     if queued {
         state.queued.fetch_sub(1, Ordering::AcqRel);

@@ -76,8 +76,8 @@ pub struct RequestCtx {
     pub stream_error_sent: bool,
     /// The whole request body was read.
     pub body_read: bool,
-    /// Replica of the final attempt.
-    pub replica_label: String,
+    /// Replica of the latest attempt.
+    pub replica: Option<Arc<crate::replicas::Replica>>,
     /// A stale pooled connection was already retried.
     pub stale_retried: bool,
     /// A gateway control endpoint (`/health`, `/ready`): not API traffic, so kept out of
@@ -116,7 +116,7 @@ impl RequestCtx {
             upstream_retry_after: None,
             stream_error_sent: false,
             body_read: false,
-            replica_label: String::new(),
+            replica: None,
             stale_retried: false,
             control: false,
         }
@@ -129,6 +129,11 @@ impl RequestCtx {
         self.request_id_value
             .get_or_insert_with(|| headers::shared_text(id.clone()))
             .clone()
+    }
+
+    /// The label of the latest attempt's replica; empty before any attempt.
+    pub fn replica_label(&self) -> &str {
+        self.replica.as_ref().map_or("", |r| r.label.as_str())
     }
 
     fn is_stream(&self) -> bool {
@@ -162,6 +167,12 @@ impl ProxyHttp for Gateway {
     fn new_ctx(&self) -> RequestCtx {
         RequestCtx::new()
     }
+
+    /// No downstream modules. Pingora's default adds its response-compression module,
+    /// disabled; the gateway never compresses (replies are small JSON or SSE that must
+    /// flush event by event), so it does not pay for that module's per-request setup and
+    /// filter calls.
+    fn init_downstream_modules(&self, _modules: &mut pingora_core::modules::http::HttpModules) {}
 
     async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
         if let Some(tp) = session
@@ -241,7 +252,7 @@ impl ProxyHttp for Gateway {
         };
         ctx.attempts += 1;
         let r = slot.replica().clone();
-        ctx.replica_label.clone_from(&r.label);
+        ctx.replica = Some(r.clone());
         ctx.slot = Some(slot);
         let mut peer = match r.socket_addr {
             Some(addr) => HttpPeer::new(addr, false, String::new()),
@@ -277,16 +288,17 @@ impl ProxyHttp for Gateway {
         h.insert(headers::REQUEST_ID, ctx.request_id_header());
         if let (Some(plan), Some(slot)) = (&ctx.plan, &ctx.slot) {
             h.insert(http::header::HOST, slot.replica().host_header.clone());
+            let now = Instant::now();
             self.state.router.record_routed(
                 slot.replica().id,
                 &plan.hashes,
-                self.state.now_millis(),
+                self.state.millis_at(now),
             );
             if ctx.attempts == 1 {
                 self.state
                     .metrics
                     .added_latency_for(plan.endpoint)
-                    .observe(ctx.start.elapsed().as_secs_f64());
+                    .observe(now.saturating_duration_since(ctx.start).as_secs_f64());
             }
         }
         Ok(())
@@ -356,7 +368,7 @@ impl ProxyHttp for Gateway {
         ctx: &mut RequestCtx,
     ) -> Result<Option<Duration>> {
         if let (Some(t), Some(b)) = (ctx.tracker.as_mut(), body.as_ref()) {
-            t.observe_bytes(b);
+            t.observe(b);
         }
         let stream = ctx.is_stream();
         if end_of_stream && stream && ctx.response_started && !ctx.stream_error_sent {

@@ -1,6 +1,7 @@
 //! Watching a response as it passes through (never delaying it): usage for settling token
 //! reservations and cache metrics, and whether an SSE stream ended with `[DONE]`.
 
+use crate::gather::Gathered;
 use crate::replicas::client::LineSplitter;
 use scan::Scanner;
 
@@ -25,9 +26,8 @@ pub struct Usage {
 pub struct ResponseTracker {
     stream: bool,
     lines: LineSplitter,
-    /// A non-streaming body that arrived in one chunk (the usual case): kept, not copied.
-    whole: Option<bytes::Bytes>,
-    json: Vec<u8>,
+    /// A non-streaming body (bounded by [`MAX_JSON_BYTES`]), read once it is complete.
+    json: Gathered,
     overflow: bool,
     saw_done: bool,
     saw_error: bool,
@@ -136,10 +136,19 @@ impl ResponseTracker {
         }
     }
 
-    /// Feeds one body chunk.
-    pub fn observe(&mut self, chunk: &[u8]) {
+    /// Feeds one body chunk, as Pingora hands it over (a non-streaming body that comes in
+    /// one chunk is kept by reference, not copied).
+    pub fn observe(&mut self, chunk: &bytes::Bytes) {
         if !self.stream {
-            self.gather(chunk);
+            if self.overflow {
+                return;
+            }
+            if self.json.len() + chunk.len() > MAX_JSON_BYTES {
+                self.overflow = true;
+                self.json = Gathered::default();
+                return;
+            }
+            self.json.push(chunk, || 0);
             return;
         }
         for line in self.lines.push(chunk) {
@@ -164,49 +173,19 @@ impl ResponseTracker {
         }
     }
 
-    /// [`Self::observe`] for a chunk as Pingora hands it over: a non-streaming body that
-    /// comes in one chunk is kept by reference instead of copied.
-    pub fn observe_bytes(&mut self, chunk: &bytes::Bytes) {
-        if !self.stream && self.whole.is_none() && self.json.is_empty() && !self.overflow {
-            if chunk.len() <= MAX_JSON_BYTES {
-                self.whole = Some(chunk.clone());
-            } else {
-                self.overflow = true;
-            }
-            return;
-        }
-        self.observe(chunk);
-    }
-
-    /// Appends a chunk of a non-streaming body (bounded by [`MAX_JSON_BYTES`]).
-    fn gather(&mut self, chunk: &[u8]) {
-        let have = self.whole.as_ref().map_or(0, |w| w.len()) + self.json.len();
-        if self.overflow || have + chunk.len() > MAX_JSON_BYTES {
-            self.overflow = true;
-            return;
-        }
-        if let Some(first) = self.whole.take() {
-            self.json.reserve(first.len() + chunk.len());
-            self.json.extend_from_slice(&first);
-        }
-        self.json.extend_from_slice(chunk);
-    }
-
     /// Parses the collected JSON body (non-streaming) once it is complete.
     pub fn finish(&mut self) {
         if self.stream || self.overflow {
             return;
         }
-        let whole = self.whole.take();
-        let body = whole.as_deref().unwrap_or(&self.json);
+        let body = std::mem::take(&mut self.json);
         if body.is_empty() {
             return;
         }
-        if let Some(env) = Envelope::parse(body) {
+        if let Some(env) = Envelope::parse(body.as_slice()) {
             self.usage = env.usage;
             self.saw_error = env.error;
         }
-        self.json = Vec::new();
     }
 
     /// True once a stream has sent `data: [DONE]`.
@@ -240,10 +219,16 @@ mod tests {
     #[test]
     fn stream_usage_and_done_across_chunk_boundaries() {
         let mut t = ResponseTracker::new(true);
-        t.observe(b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\nda");
-        t.observe(b"ta: {\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":2,");
+        t.observe(&bytes::Bytes::from_static(
+            b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\nda",
+        ));
+        t.observe(&bytes::Bytes::from_static(
+            b"ta: {\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":2,",
+        ));
         assert!(!t.saw_done());
-        t.observe(b"\"prompt_tokens_details\":{\"cached_tokens\":8}}}\n\ndata: [DONE]\n\n");
+        t.observe(&bytes::Bytes::from_static(
+            b"\"prompt_tokens_details\":{\"cached_tokens\":8}}}\n\ndata: [DONE]\n\n",
+        ));
         assert!(t.saw_done());
         assert_eq!(
             t.usage(),
@@ -259,11 +244,13 @@ mod tests {
     #[test]
     fn stream_without_usage_is_estimated_and_errors_are_seen() {
         let mut t = ResponseTracker::new(true);
-        t.observe(
+        t.observe(&bytes::Bytes::from_static(
             b"data: {\"choices\":[{\"delta\":{}}]}\n\ndata: {\"choices\":[{\"delta\":{}}]}\n\n",
-        );
+        ));
         assert_eq!(t.charged_tokens(5), 7);
-        t.observe(b"data: {\"error\":{\"message\":\"x\"}}\n\n");
+        t.observe(&bytes::Bytes::from_static(
+            b"data: {\"error\":{\"message\":\"x\"}}\n\n",
+        ));
         assert!(t.saw_error());
         assert!(!t.saw_done());
     }
@@ -279,18 +266,18 @@ mod tests {
             cached_tokens: None,
         });
         let mut whole = ResponseTracker::new(false);
-        whole.observe_bytes(&body);
+        whole.observe(&body);
         whole.finish();
         assert_eq!(whole.usage(), want, "one chunk, kept by reference");
         let mut pieces = ResponseTracker::new(false);
         for piece in [body.slice(..10), body.slice(10..30), body.slice(30..)] {
-            pieces.observe_bytes(&piece);
+            pieces.observe(&piece);
         }
         pieces.finish();
         assert_eq!(pieces.usage(), want, "several chunks, gathered");
         let mut big = ResponseTracker::new(false);
-        big.observe_bytes(&body);
-        big.observe(&vec![b' '; MAX_JSON_BYTES]);
+        big.observe(&body);
+        big.observe(&bytes::Bytes::from(vec![b' '; MAX_JSON_BYTES]));
         big.finish();
         assert_eq!(big.usage(), None, "over the bound: not parsed");
     }
@@ -298,8 +285,10 @@ mod tests {
     #[test]
     fn json_usage_is_parsed_at_finish() {
         let mut t = ResponseTracker::new(false);
-        t.observe(br#"{"choices":[],"usage":{"prompt_tokens":3,"#);
-        t.observe(br#""completion_tokens":4}}"#);
+        t.observe(&bytes::Bytes::from_static(
+            br#"{"choices":[],"usage":{"prompt_tokens":3,"#,
+        ));
+        t.observe(&bytes::Bytes::from_static(br#""completion_tokens":4}}"#));
         t.finish();
         assert_eq!(
             t.usage(),

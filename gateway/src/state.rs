@@ -76,7 +76,12 @@ impl AppState {
 
     /// Milliseconds since start (the router's clock).
     pub fn now_millis(&self) -> Millis {
-        Millis(self.started.elapsed().as_millis() as u64)
+        self.millis_at(Instant::now())
+    }
+
+    /// [`Self::now_millis`] at an instant already read.
+    pub fn millis_at(&self, at: Instant) -> Millis {
+        Millis(at.saturating_duration_since(self.started).as_millis() as u64)
     }
 
     /// Registers a replica and starts following it.
@@ -141,8 +146,6 @@ impl AppState {
 
     /// Records the result of a request or probe against a replica's health.
     pub fn report(&self, r: &Replica, ok: bool) {
-        let cfg = self.config();
-        let now = Instant::now();
         if ok {
             if r.health.lock().record_success() {
                 self.metrics
@@ -153,6 +156,8 @@ impl AppState {
             }
             return;
         }
+        let cfg = self.config();
+        let now = Instant::now();
         let may_eject = self.registry.ejected_count(now)
             < max_ejected(self.registry.len(), cfg.health.max_ejected_ratio);
         let outcome = r.health.lock().record_failure(

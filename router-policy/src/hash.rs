@@ -101,9 +101,18 @@ pub fn block_hash(parent: u64, block: &[TokenId]) -> BlockHash {
 
 /// Chained hashes of every full block of `tokens`.
 pub fn block_hashes(seed: RootSeed, tokens: &[TokenId], block_size: BlockSize) -> Vec<BlockHash> {
-    let mut hasher = ChainHasher::new(seed, block_size);
-    hasher.extend(tokens);
-    hasher.into_hashes()
+    assert!(block_size.0 > 0, "block size must be positive");
+    // The batch form of `ChainHasher` (a test pins them equal), sized once: no pending
+    // buffer, no regrowth of the hash vector on a long prompt.
+    let blocks = tokens.chunks_exact(block_size.get());
+    let mut out = Vec::with_capacity(blocks.len());
+    let mut prev = seed.0;
+    for block in blocks {
+        let h = block_hash(prev, block);
+        prev = h.0;
+        out.push(h);
+    }
+    out
 }
 
 /// Incremental hasher: feed tokens as they are produced (prompt, then generated tokens) and

@@ -159,16 +159,12 @@ impl Recorder {
 pub fn record(state: &AppState, ctx: &RequestCtx) {
     let usage = ctx.tracker.as_ref().and_then(|t| t.usage());
     let replica = match (&ctx.plan, usage) {
-        (Some(plan), Some(u)) => plan
-            .candidates
-            .iter()
-            .find(|r| r.label == ctx.replica_label)
-            .map(|r| ReplicaTokens {
-                responses_with_usage: 1,
-                prompt_tokens: u.prompt_tokens,
-                cached_tokens: u.cached_tokens.unwrap_or(0),
-                predicted_cached_tokens: u64::from(plan.predicted_cached_tokens(r)),
-            }),
+        (Some(plan), Some(u)) => ctx.replica.as_ref().map(|r| ReplicaTokens {
+            responses_with_usage: 1,
+            prompt_tokens: u.prompt_tokens,
+            cached_tokens: u.cached_tokens.unwrap_or(0),
+            predicted_cached_tokens: u64::from(plan.predicted_cached_tokens(r)),
+        }),
         _ => None,
     };
     let tenant = ctx.tenant.as_ref().map(|t| {
@@ -185,10 +181,9 @@ pub fn record(state: &AppState, ctx: &RequestCtx) {
         };
         (&*t.id, tokens)
     });
-    state.dashboard.add(
-        replica.as_ref().map(|t| (ctx.replica_label.as_str(), *t)),
-        tenant,
-    );
+    state
+        .dashboard
+        .add(replica.as_ref().map(|t| (ctx.replica_label(), *t)), tenant);
     snapshot::sample_history(state, false);
 }
 

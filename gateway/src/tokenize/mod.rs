@@ -12,7 +12,7 @@
 mod skeleton;
 
 pub use skeleton::SKELETON_MIN_BYTES;
-use skeleton::{straddles, Part, Skeleton};
+use skeleton::{straddles, Frame, Part, Skeleton};
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use lru::LruCache;
@@ -23,6 +23,33 @@ use std::sync::Arc;
 use warmpath_protocol::text::{ChatMessage, ChatTokenizer, TextError, TokenizerSpec};
 use xxhash_rust::xxh3::{xxh3_128, Xxh3};
 
+/// A chat message as the tokenizer reads it: owned ([`ChatMessage`]) or borrowed from a
+/// request body ([`crate::request::Message`]), so a request's contents are never copied
+/// just to be hashed. Only paths that render a chat whole build owned messages.
+pub trait ChatText {
+    /// `system`, `user`, `assistant`, ...
+    fn role(&self) -> &str;
+    /// Message text.
+    fn content(&self) -> &str;
+}
+
+impl ChatText for ChatMessage {
+    fn role(&self) -> &str {
+        &self.role
+    }
+    fn content(&self) -> &str {
+        &self.content
+    }
+}
+
+/// Owned copies, for the paths that render a chat whole.
+fn owned<M: ChatText>(messages: &[M]) -> Vec<ChatMessage> {
+    messages
+        .iter()
+        .map(|m| ChatMessage::new(m.role(), m.content()))
+        .collect()
+}
+
 /// A replica's tokenizer plus the per-piece token cache.
 pub struct CachedTokenizer {
     inner: ChatTokenizer,
@@ -31,8 +58,13 @@ pub struct CachedTokenizer {
     /// length: set when the template passed [`Skeleton::probe`].
     skeleton: Option<(AhoCorasick, usize)>,
     cache: Mutex<LruCache<u128, Arc<[TokenId]>>>,
+    /// Rendered skeleton frames by chat shape (roles and empty contents): few shapes recur.
+    frames: Mutex<LruCache<u128, Arc<Frame>>>,
     min_cached_bytes: usize,
 }
+
+/// Chat shapes whose frames are kept.
+const FRAME_CACHE_ENTRIES: usize = 256;
 
 impl std::fmt::Debug for CachedTokenizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -61,6 +93,9 @@ impl CachedTokenizer {
             splitter,
             skeleton,
             cache: Mutex::new(LruCache::new(cap)),
+            frames: Mutex::new(LruCache::new(
+                NonZeroUsize::new(FRAME_CACHE_ENTRIES).unwrap_or(NonZeroUsize::MIN),
+            )),
             min_cached_bytes,
         })
     }
@@ -76,34 +111,34 @@ impl CachedTokenizer {
     /// rendering, no scan. A longer chat is rendered as a [`Skeleton`] when the template
     /// allows it (its long contents hashed in place), otherwise whole, and goes through the
     /// piece cache.
-    pub fn encode_chat(&self, messages: &[ChatMessage]) -> Result<Vec<TokenId>, TextError> {
+    pub fn encode_chat<M: ChatText>(&self, messages: &[M]) -> Result<Vec<TokenId>, TextError> {
         let bytes: usize = messages
             .iter()
-            .map(|m| m.role.len() + m.content.len())
+            .map(|m| m.role().len() + m.content().len())
             .sum();
         if bytes > PROMPT_CACHE_MAX_BYTES {
             if let Some(ids) = self.encode_chat_skeleton(messages)? {
                 return Ok(ids);
             }
-            let text = self.inner.render_chat(messages, true)?;
+            let text = self.inner.render_chat(&owned(messages), true)?;
             return self.encode(&text, true);
         }
         let key = chat_key(messages);
         if let Some(hit) = self.cache.lock().get(&key) {
             return Ok(hit.to_vec());
         }
-        let text = self.inner.render_chat(messages, true)?;
+        let text = self.inner.render_chat(&owned(messages), true)?;
         let ids = self.encode(&text, true)?;
         self.cache.lock().put(key, ids.as_slice().into());
         Ok(ids)
     }
 
     /// Chat prompt tokens without the cache (reference path).
-    pub fn encode_chat_uncached(
+    pub fn encode_chat_uncached<M: ChatText>(
         &self,
-        messages: &[ChatMessage],
+        messages: &[M],
     ) -> Result<Vec<TokenId>, TextError> {
-        self.inner.encode_chat(messages)
+        self.inner.encode_chat(&owned(messages))
     }
 
     /// Encodes `text` as `ChatTokenizer::encode` does, through the piece cache.
@@ -144,16 +179,33 @@ impl CachedTokenizer {
 
     /// A long chat's ids through a [`Skeleton`]: `None` when the template or the chat does
     /// not allow it (the caller renders it whole).
-    fn encode_chat_skeleton(
+    fn encode_chat_skeleton<M: ChatText>(
         &self,
-        messages: &[ChatMessage],
+        messages: &[M],
     ) -> Result<Option<Vec<TokenId>>, TextError> {
         let (Some((ac, ids)), Some((overlap, max_len))) = (&self.splitter, &self.skeleton) else {
             return Ok(None);
         };
-        let Some(sk) = Skeleton::render(&self.inner, messages, SKELETON_MIN_BYTES)? else {
+        if !messages
+            .iter()
+            .any(|m| m.content().len() >= SKELETON_MIN_BYTES)
+        {
             return Ok(None);
+        }
+        let key = Frame::key(messages);
+        let cached = self.frames.lock().get(&key).cloned();
+        let frame = match cached {
+            Some(f) => f,
+            None => {
+                let Some(f) = Frame::render(&self.inner, messages)? else {
+                    return Ok(None);
+                };
+                let f = Arc::new(f);
+                self.frames.lock().put(key, f.clone());
+                f
+            }
         };
+        let sk = Skeleton::new(frame, messages);
         let parts = sk.parts();
         if straddles(&parts, overlap, *max_len) {
             return Ok(None);
@@ -250,14 +302,15 @@ pub const PROMPT_CACHE_MAX_BYTES: usize = 4096;
 
 /// The cache key of a whole chat: a 128-bit hash of its messages, length-prefixed so no two
 /// message lists share an encoding, and domain-separated from the keys of text pieces.
-fn chat_key(messages: &[ChatMessage]) -> u128 {
+fn chat_key<M: ChatText>(messages: &[M]) -> u128 {
     let mut h = Xxh3::new();
     h.update(b"warmpath.chat-prompt.v1\0");
     for m in messages {
-        h.update(&(m.role.len() as u64).to_le_bytes());
-        h.update(m.role.as_bytes());
-        h.update(&(m.content.len() as u64).to_le_bytes());
-        h.update(m.content.as_bytes());
+        let (role, content) = (m.role(), m.content());
+        h.update(&(role.len() as u64).to_le_bytes());
+        h.update(role.as_bytes());
+        h.update(&(content.len() as u64).to_le_bytes());
+        h.update(content.as_bytes());
     }
     h.digest128()
 }
@@ -409,10 +462,20 @@ mod tests {
             assert_eq!(sk.assemble(), tok.inner().render_chat(&msgs, true).unwrap());
             assert!(sk.parts().iter().any(|p| matches!(p, Part::Content(_))));
         }
-        // A short content holding the placeholder mark: rendered whole, still exact.
+        // A content holding the placeholder mark is never rendered into the frame, so it
+        // cannot be mistaken for a placeholder: still exact.
         let msgs = vec![
             ChatMessage::new("system", "x".repeat(5000)),
             ChatMessage::new("user", "\u{E000}0\u{E001}"),
+        ];
+        let sk = Skeleton::render(tok.inner(), &msgs, SKELETON_MIN_BYTES)
+            .unwrap()
+            .expect("a skeleton");
+        assert_eq!(sk.assemble(), tok.inner().render_chat(&msgs, true).unwrap());
+        // A role holding it: rendered whole.
+        let msgs = vec![
+            ChatMessage::new("system", "x".repeat(5000)),
+            ChatMessage::new("\u{E000}0\u{E001}", "hi"),
         ];
         assert!(Skeleton::render(tok.inner(), &msgs, SKELETON_MIN_BYTES)
             .unwrap()
@@ -421,6 +484,35 @@ mod tests {
             tok.encode_chat(&msgs).unwrap(),
             tok.encode_chat_uncached(&msgs).unwrap()
         );
+    }
+
+    #[test]
+    fn one_frame_serves_every_chat_of_a_shape_and_shapes_differ_by_empty_contents() {
+        let tok = CachedTokenizer::new(&byte_level_spec(), 64, 8).unwrap();
+        let sys = "s ".repeat(PROMPT_CACHE_MAX_BYTES);
+        let chat = |user: &str, assistant: &str| {
+            vec![
+                ChatMessage::new("system", sys.clone()),
+                ChatMessage::new("user", user),
+                ChatMessage::new("assistant", assistant),
+                ChatMessage::new("user", "next?"),
+            ]
+        };
+        let chats = [
+            chat("first question", "an answer"),
+            chat("second, different question", "another answer"),
+            chat("third", ""),
+            chat("", ""),
+            chat("fourth", "yet another"),
+        ];
+        for msgs in &chats {
+            assert_eq!(
+                tok.encode_chat(msgs).unwrap(),
+                tok.encode_chat_uncached(msgs).unwrap()
+            );
+        }
+        // Shapes: both set, assistant empty, both empty.
+        assert_eq!(tok.frames.lock().len(), 3);
     }
 
     #[test]

@@ -1,20 +1,25 @@
-//! Rendering a chat without copying its long contents.
+//! Rendering a chat without copying its contents.
 //!
 //! A 25 KB system prompt costs more to render (minijinja concatenates it into the output,
-//! copying it several times) and to scan for added tokens than to hash. So long contents
-//! are swapped for short placeholders, the template renders a small skeleton, and the
-//! contents are put back only as references: the prompt is the skeleton's literal text
-//! with the contents between. The piece of the prompt that holds a content (from the added
-//! token before it to the one after it) is looked up in the piece cache by a hash streamed
-//! over its parts; only a miss ever builds its text.
+//! copying it several times) and to scan for added tokens than to hash. So a long chat's
+//! contents are swapped for short placeholders, the template renders a small [`Frame`],
+//! and the contents are put back only as references: the prompt is the frame's literal
+//! text with the contents between. A frame depends only on the chat's shape (roles, and
+//! which contents are empty), so it is rendered once per shape and cached; a long chat of
+//! a known shape costs no template render at all. The piece of the prompt that holds a
+//! content (from the added token before it to the one after it) is looked up in the piece
+//! cache by a hash streamed over its parts; only a miss ever builds its text.
 //!
 //! This is exact when the template inserts contents verbatim (no filters, no branches on
 //! the text), which [`Skeleton::probe`] checks once per tokenizer on sample chats, and when
-//! no added token straddles the edge of a content, which [`Skeleton::parts`] checks per
-//! request. Whenever either fails, the caller renders the whole chat instead.
+//! no added token straddles the edge of a content, which [`straddles`] checks per request.
+//! Whenever either fails, the caller renders the whole chat instead.
 
+use super::ChatText;
 use aho_corasick::AhoCorasick;
+use std::sync::Arc;
 use warmpath_protocol::text::{ChatMessage, ChatTokenizer, TextError};
+use xxhash_rust::xxh3::Xxh3;
 
 /// Contents at least this long are left out of the rendered skeleton.
 pub const SKELETON_MIN_BYTES: usize = 1024;
@@ -41,40 +46,52 @@ impl<'a> Part<'a> {
     }
 }
 
-/// A rendered skeleton: literal text, and where each left-out content goes.
+/// What the template makes of one chat *shape* (its roles, and which contents are empty)
+/// with every non-empty content swapped for a placeholder: literal text, and per cut the
+/// index of the message whose content goes there. It depends on the shape alone, so it is
+/// rendered once per shape and cached: a chat of a known shape costs no template render.
 #[derive(Debug)]
-pub(super) struct Skeleton<'m> {
+pub(super) struct Frame {
     text: String,
-    /// (byte offset in `text`, content), in order.
-    cuts: Vec<(usize, &'m str)>,
+    /// (byte offset in `text`, message index), in order.
+    cuts: Vec<(usize, usize)>,
 }
 
-impl<'m> Skeleton<'m> {
-    /// Renders `messages` (with the generation prompt) with every content of at least
-    /// `min_bytes` left out. `None` when nothing is left out or a placeholder does not come
-    /// back exactly once and in order (the template changed it).
-    pub(super) fn render(
+impl Frame {
+    /// The cache key of the shape of `messages`, domain-separated from the other keys.
+    pub(super) fn key<M: ChatText>(messages: &[M]) -> u128 {
+        let mut h = Xxh3::new();
+        h.update(b"warmpath.chat-frame.v1\0");
+        for m in messages {
+            let role = m.role();
+            h.update(&(role.len() as u64).to_le_bytes());
+            h.update(role.as_bytes());
+            h.update(&[u8::from(m.content().is_empty())]);
+        }
+        h.digest128()
+    }
+
+    /// Renders the frame of `messages`' shape (with the generation prompt). Empty contents
+    /// render as themselves (a template may branch on emptiness). `None` when a role holds
+    /// the placeholder mark or a placeholder does not come back exactly once and in order
+    /// (the template changed it).
+    pub(super) fn render<M: ChatText>(
         tok: &ChatTokenizer,
-        messages: &'m [ChatMessage],
-        min_bytes: usize,
+        messages: &[M],
     ) -> Result<Option<Self>, TextError> {
         let mut left_out = Vec::new();
         let mut shown = Vec::with_capacity(messages.len());
         for (i, m) in messages.iter().enumerate() {
-            if m.role.contains(MARK) {
+            let role = m.role();
+            if role.contains(MARK) {
                 return Ok(None);
             }
-            if m.content.len() >= min_bytes {
-                left_out.push(i);
-                shown.push(ChatMessage::new(m.role.clone(), placeholder(i)));
-            } else if m.content.contains(MARK) {
-                return Ok(None);
+            if m.content().is_empty() {
+                shown.push(ChatMessage::new(role, ""));
             } else {
-                shown.push(m.clone());
+                left_out.push(i);
+                shown.push(ChatMessage::new(role, placeholder(i)));
             }
-        }
-        if left_out.is_empty() {
-            return Ok(None);
         }
         let rendered = tok.render_chat(&shown, true)?;
         let mut text = String::with_capacity(rendered.len());
@@ -88,11 +105,10 @@ impl<'m> Skeleton<'m> {
                 return Ok(None);
             };
             let index: Option<usize> = after[..end].parse().ok();
-            if index.is_none() || index != expect.next().copied() {
+            let Some(i) = index.filter(|i| Some(i) == expect.next()) else {
                 return Ok(None);
-            }
-            let i = index.unwrap_or_default();
-            cuts.push((text.len(), messages[i].content.as_str()));
+            };
+            cuts.push((text.len(), i));
             rest = &after[end + MARK_END.len_utf8()..];
         }
         if expect.next().is_some() {
@@ -101,20 +117,52 @@ impl<'m> Skeleton<'m> {
         text.push_str(rest);
         Ok(Some(Self { text, cuts }))
     }
+}
+
+/// A chat as its shape's [`Frame`] plus its contents, referenced in place.
+#[derive(Debug)]
+pub(super) struct Skeleton<'m> {
+    frame: Arc<Frame>,
+    /// Every message's content, by message index.
+    contents: Vec<&'m str>,
+}
+
+impl<'m> Skeleton<'m> {
+    /// `messages` over the frame of their shape.
+    pub(super) fn new<M: ChatText>(frame: Arc<Frame>, messages: &'m [M]) -> Self {
+        Self {
+            frame,
+            contents: messages.iter().map(|m| m.content()).collect(),
+        }
+    }
+
+    /// Renders `messages` as a skeleton without the frame cache. `None` when no content is
+    /// at least `min_bytes` long (nothing worth leaving out) or [`Frame::render`] refuses.
+    pub(super) fn render<M: ChatText>(
+        tok: &ChatTokenizer,
+        messages: &'m [M],
+        min_bytes: usize,
+    ) -> Result<Option<Self>, TextError> {
+        if !messages.iter().any(|m| m.content().len() >= min_bytes) {
+            return Ok(None);
+        }
+        Ok(Frame::render(tok, messages)?.map(|f| Self::new(Arc::new(f), messages)))
+    }
 
     /// The prompt as parts, in order: literal text and contents, empty literals dropped.
     pub(super) fn parts(&self) -> Vec<Part<'_>> {
-        let mut out = Vec::with_capacity(2 * self.cuts.len() + 1);
+        let text = self.frame.text.as_str();
+        let mut out = Vec::with_capacity(2 * self.frame.cuts.len() + 1);
         let mut at = 0;
-        for &(cut, content) in &self.cuts {
+        for &(cut, i) in &self.frame.cuts {
             if cut > at {
-                out.push(Part::Lit(&self.text[at..cut]));
+                out.push(Part::Lit(&text[at..cut]));
             }
-            out.push(Part::Content(content));
+            out.push(Part::Content(self.contents[i]));
             at = cut;
         }
-        if at < self.text.len() {
-            out.push(Part::Lit(&self.text[at..]));
+        if at < text.len() {
+            out.push(Part::Lit(&text[at..]));
         }
         out
     }

@@ -45,30 +45,46 @@ impl ApproxIndex {
             let i = self.table.upsert_mru(h);
             let holders = self.table.value_mut(i);
             let before = holders.len();
-            holders.retain(|x| x.expires > now && x.replica != r);
-            holders.push(ApproxHolder {
-                replica: r,
-                expires,
+            // `r`'s record is renewed in place (the common case: the same prefix sent to
+            // the same replica again); expired records of others are dropped.
+            let mut renewed = false;
+            holders.retain_mut(|x| {
+                if x.replica == r {
+                    x.expires = expires;
+                    renewed = true;
+                    true
+                } else {
+                    x.expires > now
+                }
             });
+            if !renewed {
+                holders.push(ApproxHolder {
+                    replica: r,
+                    expires,
+                });
+            }
             let after = holders.len();
             self.entries = self.entries + after - before;
         }
         self.reclaim(now);
     }
 
-    /// Replicas with an unexpired record for `h`.
+    /// Appends the raw ids of the replicas with an unexpired record for `h` to `out`,
+    /// sorted (the prefix walk's form: no iterator adapters per block).
     #[inline]
-    pub(crate) fn holders(
-        &self,
-        h: BlockHash,
-        now: Millis,
-    ) -> impl Iterator<Item = ReplicaId> + '_ {
-        self.table
-            .get(h)
-            .into_iter()
-            .flatten()
-            .filter(move |x| x.expires > now)
-            .map(|x| x.replica)
+    pub(crate) fn push_holders(&self, h: BlockHash, now: Millis, out: &mut Vec<u32>) {
+        let Some(v) = self.table.get(h) else {
+            return;
+        };
+        let start = out.len();
+        for x in v {
+            if x.expires > now {
+                out.push(x.replica.0);
+            }
+        }
+        if out.len() - start > 1 {
+            out[start..].sort_unstable();
+        }
     }
 
     /// Unexpired blocks recorded for `r` (O(blocks); for tests and dashboards).

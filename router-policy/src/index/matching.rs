@@ -83,10 +83,7 @@ pub(super) fn match_prefix(
     });
     let mut a: Vec<(ReplicaId, u32)> = Vec::new();
     if approx.entries() > 0 {
-        walk(hashes, &mut a, |h, out| {
-            out.extend(approx.holders(h, now).map(|r| r.0));
-            out.sort_unstable();
-        });
+        walk(hashes, &mut a, |h, out| approx.push_holders(h, now, out));
     }
     p.sort_unstable_by_key(|e| e.0);
     a.sort_unstable_by_key(|e| e.0);
