@@ -88,28 +88,7 @@ for i in $(seq 100); do
 done
 
 write_short_lua "$WORK/short.lua"
-cat > "$WORK/long.lua" <<LUA
--- About 25 KB of varied words and numbers (deterministic), identical in every request.
-local words = {"the", "router", "keeps", "its", "cache", "warm", "while", "quick", "brown", "fox",
-  "jumps", "over", "lazy", "dog", "prefix", "blocks", "hashed", "replicas", "serve", "tenants",
-  "with", "care.", "Every", "request,", "token", "budget", "1234", "2048", "tokens;", "(often)"}
-local parts, x, len = {}, 42, 0
-while len < 25000 do
-  x = (x * 16807) % 2147483647
-  local w = words[(x % #words) + 1]
-  parts[#parts + 1] = w
-  len = len + #w + 1
-end
-local sys = table.concat(parts, " ")
-local n = 0
-local headers = { ["Content-Type"] = "application/json", ["Authorization"] = "Bearer $KEY" }
-request = function()
-  n = n + 1
-  local body = '{"model":"fixed","max_tokens":16,"messages":[{"role":"system","content":"' .. sys ..
-    '"},{"role":"user","content":"Question number ' .. n .. ': what is next?"}]}'
-  return wrk.format("POST", "/v1/chat/completions", headers, body)
-end
-LUA
+write_long_lua "$WORK/long.lua"
 
 # CPU time (user + system, clock ticks) a process has used so far.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }

@@ -11,6 +11,8 @@
 #       `curl replica:PORT/v1/replica/tokenizer` (SmolLM2's, as scripts/bench-gateway.sh uses);
 #       without it the upstream publishes the byte-level fixture tokenizer
 #
+#   BODY=long scripts/gateway-instructions.sh   # the long body (25 KB shared system prompt)
+#
 # Prints one line per proxy: requests measured, instructions per request, allocations per
 # request; then the ratio. Counters are zeroed after a warm-up, so start-up is not counted.
 set -euo pipefail
@@ -37,6 +39,9 @@ SPEC_ARGS=()
 "$BIN/examples/fixed_upstream" 127.0.0.1:$UP 1 "${SPEC_ARGS[@]}" >/dev/null 2>&1 & PIDS+=($!)
 write_gateway_yaml "$WORK/gateway.yaml" $GW $ADM $UP 1
 write_short_lua "$WORK/short.lua"
+write_long_lua "$WORK/long.lua"
+BODY=${BODY:-short}
+case "$BODY" in short | long) ;; *) echo "BODY must be short or long, not '$BODY'" >&2; exit 1 ;; esac
 
 # measure NAME PORT CMD...: runs CMD under callgrind, warms up, counts DURATION seconds of
 # wrk c=8 traffic; prints "NAME requests instructions/request allocations/request".
@@ -49,10 +54,10 @@ measure() {
       -d "$SHORT" "http://127.0.0.1:$port/v1/chat/completions" && break
     sleep 0.4
   done
-  wrk -t1 -c8 -d2s -s "$WORK/short.lua" "http://127.0.0.1:$port/v1/chat/completions" >/dev/null
+  wrk -t1 -c8 -d2s -s "$WORK/$BODY.lua" "http://127.0.0.1:$port/v1/chat/completions" >/dev/null
   callgrind_control -z "$pid" >"$WORK/$name.ctl" 2>&1 || { echo "callgrind_control -z failed: $(cat "$WORK/$name.ctl")" >&2; exit 1; }
   local n
-  n=$(wrk -t1 -c8 -d"${DURATION}s" -s "$WORK/short.lua" "http://127.0.0.1:$port/v1/chat/completions" |
+  n=$(wrk -t1 -c8 -d"${DURATION}s" -s "$WORK/$BODY.lua" "http://127.0.0.1:$port/v1/chat/completions" |
     awk '/requests in/ {print $1}')
   callgrind_control -d "$pid" >/dev/null
   kill "$pid"; wait "$pid" 2>/dev/null || true
@@ -78,7 +83,7 @@ for line in sys.stdin:
 export RUST_LOG=warn
 G=$(measure gateway $GW "$BIN/gateway" --config "$WORK/gateway.yaml")
 P=$(measure passthrough $PT "$BIN/examples/passthrough" 127.0.0.1:$PT 127.0.0.1:$UP 1)
-echo "proxy requests instructions/request allocations/request"
+echo "$BODY body: proxy requests instructions/request allocations/request"
 echo "$G"
 echo "$P"
 python3 -c "

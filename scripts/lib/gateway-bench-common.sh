@@ -1,6 +1,6 @@
 # Shared by scripts/bench-gateway.sh and scripts/gateway-instructions.sh (source it): the
 # benchmark tenant, the gateway config in front of one fixed-reply upstream, and the short
-# chat body as a wrk script.
+# and long chat bodies as wrk scripts.
 
 KEY=sk-bench-key
 SHORT='{"model":"fixed","max_tokens":16,"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Say hello in one word."}]}'
@@ -36,5 +36,32 @@ wrk.method = "POST"
 wrk.body = '$SHORT'
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer $KEY"
+LUA
+}
+
+# write_long_lua FILE: wrk posts a long chat: the same 25 KB system prompt every time, plus a
+# short user message that varies per request.
+write_long_lua() {
+  cat > "$1" <<LUA
+-- About 25 KB of varied words and numbers (deterministic), identical in every request.
+local words = {"the", "router", "keeps", "its", "cache", "warm", "while", "quick", "brown", "fox",
+  "jumps", "over", "lazy", "dog", "prefix", "blocks", "hashed", "replicas", "serve", "tenants",
+  "with", "care.", "Every", "request,", "token", "budget", "1234", "2048", "tokens;", "(often)"}
+local parts, x, len = {}, 42, 0
+while len < 25000 do
+  x = (x * 16807) % 2147483647
+  local w = words[(x % #words) + 1]
+  parts[#parts + 1] = w
+  len = len + #w + 1
+end
+local sys = table.concat(parts, " ")
+local n = 0
+local headers = { ["Content-Type"] = "application/json", ["Authorization"] = "Bearer $KEY" }
+request = function()
+  n = n + 1
+  local body = '{"model":"fixed","max_tokens":16,"messages":[{"role":"system","content":"' .. sys ..
+    '"},{"role":"user","content":"Question number ' .. n .. ': what is next?"}]}'
+  return wrk.format("POST", "/v1/chat/completions", headers, body)
+end
 LUA
 }
