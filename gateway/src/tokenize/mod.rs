@@ -108,9 +108,9 @@ impl CachedTokenizer {
     /// Chat prompt tokens (template with generation prompt). A short chat (at most
     /// [`PROMPT_CACHE_MAX_BYTES`] of roles and contents) is looked up whole by a content
     /// hash of its messages first, so a repeated short prompt costs one hash: no template
-    /// rendering, no scan. A longer chat is rendered as a [`Skeleton`] when the template
-    /// allows it (its long contents hashed in place), otherwise whole, and goes through the
-    /// piece cache.
+    /// rendering, no scan. A longer chat with a long content goes through a [`Skeleton`]
+    /// when the template allows it (its shape's frame cached, its contents hashed in place),
+    /// otherwise it is rendered whole; either way through the piece cache.
     pub fn encode_chat<M: ChatText>(&self, messages: &[M]) -> Result<Vec<TokenId>, TextError> {
         let bytes: usize = messages
             .iter()

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use warmpath_protocol::text::{ChatMessage, ChatTokenizer, TextError};
 use xxhash_rust::xxh3::Xxh3;
 
-/// Contents at least this long are left out of the rendered skeleton.
+/// A long chat goes through a skeleton when one of its contents is at least this long.
 pub const SKELETON_MIN_BYTES: usize = 1024;
 
 /// Marks a placeholder; a chat whose roles or short contents contain it is rendered whole.
