@@ -64,11 +64,6 @@ pub fn caseless_response(resp: &mut ResponseHeader) -> &mut HeaderMap {
     &mut resp.headers
 }
 
-/// A header value for a number (no allocation beyond the value's own bytes).
-pub fn number(n: u64) -> HeaderValue {
-    HeaderValue::from(n)
-}
-
 /// A header value from text the gateway produced (ids, formatted durations); an invalid
 /// value (never produced in practice) becomes empty rather than failing the response.
 pub fn text(s: &str) -> HeaderValue {
@@ -109,7 +104,7 @@ mod tests {
         resp.insert_header("X-Upstream-Thing", "1").unwrap();
         let h = caseless_response(&mut resp);
         h.insert(REPLICA, HeaderValue::from_static("r3"));
-        h.insert(PREDICTED_CACHED, number(48));
+        h.insert(PREDICTED_CACHED, HeaderValue::from(48u64));
         assert!(!resp.has_case());
         assert_eq!(resp.status.as_u16(), 201);
         let wire = wire_response(&resp);

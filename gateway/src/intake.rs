@@ -46,7 +46,14 @@ pub async fn run(
             }
             // A body we did not read cannot be trusted to be drained: close after answering.
             let close = e.closes_connection() || (!ctx.body_read && !session.is_body_empty());
-            respond::error(session, &e, &ctx.rate_headers, &ctx.request_id, close).await?;
+            respond::error(
+                session,
+                &e,
+                &ctx.rate_headers,
+                &ctx.request_id.header,
+                close,
+            )
+            .await?;
             ctx.error_code = Some(e.code());
             Ok(Intake::Answered(e.status()))
         }
@@ -297,7 +304,7 @@ pub async fn decide(
     ctx.permit = Some(permit);
     let mut plan = plan::route(state, prepared, endpoint, &parsed, model)?;
     let slot = plan::admit(state, &mut plan).await?;
-    plan::record(state, &plan, tenant, &ctx.request_id);
+    plan::record(state, &plan, tenant, &ctx.request_id.text);
     let plan_decided = plan.decided;
     ctx.pending_slot = Some(slot);
     ctx.tracker = Some(ResponseTracker::new(plan.stream));
@@ -404,7 +411,7 @@ mod tests {
             2,
             "only admitted requests are in the decision log"
         );
-        let ids: Vec<&str> = ok.iter().map(|c| &*c.request_id).collect();
+        let ids: Vec<&str> = ok.iter().map(|c| &*c.request_id.text).collect();
         assert!(log.iter().all(|r| ids.contains(&&*r.request_id)));
         assert_eq!(decisions_counted(&state), 2);
     }

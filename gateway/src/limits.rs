@@ -6,6 +6,7 @@ use crate::error::{GatewayError, LimitKind};
 use crate::headers::{self, HeaderPairs};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use http::HeaderValue;
 use parking_lot::Mutex;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -84,8 +85,8 @@ impl TenantLimiter {
             requests,
             tokens,
             in_flight: Arc::new(AtomicU32::new(0)),
-            limit_requests: headers::number(u64::from(limits.requests_per_minute)),
-            limit_tokens: headers::number(limits.tokens_per_minute),
+            limit_requests: HeaderValue::from(u64::from(limits.requests_per_minute)),
+            limit_tokens: HeaderValue::from(limits.tokens_per_minute),
         }
     }
 
@@ -159,7 +160,7 @@ pub fn admit(
             .push((headers::RATELIMIT_LIMIT_TOKENS, l.limit_tokens.clone()));
         hdrs.headers.push((
             headers::RATELIMIT_REMAINING_TOKENS,
-            headers::number(b.available(now)),
+            HeaderValue::from(b.available(now)),
         ));
         hdrs.headers.push((
             headers::RATELIMIT_RESET_TOKENS,
@@ -193,27 +194,12 @@ fn format_secs(d: Duration) -> http::HeaderValue {
         return http::HeaderValue::from_static("0.000s");
     }
     let mut out = Vec::with_capacity(24);
-    push_decimal(&mut out, (ms / 1000) as u64);
+    out.extend_from_slice(itoa::Buffer::new().format(ms / 1000).as_bytes());
     let frac = (ms % 1000) as u16;
     let digit = |d: u16| b'0' + (d % 10) as u8;
     out.extend_from_slice(&[b'.', digit(frac / 100), digit(frac / 10), digit(frac), b's']);
     http::HeaderValue::from_maybe_shared(bytes::Bytes::from(out))
         .unwrap_or_else(|_| http::HeaderValue::from_static("0.000s"))
-}
-
-/// Appends the decimal digits of `n`.
-fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[i..]);
 }
 
 /// Token bucket with capacity = tokens/minute, refilled continuously; equivalent to GCRA

@@ -12,9 +12,10 @@ use crate::response::ResponseTracker;
 use crate::retry::backoff;
 use crate::state::AppState;
 use crate::tenants::Tenant;
-use crate::trace::TraceContext;
+use crate::trace::{RequestId, TraceContext};
 use async_trait::async_trait;
 use bytes::Bytes;
+use http::HeaderValue;
 use pingora_core::upstreams::peer::HttpPeer;
 use pingora_error::{Error, ErrorType, Result};
 use pingora_http::{RequestHeader, ResponseHeader};
@@ -36,10 +37,8 @@ impl Gateway {
 
 /// Per-request state across phases.
 pub struct RequestCtx {
-    /// Request id (the W3C trace id).
-    pub request_id: Arc<str>,
-    /// [`Self::request_id`] as a header value, made on first use and shared after.
-    request_id_value: Option<http::HeaderValue>,
+    /// Request id (the W3C trace id), as text and header value.
+    pub request_id: RequestId,
     /// Trace context propagated upstream.
     pub trace: TraceContext,
     /// Arrival time.
@@ -96,8 +95,7 @@ impl RequestCtx {
     pub fn new() -> Self {
         let trace = TraceContext::new_root();
         Self {
-            request_id: trace.trace_id_hex(),
-            request_id_value: None,
+            request_id: trace.request_id(),
             trace,
             start: Instant::now(),
             tenant: None,
@@ -120,15 +118,6 @@ impl RequestCtx {
             stale_retried: false,
             control: false,
         }
-    }
-
-    /// The request id as a header value (one allocation for the upstream request and the
-    /// response together).
-    fn request_id_header(&mut self) -> http::HeaderValue {
-        let id = &self.request_id;
-        self.request_id_value
-            .get_or_insert_with(|| headers::shared_text(id.clone()))
-            .clone()
     }
 
     /// The label of the latest attempt's replica; empty before any attempt.
@@ -182,8 +171,7 @@ impl ProxyHttp for Gateway {
             .and_then(|v| v.to_str().ok())
         {
             if let Some(t) = TraceContext::child_of(tp) {
-                ctx.request_id = t.trace_id_hex();
-                ctx.request_id_value = None;
+                ctx.request_id = t.request_id();
                 ctx.trace = t;
             }
         }
@@ -285,7 +273,7 @@ impl ProxyHttp for Gateway {
         // Inserting replaces whatever the client sent under this name.
         h.insert(headers::CACHE_SALT, tenant.salt_header.clone());
         h.insert(headers::TRACEPARENT, ctx.trace.header_value());
-        h.insert(headers::REQUEST_ID, ctx.request_id_header());
+        h.insert(headers::REQUEST_ID, ctx.request_id.header.clone());
         if let (Some(plan), Some(slot)) = (&ctx.plan, &ctx.slot) {
             h.insert(http::header::HOST, slot.replica().host_header.clone());
             let now = Instant::now();
@@ -341,7 +329,6 @@ impl ProxyHttp for Gateway {
         ctx: &mut RequestCtx,
     ) -> Result<()> {
         let cfg = self.state.config();
-        let request_id = ctx.request_id_header();
         let h = headers::caseless_response(resp);
         h.reserve(ctx.rate_headers.len() + 3);
         if let (Some(plan), Some(slot)) = (&ctx.plan, &ctx.slot) {
@@ -350,13 +337,13 @@ impl ProxyHttp for Gateway {
             }
             if cfg.headers.predicted_cached_tokens {
                 let n = plan.predicted_cached_tokens(slot.replica());
-                h.insert(headers::PREDICTED_CACHED, headers::number(u64::from(n)));
+                h.insert(headers::PREDICTED_CACHED, HeaderValue::from(u64::from(n)));
             }
         }
         for (k, v) in &ctx.rate_headers {
             h.insert(k.clone(), v.clone());
         }
-        h.insert(headers::REQUEST_ID, request_id);
+        h.insert(headers::REQUEST_ID, ctx.request_id.header.clone());
         Ok(())
     }
 
@@ -491,8 +478,14 @@ impl ProxyHttp for Gateway {
         }
         ctx.status = err.status();
         ctx.error_code = Some(err.code());
-        let _ =
-            crate::respond::error(session, &err, &ctx.rate_headers, &ctx.request_id, true).await;
+        let _ = crate::respond::error(
+            session,
+            &err,
+            &ctx.rate_headers,
+            &ctx.request_id.header,
+            true,
+        )
+        .await;
         FailToProxy {
             error_code: err.status(),
             can_reuse_downstream: false,

@@ -18,7 +18,7 @@ pub async fn json(
     let mut h = ResponseHeader::build_no_case(status, Some(extra.len() + 4))?;
     let map = &mut h.headers;
     map.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    map.insert(CONTENT_LENGTH, headers::number(body.len() as u64));
+    map.insert(CONTENT_LENGTH, HeaderValue::from(body.len() as u64));
     for (k, v) in extra {
         map.append(k.clone(), v.clone());
     }
@@ -37,7 +37,7 @@ pub async fn error(
     session: &mut Session,
     err: &GatewayError,
     extra: &[(HeaderName, HeaderValue)],
-    request_id: &str,
+    request_id: &HeaderValue,
     close: bool,
 ) -> pingora_error::Result<()> {
     let r = err.response();
@@ -46,7 +46,7 @@ pub async fn error(
         all.push((HeaderName::from_static(k), headers::text(v)));
     }
     all.extend(extra.iter().cloned());
-    all.push((headers::REQUEST_ID, headers::text(request_id)));
+    all.push((headers::REQUEST_ID, request_id.clone()));
     json(
         session,
         r.status,

@@ -2,6 +2,7 @@
 //! and send `traceparent` to the replica. The trace id doubles as the request id.
 
 use rand::RngCore;
+use std::sync::Arc;
 
 /// A `traceparent` for the upstream request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,43 +49,53 @@ impl TraceContext {
         })
     }
 
-    /// The trace id as 32 hex digits (the request id: one allocation, shared after).
-    pub fn trace_id_hex(&self) -> std::sync::Arc<str> {
-        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    /// The trace id as 32 hex digits.
+    pub fn trace_id_hex(&self) -> Arc<str> {
         let mut buf = [0u8; 32];
-        for (i, &b) in self.trace_id.iter().enumerate() {
-            buf[2 * i] = DIGITS[usize::from(b >> 4)];
-            buf[2 * i + 1] = DIGITS[usize::from(b & 15)];
-        }
+        // Fixed lengths (16 bytes into 32 digits): the encoding cannot fail.
+        let _ = hex::encode_to_slice(self.trace_id, &mut buf);
         std::str::from_utf8(&buf).unwrap_or_default().into()
+    }
+
+    /// The request id this trace names: its trace id, as text and as a header value.
+    pub fn request_id(&self) -> RequestId {
+        let text = self.trace_id_hex();
+        RequestId {
+            header: crate::headers::shared_text(text.clone()),
+            text,
+        }
+    }
+
+    /// The `traceparent` wire form naming our span as the parent (55 bytes).
+    fn wire(&self) -> [u8; 55] {
+        let mut buf = *b"00-00000000000000000000000000000000-0000000000000000-00";
+        // Fixed lengths: the encodings cannot fail.
+        let _ = hex::encode_to_slice(self.trace_id, &mut buf[3..35]);
+        let _ = hex::encode_to_slice(self.span_id, &mut buf[36..52]);
+        let _ = hex::encode_to_slice([self.flags], &mut buf[53..55]);
+        buf
     }
 
     /// [`Self::header`] as a header value (hex digits and dashes: always valid).
     pub fn header_value(&self) -> http::HeaderValue {
-        http::HeaderValue::try_from(self.header())
+        http::HeaderValue::from_bytes(&self.wire())
             .unwrap_or_else(|_| http::HeaderValue::from_static(""))
     }
 
     /// The `traceparent` header value naming our span as the parent.
     pub fn header(&self) -> String {
-        let mut s = String::with_capacity(55);
-        s.push_str("00-");
-        push_hex(&mut s, &self.trace_id);
-        s.push('-');
-        push_hex(&mut s, &self.span_id);
-        s.push('-');
-        push_hex(&mut s, &[self.flags]);
-        s
+        String::from_utf8_lossy(&self.wire()).into_owned()
     }
 }
 
-/// Appends `bytes` as lowercase hex (one allocation for the whole header, not one per part).
-fn push_hex(out: &mut String, bytes: &[u8]) {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    for &b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 15)]));
-    }
+/// A request's id (the W3C trace id) with its `x-request-id` header value, made together
+/// once: the header goes upstream and back to the client without being formatted again.
+#[derive(Clone, Debug)]
+pub struct RequestId {
+    /// The id as text (logs, the decision log, the dashboard).
+    pub text: Arc<str>,
+    /// The id as a header value sharing `text`'s allocation.
+    pub header: http::HeaderValue,
 }
 
 #[cfg(test)]
@@ -106,6 +117,10 @@ mod tests {
                 .is_none()
         );
         assert_eq!(TraceContext::new_root().header().len(), 55);
+        assert_eq!(t.header_value(), t.header().as_str());
+        let id = t.request_id();
+        assert_eq!(&*id.text, "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(id.header, &*id.text);
         let t = TraceContext::child_of("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
             .unwrap();
         assert_eq!(&*t.trace_id_hex(), "0af7651916cd43dd8448eb211c80319c");

@@ -186,10 +186,7 @@ impl CachedTokenizer {
         let (Some((ac, ids)), Some((overlap, max_len))) = (&self.splitter, &self.skeleton) else {
             return Ok(None);
         };
-        if !messages
-            .iter()
-            .any(|m| m.content().len() >= SKELETON_MIN_BYTES)
-        {
+        if !skeleton::worth_it(messages, SKELETON_MIN_BYTES) {
             return Ok(None);
         }
         let key = Frame::key(messages);

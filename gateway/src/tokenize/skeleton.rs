@@ -143,7 +143,7 @@ impl<'m> Skeleton<'m> {
         messages: &'m [M],
         min_bytes: usize,
     ) -> Result<Option<Self>, TextError> {
-        if !messages.iter().any(|m| m.content().len() >= min_bytes) {
+        if !worth_it(messages, min_bytes) {
             return Ok(None);
         }
         Ok(Frame::render(tok, messages)?.map(|f| Self::new(Arc::new(f), messages)))
@@ -207,6 +207,11 @@ impl<'m> Skeleton<'m> {
             }
         })
     }
+}
+
+/// Whether a chat is worth a skeleton: one of its contents is at least `min_bytes` long.
+pub(super) fn worth_it<M: ChatText>(messages: &[M], min_bytes: usize) -> bool {
+    messages.iter().any(|m| m.content().len() >= min_bytes)
 }
 
 fn placeholder(i: usize) -> String {
