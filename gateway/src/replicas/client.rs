@@ -1,10 +1,14 @@
-//! A small HTTP/1.1 client for the control plane (replica info, load, tokenizer, KV event
-//! stream, health probes). One request per connection; chunked and length-delimited bodies.
+//! The control-plane HTTP client (replica info, load, tokenizer, KV event stream, health
+//! probes), on hyper's HTTP/1.1 client: one connection per request, plain `http://` only.
+//! The proxied traffic does not use it (Pingora keeps its own upstream pool).
 
+use bytes::Bytes;
+use http::header::{ACCEPT, CONTENT_TYPE, HOST};
+use http::Method;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-
 /// Where a replica listens, parsed from `http://host:port`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ReplicaAddr {
@@ -51,14 +55,17 @@ impl ReplicaAddr {
 /// A control-plane request failure.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    /// Connect, read or write failed.
+    /// Connect failed.
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
+    /// The HTTP exchange failed (bad response, connection closed early).
+    #[error("http: {0}")]
+    Http(#[from] hyper::Error),
     /// Deadline passed.
     #[error("timed out")]
     Timeout,
-    /// The response was not valid HTTP.
-    #[error("bad response: {0}")]
+    /// The request could not be built, or the response was unusable.
+    #[error("bad exchange: {0}")]
     Protocol(String),
     /// Non-2xx status.
     #[error("status {0}")]
@@ -70,185 +77,91 @@ pub enum ClientError {
 pub struct Response {
     /// Status code.
     pub status: u16,
-    /// Body bytes (de-chunked).
+    /// Body bytes.
     pub body: Vec<u8>,
 }
 
-/// An open response whose body is read incrementally.
+/// An open response whose body is read incrementally. Dropping it closes the connection.
 pub struct BodyStream {
-    stream: TcpStream,
-    buf: Vec<u8>,
-    framing: Framing,
-    done: bool,
+    body: hyper::body::Incoming,
 }
 
-#[derive(Clone, Copy)]
-enum Framing {
-    Length(usize),
-    Chunked,
-    Eof,
-}
-
-/// Sends one request and returns the status and the open body.
+/// Sends one request on a new connection and returns the status and the open body.
 pub async fn open(
     addr: &ReplicaAddr,
-    method: &str,
+    method: Method,
     path: &str,
     body: Option<&[u8]>,
 ) -> Result<(u16, BodyStream), ClientError> {
-    let mut stream = TcpStream::connect(addr.authority()).await?;
+    let stream = TcpStream::connect(addr.authority()).await?;
     stream.set_nodelay(true)?;
-    let mut req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nAccept: */*\r\n",
-        addr.authority()
-    );
-    if let Some(b) = body {
-        req.push_str(&format!(
-            "Content-Type: application/json\r\nContent-Length: {}\r\n",
-            b.len()
-        ));
-    }
-    req.push_str("\r\n");
-    stream.write_all(req.as_bytes()).await?;
-    if let Some(b) = body {
-        stream.write_all(b).await?;
-    }
-    let mut buf = Vec::with_capacity(4096);
-    let (status, framing, consumed) = loop {
-        let mut tmp = [0u8; 4096];
-        let n = stream.read(&mut tmp).await?;
-        if n == 0 {
-            return Err(ClientError::Protocol(
-                "connection closed before headers".into(),
-            ));
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    // The connection task ends with the response body (or when the body is dropped).
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!(error = %e, "control-plane connection ended");
         }
-        buf.extend_from_slice(&tmp[..n]);
-        let mut headers = [httparse::EMPTY_HEADER; 64];
-        let mut resp = httparse::Response::new(&mut headers);
-        match resp.parse(&buf) {
-            Ok(httparse::Status::Complete(len)) => {
-                let status = resp.code.unwrap_or(0);
-                let mut framing = Framing::Eof;
-                for h in resp.headers.iter() {
-                    if h.name.eq_ignore_ascii_case("transfer-encoding")
-                        && String::from_utf8_lossy(h.value)
-                            .to_ascii_lowercase()
-                            .contains("chunked")
-                    {
-                        framing = Framing::Chunked;
-                    } else if h.name.eq_ignore_ascii_case("content-length") {
-                        if let Ok(n) = String::from_utf8_lossy(h.value).trim().parse() {
-                            if !matches!(framing, Framing::Chunked) {
-                                framing = Framing::Length(n);
-                            }
-                        }
-                    }
-                }
-                break (status, framing, len);
-            }
-            Ok(httparse::Status::Partial) if buf.len() < 64 * 1024 => continue,
-            Ok(httparse::Status::Partial) => {
-                return Err(ClientError::Protocol("header too large".into()))
-            }
-            Err(e) => return Err(ClientError::Protocol(e.to_string())),
-        }
-    };
-    buf.drain(..consumed);
-    let done = matches!(framing, Framing::Length(0));
+    });
+    let mut req = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header(HOST, addr.authority())
+        .header(ACCEPT, "*/*");
+    if body.is_some() {
+        req = req.header(CONTENT_TYPE, "application/json");
+    }
+    let req = req
+        .body(Full::new(Bytes::copy_from_slice(body.unwrap_or_default())))
+        .map_err(|e| ClientError::Protocol(e.to_string()))?;
+    let resp = sender.send_request(req).await?;
+    let status = resp.status().as_u16();
     Ok((
         status,
         BodyStream {
-            stream,
-            buf,
-            framing,
-            done,
+            body: resp.into_body(),
         },
     ))
 }
 
 impl BodyStream {
-    async fn fill(&mut self) -> Result<bool, ClientError> {
-        let mut tmp = [0u8; 8192];
-        let n = self.stream.read(&mut tmp).await?;
-        self.buf.extend_from_slice(&tmp[..n]);
-        Ok(n > 0)
+    /// The next piece of body, or `None` at the end. Cancel-safe: a dropped call loses
+    /// nothing.
+    pub async fn next_chunk(&mut self) -> Result<Option<Bytes>, ClientError> {
+        while let Some(frame) = self.body.frame().await {
+            // Trailers carry nothing the control plane reads.
+            if let Ok(data) = frame?.into_data() {
+                return Ok(Some(data));
+            }
+        }
+        Ok(None)
     }
 
-    /// The next piece of body, or `None` at the end.
-    pub async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, ClientError> {
-        if self.done {
-            return Ok(None);
-        }
-        match self.framing {
-            Framing::Length(left) => {
-                if self.buf.is_empty() && !self.fill().await? {
-                    return Err(ClientError::Protocol("body truncated".into()));
-                }
-                let take = self.buf.len().min(left);
-                let out: Vec<u8> = self.buf.drain(..take).collect();
-                self.framing = Framing::Length(left - take);
-                self.done = left == take;
-                Ok(Some(out))
-            }
-            Framing::Eof => {
-                if self.buf.is_empty() && !self.fill().await? {
-                    self.done = true;
-                    return Ok(None);
-                }
-                Ok(Some(std::mem::take(&mut self.buf)))
-            }
-            Framing::Chunked => loop {
-                if let Some(pos) = find_crlf(&self.buf) {
-                    let line = String::from_utf8_lossy(&self.buf[..pos]).to_string();
-                    let size_str = line.split(';').next().unwrap_or("").trim();
-                    let size = usize::from_str_radix(size_str, 16).map_err(|_| {
-                        ClientError::Protocol(format!("bad chunk size {size_str:?}"))
-                    })?;
-                    if size == 0 {
-                        self.done = true;
-                        return Ok(None);
-                    }
-                    if self.buf.len() >= pos + 2 + size + 2 {
-                        let out = self.buf[pos + 2..pos + 2 + size].to_vec();
-                        self.buf.drain(..pos + 2 + size + 2);
-                        return Ok(Some(out));
-                    }
-                }
-                if !self.fill().await? {
-                    return Err(ClientError::Protocol("chunked body truncated".into()));
-                }
-            },
-        }
-    }
-
-    /// Reads the rest of the body.
+    /// Reads the rest of the body, failing past `limit` bytes.
     pub async fn read_all(mut self, limit: usize) -> Result<Vec<u8>, ClientError> {
         let mut out = Vec::new();
         while let Some(c) = self.next_chunk().await? {
-            out.extend_from_slice(&c);
-            if out.len() > limit {
-                return Err(ClientError::Protocol("body too large".into()));
+            if out.len() + c.len() > limit {
+                return Err(ClientError::Protocol(format!(
+                    "body larger than {limit} bytes"
+                )));
             }
+            out.extend_from_slice(&c);
         }
         Ok(out)
     }
 }
 
-fn find_crlf(b: &[u8]) -> Option<usize> {
-    b.windows(2).position(|w| w == b"\r\n")
-}
-
 /// One request with a deadline; the whole body is returned. Non-2xx is an error.
 pub async fn request(
     addr: &ReplicaAddr,
-    method: &str,
+    method: Method,
     path: &str,
     body: Option<&[u8]>,
     timeout: Duration,
 ) -> Result<Response, ClientError> {
     let fut = async {
         let (status, stream) = open(addr, method, path, body).await?;
-        let body = stream.read_all(256 * 1024 * 1024).await?;
+        let body = stream.read_all(MAX_BODY).await?;
         Ok::<_, ClientError>(Response { status, body })
     };
     let resp = tokio::time::timeout(timeout, fut)
@@ -260,13 +173,16 @@ pub async fn request(
     Ok(resp)
 }
 
+/// The largest control-plane body read whole (a tokenizer spec is a few MB).
+const MAX_BODY: usize = 256 * 1024 * 1024;
+
 /// `GET path` parsed as JSON.
 pub async fn get_json<T: serde::de::DeserializeOwned>(
     addr: &ReplicaAddr,
     path: &str,
     timeout: Duration,
 ) -> Result<T, ClientError> {
-    let resp = request(addr, "GET", path, None, timeout).await?;
+    let resp = request(addr, Method::GET, path, None, timeout).await?;
     serde_json::from_slice(&resp.body).map_err(|e| ClientError::Protocol(e.to_string()))
 }
 
@@ -296,8 +212,32 @@ impl LineSplitter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::io::AsyncWriteExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
+
+    /// A one-connection server that reads the request head and answers `reply`; it returns
+    /// what it read.
+    async fn serve_once(reply: &'static [u8]) -> (ReplicaAddr, tokio::task::JoinHandle<Vec<u8>>) {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        let task = tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let mut got = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = s.read(&mut buf).await.unwrap();
+                assert!(n > 0, "client closed before its request head");
+                got.extend_from_slice(&buf[..n]);
+            }
+            s.write_all(reply).await.unwrap();
+            got
+        });
+        let addr = ReplicaAddr {
+            host: "127.0.0.1".into(),
+            port,
+        };
+        (addr, task)
+    }
 
     #[test]
     fn parses_replica_urls() {
@@ -317,25 +257,58 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn reads_chunked_bodies() {
-        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = l.local_addr().unwrap().port();
-        tokio::spawn(async move {
-            let (mut s, _) = l.accept().await.unwrap();
-            let mut buf = [0u8; 1024];
-            let _ = s.read(&mut buf).await.unwrap();
-            s.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n")
-                .await
-                .unwrap();
-        });
-        let addr = ReplicaAddr {
-            host: "127.0.0.1".into(),
-            port,
-        };
-        let r = request(&addr, "GET", "/", None, Duration::from_secs(2))
+    async fn reads_chunked_and_length_bodies() {
+        let (addr, server) = serve_once(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+        )
+        .await;
+        let r = request(&addr, Method::GET, "/v1/x", None, Duration::from_secs(2))
             .await
             .unwrap();
-        assert_eq!(r.status, 200);
-        assert_eq!(r.body, b"abcde");
+        assert_eq!((r.status, r.body.as_slice()), (200, &b"abcde"[..]));
+        let head = String::from_utf8(server.await.unwrap()).unwrap();
+        assert!(head.starts_with("GET /v1/x HTTP/1.1\r\n"), "{head}");
+        assert!(head
+            .to_ascii_lowercase()
+            .contains(&format!("host: {}", addr.authority())));
+
+        let (addr, _) = serve_once(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n{\"a\"").await;
+        let r = request(&addr, Method::GET, "/", None, Duration::from_secs(2)).await;
+        // Length-delimited: exactly the promised bytes come back.
+        assert_eq!(r.unwrap().body, b"{\"a\"");
+    }
+
+    #[tokio::test]
+    async fn failures_are_typed() {
+        let (addr, _) =
+            serve_once(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n").await;
+        let e = request(
+            &addr,
+            Method::POST,
+            "/",
+            Some(b"{}"),
+            Duration::from_secs(2),
+        )
+        .await;
+        assert!(matches!(e, Err(ClientError::Status(503))), "{e:?}");
+
+        // A body cut short of its Content-Length is an HTTP error, not a short body.
+        let (addr, _) = serve_once(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc").await;
+        let e = request(&addr, Method::GET, "/", None, Duration::from_secs(2)).await;
+        assert!(matches!(e, Err(ClientError::Http(_))), "{e:?}");
+
+        // Not HTTP at all.
+        let (addr, _) = serve_once(b"SSH-2.0-OpenSSH\r\n\r\n").await;
+        let e = get_json::<serde_json::Value>(&addr, "/", Duration::from_secs(2)).await;
+        assert!(matches!(e, Err(ClientError::Http(_))), "{e:?}");
+
+        // Nobody answers within the deadline.
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = ReplicaAddr {
+            host: "127.0.0.1".into(),
+            port: l.local_addr().unwrap().port(),
+        };
+        let e = request(&addr, Method::GET, "/", None, Duration::from_millis(200)).await;
+        assert!(matches!(e, Err(ClientError::Timeout)), "{e:?}");
     }
 }

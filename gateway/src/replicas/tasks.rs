@@ -45,7 +45,7 @@ async fn follow_events(state: Arc<AppState>, r: Arc<Replica>) {
         fresh = false;
         let opened = tokio::time::timeout(
             Duration::from_secs(2),
-            client::open(&r.addr, "GET", &path, None),
+            client::open(&r.addr, http::Method::GET, &path, None),
         )
         .await;
         match opened {
@@ -146,7 +146,7 @@ async fn probe(state: Arc<AppState>, r: Arc<Replica>) {
         let steps_before = r.load.lock().steps;
         let res = client::request(
             &r.addr,
-            "POST",
+            http::Method::POST,
             "/v1/completions",
             Some(body.as_bytes()),
             deadline,
