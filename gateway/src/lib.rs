@@ -41,6 +41,7 @@ pub mod respond;
 pub mod response;
 pub mod retry;
 pub mod routing;
+mod scan;
 pub mod server;
 pub mod state;
 pub mod tenants;

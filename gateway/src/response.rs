@@ -3,9 +3,11 @@
 
 use crate::gather::Gathered;
 use crate::replicas::client::LineSplitter;
-use scan::Scanner;
+use crate::scan::Scanner;
 
-mod scan;
+#[cfg(test)]
+#[path = "response/scan_tests.rs"]
+pub(crate) mod scan_tests;
 
 /// Largest non-streaming body kept for usage parsing.
 const MAX_JSON_BYTES: usize = 8 << 20;

@@ -1,27 +1,27 @@
 //! Property test: the scanner against the `serde_json::Value` reference, over many
 //! generated documents and broken variants of them.
-use super::super::{tests::by_value, Envelope};
+use super::{tests::by_value, Envelope};
 
 /// xorshift64*: small, deterministic, good enough to pick shapes.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
-    fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
     }
-    fn one_in(&mut self, n: usize) -> bool {
+    pub(crate) fn one_in(&mut self, n: usize) -> bool {
         self.below(n) == 0
     }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+    pub(crate) fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
         &items[self.below(items.len())]
     }
-    fn digits(&mut self, out: &mut Vec<u8>, len: usize) {
+    pub(crate) fn digits(&mut self, out: &mut Vec<u8>, len: usize) {
         (0..len).for_each(|_| out.push(b'0' + self.below(10) as u8));
     }
 }
@@ -79,14 +79,14 @@ const NOISE: &[u8] =
     b"{}[]\",:\\ 0123456789.eE-+tfnu\x00\x1f\x7f\x80\xbf\xc3\xed\xf0\xff\t\n\r\x0c";
 
 /// JSON whitespace, usually none.
-fn ws(r: &mut Rng, out: &mut Vec<u8>) {
+pub(crate) fn ws(r: &mut Rng, out: &mut Vec<u8>) {
     while r.one_in(4) {
         out.push(*r.pick(b" \t\n\r"));
     }
 }
 
 /// Any value; containers only while `depth` allows.
-fn value(r: &mut Rng, out: &mut Vec<u8>, depth: usize) {
+pub(crate) fn value(r: &mut Rng, out: &mut Vec<u8>, depth: usize) {
     match r.below(if depth >= 5 { 4 } else { 7 }) {
         0 => number(r, out),
         1 => string(r, out),
@@ -98,7 +98,7 @@ fn value(r: &mut Rng, out: &mut Vec<u8>, depth: usize) {
 }
 
 /// A number: a listed edge case, or random sign, digits, fraction and exponent.
-fn number(r: &mut Rng, out: &mut Vec<u8>) {
+pub(crate) fn number(r: &mut Rng, out: &mut Vec<u8>) {
     if r.one_in(50) {
         return out.extend_from_slice(r.pick(HUGE).as_bytes());
     }
@@ -134,10 +134,16 @@ fn number(r: &mut Rng, out: &mut Vec<u8>) {
     }
 }
 
-/// A string of random pieces, now and then a random `\u` escape or a lone surrogate.
-fn string(r: &mut Rng, out: &mut Vec<u8>) {
+/// A string of random pieces (now and then many), now and then a random `\u` escape or a lone surrogate.
+pub(crate) fn string(r: &mut Rng, out: &mut Vec<u8>) {
     out.push(b'"');
-    for _ in 0..r.below(6) {
+    // Now and then a long string (past the scanner's 64-byte switch to `memchr`).
+    let pieces = if r.one_in(12) {
+        20 + r.below(60)
+    } else {
+        r.below(6)
+    };
+    for _ in 0..pieces {
         if r.one_in(6) {
             out.extend_from_slice(format!("\\u{:04x}", r.below(0x10000)).as_bytes());
         } else if r.one_in(100) {
@@ -207,7 +213,7 @@ fn array(r: &mut Rng, out: &mut Vec<u8>, depth: usize) {
 }
 
 /// One to three random edits: a byte changed, dropped or added, a cut, a copied span.
-fn mutate(r: &mut Rng, doc: &mut Vec<u8>) {
+pub(crate) fn mutate(r: &mut Rng, doc: &mut Vec<u8>) {
     for _ in 0..1 + r.below(3) {
         let at = r.below(doc.len() + 1);
         let byte = if r.one_in(4) {

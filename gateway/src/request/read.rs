@@ -1,0 +1,286 @@
+//! The request body read field by field with the JSON scanner, answering as the serde
+//! derives of the replica's request types do: known fields type-checked (a wrong type or a
+//! duplicate is an error), unknown fields validated and skipped, `null` reading as absent
+//! for optional fields, and a required field missing an error.
+
+use super::{Endpoint, Message};
+use crate::scan::Scanner;
+use router_policy::TokenId;
+use std::borrow::Cow;
+
+/// The prompt as written: chat messages, or a completion prompt in one of its three forms.
+pub(super) enum PromptField<'a> {
+    Chat(Vec<Message<'a>>),
+    Text(Cow<'a, str>),
+    Tokens(Vec<TokenId>),
+    Texts(Vec<Cow<'a, str>>),
+}
+
+/// The fields read from a body; semantic checks (`n` range, empty messages, a client
+/// `cache_salt`) are the caller's.
+pub(super) struct Fields<'a> {
+    pub model: Cow<'a, str>,
+    pub prompt: PromptField<'a>,
+    pub stream: Option<bool>,
+    pub max_tokens: Option<u32>,
+    pub max_completion_tokens: Option<u32>,
+    pub n: Option<u32>,
+    /// A non-null `cache_salt` was sent.
+    pub cache_salt: bool,
+}
+
+/// Why a body was refused, as a message for the client.
+type Refusal = String;
+
+/// The fields of a request body for `endpoint`, or why it cannot be read.
+pub(super) fn fields(endpoint: Endpoint, body: &[u8]) -> Result<Fields<'_>, Refusal> {
+    let mut refusal = None;
+    let read = Scanner::document_at(body, |s| top_level(s, endpoint, &mut refusal));
+    match (read, refusal) {
+        (Ok(f), _) => Ok(f),
+        (Err(_), Some(why)) => Err(why),
+        (Err(at), None) => Err(format!("the body is not valid JSON (at byte {at})")),
+    }
+}
+
+/// Records `why` and stops the scan.
+fn refuse<T>(refusal: &mut Option<Refusal>, why: String) -> Option<T> {
+    *refusal = Some(why);
+    None
+}
+
+/// Each known field once: `true` the first time, a refusal after.
+fn first(seen: &mut u8, bit: u8, name: &str, refusal: &mut Option<Refusal>) -> Option<()> {
+    if *seen & bit != 0 {
+        return refuse(refusal, format!("duplicate field `{name}`"));
+    }
+    *seen |= bit;
+    Some(())
+}
+
+fn top_level<'a>(
+    s: &mut Scanner<'a>,
+    endpoint: Endpoint,
+    refusal: &mut Option<Refusal>,
+) -> Option<Fields<'a>> {
+    if s.peek()? != b'{' {
+        s.skip_value()?;
+        return refuse(refusal, "the body must be a JSON object".into());
+    }
+    let chat = endpoint == Endpoint::Chat;
+    let (mut model, mut prompt, mut stream) = (None, None, None);
+    let (mut max_tokens, mut max_completion_tokens, mut n) = (None, None, None);
+    let mut cache_salt = false;
+    let mut seen = 0u8;
+    s.object(|s, key| {
+        let r = &mut *refusal;
+        if key.is(b"model") {
+            first(&mut seen, 1, "model", r)?;
+            model = Some(string(s, "model", r)?);
+        } else if chat && key.is(b"messages") {
+            first(&mut seen, 2, "messages", r)?;
+            prompt = Some(PromptField::Chat(messages(s, r)?));
+        } else if !chat && key.is(b"prompt") {
+            first(&mut seen, 2, "prompt", r)?;
+            prompt = Some(completion_prompt(s, r)?);
+        } else if key.is(b"stream") {
+            first(&mut seen, 4, "stream", r)?;
+            stream = s
+                .bool_or_null()
+                .or_else(|| invalid(s, "stream", "a boolean", r))?;
+        } else if key.is(b"max_tokens") {
+            first(&mut seen, 8, "max_tokens", r)?;
+            max_tokens = count(s, "max_tokens", r)?;
+        } else if chat && key.is(b"max_completion_tokens") {
+            first(&mut seen, 16, "max_completion_tokens", r)?;
+            max_completion_tokens = count(s, "max_completion_tokens", r)?;
+        } else if key.is(b"n") {
+            first(&mut seen, 32, "n", r)?;
+            n = count(s, "n", r)?;
+        } else if key.is(b"cache_salt") {
+            first(&mut seen, 64, "cache_salt", r)?;
+            if s.peek()? == b'n' {
+                s.literal(b"null")?;
+            } else {
+                s.skip_value()?;
+                cache_salt = true;
+            }
+        } else {
+            s.skip_value()?;
+        }
+        Some(())
+    })?;
+    let Some(model) = model else {
+        return refuse(refusal, "missing field `model`".into());
+    };
+    let Some(prompt) = prompt else {
+        let name = if chat { "messages" } else { "prompt" };
+        return refuse(refusal, format!("missing field `{name}`"));
+    };
+    Some(Fields {
+        model,
+        prompt,
+        stream,
+        max_tokens,
+        max_completion_tokens,
+        n,
+        cache_salt,
+    })
+}
+
+/// Refuses the value at the cursor for `field`, which wants `what`. A value that is not even
+/// valid JSON is reported as such instead.
+fn invalid<T>(s: &mut Scanner<'_>, field: &str, what: &str, r: &mut Option<Refusal>) -> Option<T> {
+    s.skip_value()?;
+    refuse(r, format!("invalid type for `{field}`: expected {what}"))
+}
+
+/// A string field.
+fn string<'a>(s: &mut Scanner<'a>, field: &str, r: &mut Option<Refusal>) -> Option<Cow<'a, str>> {
+    match s.peek()? {
+        b'"' => s.string_value()?.text(),
+        _ => invalid(s, field, "a string", r),
+    }
+}
+
+/// An optional count (`u32`): `null` is absent; a negative, fractional or too large
+/// number is refused.
+fn count(s: &mut Scanner<'_>, field: &str, r: &mut Option<Refusal>) -> Option<Option<u32>> {
+    match s.peek()? {
+        b'n' => s.literal(b"null").map(|()| None),
+        b'-' | b'0'..=b'9' => match s.integer()? {
+            Some(v) => match u32::try_from(v) {
+                Ok(v) => Some(Some(v)),
+                Err(_) => refuse(r, format!("`{field}` is out of range")),
+            },
+            None => refuse(
+                r,
+                format!("invalid type for `{field}`: expected an integer"),
+            ),
+        },
+        _ => invalid(s, field, "an integer", r),
+    }
+}
+
+/// `messages`: an array of message objects.
+fn messages<'a>(s: &mut Scanner<'a>, r: &mut Option<Refusal>) -> Option<Vec<Message<'a>>> {
+    if s.peek()? != b'[' {
+        return invalid(s, "messages", "an array", r);
+    }
+    // Most chats are a system and a user message, or a short conversation.
+    let mut out = Vec::with_capacity(4);
+    s.array(|s| {
+        out.push(message(s, r)?);
+        Some(())
+    })?;
+    Some(out)
+}
+
+/// One message: `role` (required) and `content` (a string, an array of parts, or absent).
+fn message<'a>(s: &mut Scanner<'a>, r: &mut Option<Refusal>) -> Option<Message<'a>> {
+    if s.peek()? != b'{' {
+        return invalid(s, "messages[]", "an object", r);
+    }
+    let (mut role, mut content) = (None, None);
+    let mut seen = 0u8;
+    s.object(|s, key| {
+        if key.is(b"role") {
+            first(&mut seen, 1, "role", r)?;
+            role = Some(string(s, "role", r)?);
+        } else if key.is(b"content") {
+            first(&mut seen, 2, "content", r)?;
+            content = self::content(s, r)?;
+        } else {
+            s.skip_value()?;
+        }
+        Some(())
+    })?;
+    let Some(role) = role else {
+        return refuse(r, "missing field `role`".into());
+    };
+    Some(Message::new(role, content.unwrap_or(Cow::Borrowed(""))))
+}
+
+/// A message's `content`: `null` is absent; an array of parts reads as the text of every
+/// part, concatenated (as the replica reads it).
+fn content<'a>(s: &mut Scanner<'a>, r: &mut Option<Refusal>) -> Option<Option<Cow<'a, str>>> {
+    match s.peek()? {
+        b'n' => s.literal(b"null").map(|()| None),
+        b'"' => s.string_value()?.text().map(Some),
+        b'[' => {
+            let mut text = String::new();
+            s.array(|s| part(s, &mut text, r))?;
+            Some(Some(Cow::Owned(text)))
+        }
+        _ => invalid(s, "content", "a string or an array of content parts", r),
+    }
+}
+
+/// One content part (an object): its `text`, if any, appended to `text`.
+fn part(s: &mut Scanner<'_>, text: &mut String, r: &mut Option<Refusal>) -> Option<()> {
+    if s.peek()? != b'{' {
+        return invalid(s, "content[]", "an object", r);
+    }
+    let mut seen = 0u8;
+    let mut own: Option<Cow<'_, str>> = None;
+    s.object(|s, key| {
+        if key.is(b"text") {
+            first(&mut seen, 1, "text", r)?;
+            own = match s.peek()? {
+                b'n' => s.literal(b"null").map(|()| None)?,
+                _ => Some(string(s, "text", r)?),
+            };
+        } else {
+            s.skip_value()?;
+        }
+        Some(())
+    })?;
+    if let Some(t) = own {
+        text.push_str(&t);
+    }
+    Some(())
+}
+
+/// A completion `prompt`: a string, an array of token ids, or an array of strings (serde's
+/// untagged enum: the first form that fits; `[]` is an empty token list).
+fn completion_prompt<'a>(s: &mut Scanner<'a>, r: &mut Option<Refusal>) -> Option<PromptField<'a>> {
+    match s.peek()? {
+        b'"' => s.string_value()?.text().map(PromptField::Text),
+        b'[' => {
+            let mut tokens = Vec::new();
+            let mut texts = Vec::new();
+            let mut fits = (true, true);
+            s.array(|s| {
+                match s.peek()? {
+                    b'"' => {
+                        fits.0 = false;
+                        texts.push(s.string_value()?.text()?);
+                    }
+                    b'-' | b'0'..=b'9' => {
+                        fits.1 = false;
+                        let id = s.integer()?.and_then(|v| u32::try_from(v).ok());
+                        match id {
+                            Some(id) => tokens.push(TokenId(id)),
+                            None => fits.0 = false,
+                        }
+                    }
+                    _ => {
+                        fits = (false, false);
+                        s.skip_value()?;
+                    }
+                }
+                Some(())
+            })?;
+            match fits {
+                (true, _) => Some(PromptField::Tokens(tokens)),
+                (false, true) => Some(PromptField::Texts(texts)),
+                (false, false) => refuse(r, PROMPT_SHAPES.into()),
+            }
+        }
+        _ => invalid(s, "prompt", PROMPT_SHAPES_SHORT, r),
+    }
+}
+
+const PROMPT_SHAPES_SHORT: &str = "a string, an array of token ids or an array of strings";
+const PROMPT_SHAPES: &str =
+    "`prompt` must be a string, an array of token ids or an array of strings";
