@@ -142,6 +142,8 @@ pub fn parse(endpoint: Endpoint, body: &[u8]) -> Result<ParsedRequest<'_>, Gatew
 }
 
 #[cfg(test)]
+mod reference;
+#[cfg(test)]
 mod tests;
 
 #[cfg(test)]

@@ -232,3 +232,70 @@ fn a_body_sent_in_pieces_is_gathered_whole_and_limited_across_pieces() {
     assert_openai_error(&send(&big), 413, "body_too_large");
     assert_eq!(mock.generations(), 1, "an oversize body is not forwarded");
 }
+
+/// Connection reuse after a request the gateway answers itself (reliability matrix A3): the
+/// unread body of a refused POST must be drained or the connection closed, so that bytes of
+/// that body are never read as the next request.
+#[test]
+fn the_body_of_a_refused_request_is_never_read_as_the_next_request() {
+    use std::io::{Read, Write};
+    let mock = MockReplica::start(Mode::Ok);
+    let gw = gateway(&mock);
+    // The body of each refused request is itself a valid request for the model list.
+    let smuggled = "GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer key-t\r\n\r\n";
+    // Sent as a request of its own, it does get the list (so the check below can fail).
+    let direct = raw(&gw.addr, smuggled.as_bytes(), Duration::from_secs(5)).unwrap();
+    assert!(
+        direct.text().contains("\"object\":\"list\""),
+        "{}",
+        direct.text()
+    );
+    let refused = [
+        // Wrong key: refused before the body is read.
+        ("Bearer wrong", "/v1/chat/completions", 401),
+        // Unknown route.
+        ("Bearer key-t", "/v1/nothing-here", 404),
+        // Good key, body not JSON: read, then refused.
+        ("Bearer key-t", "/v1/chat/completions", 400),
+    ];
+    for (key, path, status) in refused {
+        let mut s = std::net::TcpStream::connect(&gw.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let first = format!(
+            "POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: {key}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{smuggled}",
+            smuggled.len()
+        );
+        let second = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+        s.write_all(first.as_bytes()).unwrap();
+        s.write_all(second.as_bytes()).unwrap();
+        let mut got = Vec::new();
+        // Read to the close (the second request asks for it) or to the timeout.
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = s.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        let text = String::from_utf8_lossy(&got);
+        let statuses: Vec<&str> = text
+            .match_indices("HTTP/1.1 ")
+            .map(|(i, _)| &text[i + 9..i + 12])
+            .collect();
+        assert_eq!(statuses.first(), Some(&&*status.to_string()), "{text}");
+        // After the refusal: nothing (refused before the body was read: the connection is
+        // closed), or the health answer (the body was read whole), never the model list
+        // that the body spells.
+        assert!(statuses.len() <= 2, "{text}");
+        if statuses.len() == 2 {
+            assert_eq!(statuses[1], "200", "{text}");
+            assert!(text.contains("\"status\":\"ok\""), "{text}");
+        }
+        assert!(
+            !text.contains("\"object\":\"list\""),
+            "the body was read as a request: {text}"
+        );
+    }
+    assert_eq!(mock.generations(), 0);
+}

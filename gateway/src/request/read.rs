@@ -49,7 +49,7 @@ fn refuse<T>(refusal: &mut Option<Refusal>, why: String) -> Option<T> {
     None
 }
 
-/// Each known field once: `true` the first time, a refusal after.
+/// Each known field at most once: marks `bit` seen, or refuses a second `name`.
 fn first(seen: &mut u8, bit: u8, name: &str, refusal: &mut Option<Refusal>) -> Option<()> {
     if *seen & bit != 0 {
         return refuse(refusal, format!("duplicate field `{name}`"));
