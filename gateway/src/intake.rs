@@ -77,7 +77,7 @@ fn check_framing(
     // as enum tags, so this costs less than hashing each name for a map lookup).
     let mut header_bytes = uri_bytes;
     let (mut cl, mut cl_count, mut te, mut te_count, mut upgrade) = (None, 0, None, 0, false);
-    let mut authorization = None;
+    let (mut authorization, mut authorization_count) = (None, 0);
     for (k, v) in &req.headers {
         header_bytes += k.as_str().len() + v.len() + 4;
         if k == CONTENT_LENGTH {
@@ -89,6 +89,7 @@ fn check_framing(
         } else if k == UPGRADE {
             upgrade = true;
         } else if k == AUTHORIZATION {
+            authorization_count += 1;
             authorization = authorization.or(Some(v.as_bytes()));
         }
     }
@@ -129,7 +130,39 @@ fn check_framing(
             "protocol upgrades are not supported".into(),
         ));
     }
+    // Two keys are two tenants to choose between (a hop in front may pick the other one).
+    if authorization_count > 1 {
+        return Err(GatewayError::BadRequest(
+            "more than one Authorization header".into(),
+        ));
+    }
+    // A key in the URL ends up in access logs, here and at every hop after; it is refused
+    // rather than forwarded.
+    if req.uri.query().is_some_and(has_key_parameter) {
+        return Err(GatewayError::BadRequest(
+            "API keys belong in the Authorization header, never in the URL".into(),
+        ));
+    }
     Ok(authorization)
+}
+
+/// Whether a query string has a parameter named like a credential (`api_key`, `api-key`,
+/// `key`, `access_token`, ..., any case).
+fn has_key_parameter(query: &str) -> bool {
+    const NAMES: [&str; 7] = [
+        "api_key",
+        "apikey",
+        "key",
+        "access_token",
+        "token",
+        "authorization",
+        "openai_api_key",
+    ];
+    query.split('&').any(|pair| {
+        let name = pair.split_once('=').map_or(pair, |(n, _)| n);
+        let name = name.replace('-', "_");
+        NAMES.iter().any(|n| n.eq_ignore_ascii_case(&name))
+    })
 }
 
 /// Whether a raw HTTP/1 header block has a `Content-Length` line.
@@ -317,6 +350,29 @@ pub async fn decide(
 mod tests {
     use super::*;
     use crate::config::{Config, TenantConfig, TenantLimits};
+
+    #[test]
+    fn credential_parameters_are_found_in_any_spelling() {
+        for q in [
+            "api_key=sk-1",
+            "a=1&API-KEY=x",
+            "key",
+            "x=1&access_token=t&y=2",
+            "Token=",
+        ] {
+            assert!(has_key_parameter(q), "{q}");
+        }
+        for q in [
+            "api-version=2024-02-01",
+            "keys=1",
+            "monkey=1",
+            "x=api_key",
+            "",
+        ] {
+            assert!(!has_key_parameter(q), "{q}");
+        }
+    }
+
     use crate::replicas::ReplicaAddr;
     use crate::tenants::hash_key;
     use crate::testkit::byte_level_spec;

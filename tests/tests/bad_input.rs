@@ -299,3 +299,54 @@ fn the_body_of_a_refused_request_is_never_read_as_the_next_request() {
     }
     assert_eq!(mock.generations(), 0);
 }
+
+/// Credential confusion (reliability matrix D8): two `Authorization` headers, or a key in the
+/// URL, are refused before anything is forwarded; other query parameters pass.
+#[test]
+fn duplicate_keys_and_keys_in_the_url_are_refused() {
+    let mock = MockReplica::start(Mode::Ok);
+    let gw = gateway(&mock);
+    let body = serde_json::to_vec(&chat("mock", "s", "u", 4, false)).unwrap();
+    for keys in [
+        [AUTH, ("Authorization", "Bearer wrong")],
+        [("Authorization", "Bearer wrong"), AUTH],
+    ] {
+        let r = request(&gw.addr, "POST", "/v1/chat/completions", &keys, Some(&body)).unwrap();
+        assert_openai_error(&r, 400, "bad_request");
+        assert!(
+            r.text().contains("more than one Authorization"),
+            "{}",
+            r.text()
+        );
+    }
+    for path in [
+        "/v1/chat/completions?api_key=key-t",
+        "/v1/chat/completions?x=1&API-KEY=key-t",
+        "/v1/models?key=key-t",
+    ] {
+        let method = if path.starts_with("/v1/models") {
+            "GET"
+        } else {
+            "POST"
+        };
+        let body = (method == "POST").then_some(body.as_slice());
+        let r = request(&gw.addr, method, path, &[AUTH], body).unwrap();
+        assert_openai_error(&r, 400, "bad_request");
+        assert!(
+            !r.text().contains("key-t"),
+            "the key is not echoed: {}",
+            r.text()
+        );
+    }
+    assert_eq!(mock.generations(), 0, "nothing refused reaches a replica");
+    let r = request(
+        &gw.addr,
+        "POST",
+        "/v1/chat/completions?api-version=2024-02-01",
+        &[AUTH],
+        Some(&body),
+    )
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(mock.generations(), 1);
+}
