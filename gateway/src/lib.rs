@@ -27,6 +27,7 @@ pub mod accounting;
 pub mod admin;
 pub mod config;
 pub mod dashboard;
+pub mod deadline;
 pub mod error;
 pub mod gather;
 pub mod headers;

@@ -2,6 +2,7 @@
 //! everything before Pingora connects upstream; the later phases pick the attempt's
 //! replica, stamp headers, watch the response and account for it.
 
+use crate::deadline::DeadlineStream;
 use crate::error::GatewayError;
 use crate::headers;
 use crate::intake::{self, Intake};
@@ -164,6 +165,9 @@ impl ProxyHttp for Gateway {
     fn init_downstream_modules(&self, _modules: &mut pingora_core::modules::http::HttpModules) {}
 
     async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
+        if let Some(d) = DeadlineStream::of(session) {
+            d.header_read();
+        }
         if let Some(tp) = session
             .req_header()
             .headers
@@ -492,7 +496,10 @@ impl ProxyHttp for Gateway {
         }
     }
 
-    async fn logging(&self, _session: &mut Session, e: Option<&Error>, ctx: &mut RequestCtx) {
+    async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut RequestCtx) {
+        if let Some(d) = DeadlineStream::of(session) {
+            d.expect_next_request();
+        }
         crate::accounting::finish(&self.state, e, ctx);
     }
 }

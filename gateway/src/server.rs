@@ -3,6 +3,7 @@
 
 use crate::admin::Admin;
 use crate::config::{Config, ConfigError};
+use crate::deadline::HeaderDeadline;
 use crate::proxy::Gateway;
 use crate::state::AppState;
 use pingora_core::apps::http_app::HttpServer;
@@ -121,10 +122,15 @@ pub fn run(cfg: Config, path: Option<PathBuf>, overrides: Overrides) -> anyhow::
     };
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
-    let mut proxy = pingora_proxy::http_proxy_service_with_name(
-        &server.configuration,
-        Gateway::new(state.clone()),
-        "warmpath-gateway",
+    let mut proxy = Service::new(
+        "warmpath-gateway".to_string(),
+        HeaderDeadline::new(
+            pingora_proxy::http_proxy(&server.configuration, Gateway::new(state.clone())),
+            {
+                let state = state.clone();
+                Box::new(move || Duration::from_millis(state.config().timeouts.client_read_ms))
+            },
+        ),
     );
     proxy.add_tcp(&cfg.listen);
     let mut admin = Service::new(
