@@ -1,7 +1,8 @@
 #![allow(clippy::unwrap_used)]
-//! The total header deadline (`timeouts.client_read_ms`, reliability matrix A6): a header
+//! Client read deadlines (`timeouts.client_read_ms`, reliability matrix A6 and A7): a header
 //! that drips in, or never comes, closes the connection at the deadline; a header sent in
-//! pieces within it is served; a keep-alive connection may idle past it between requests.
+//! pieces within it is served; a keep-alive connection may idle past it between requests;
+//! a body that drips in gets a 408 at the deadline.
 
 use std::io::{BufReader, Read, Write};
 use std::net::TcpStream;
@@ -114,4 +115,45 @@ fn a_header_in_pieces_within_the_deadline_and_an_idle_keepalive_are_served() {
         start.elapsed()
     );
     assert_eq!(mock.generations(), 2);
+}
+
+#[test]
+fn a_dripping_body_gets_408_at_the_deadline() {
+    let mock = MockReplica::start(Mode::Ok);
+    let gw = gateway(&mock);
+    let req = request_bytes();
+    let head_len = req.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let mut s = TcpStream::connect(&gw.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(1))).unwrap();
+    s.write_all(&req[..head_len]).unwrap();
+    let start = Instant::now();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    let mut took = None;
+    // The body a byte every 100 ms (it would take several seconds), until an answer.
+    for &b in &req[head_len..] {
+        if s.write_all(&[b]).is_err() {
+            break;
+        }
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                took = Some(start.elapsed());
+                got.extend_from_slice(&buf[..n]);
+                break;
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut r = BufReader::new(s);
+    let mut rest = Vec::new();
+    let _ = r.read_to_end(&mut rest);
+    got.extend_from_slice(&rest);
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("client_timeout"), "{text}");
+    let took = took.expect("an answer while the body was still dripping");
+    assert!(took >= LIMIT && took < LIMIT * 3, "answered after {took:?}");
+    assert_eq!(mock.generations(), 0);
 }
