@@ -1,6 +1,7 @@
 //! The control-plane HTTP client (replica info, load, tokenizer, KV event stream, health
-//! probes), on hyper's HTTP/1.1 client: one connection per request, plain `http://` only.
-//! The proxied traffic does not use it (Pingora keeps its own upstream pool).
+//! probes), on hyper's HTTP/1.1 client: one connection per request, or one kept-alive
+//! connection for the load poller ([`KeptAlive`]); plain `http://` only. The proxied
+//! traffic does not use it (Pingora keeps its own upstream pool).
 
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HOST};
@@ -86,22 +87,28 @@ pub struct BodyStream {
     body: hyper::body::Incoming,
 }
 
-/// Sends one request on a new connection and returns the status and the open body.
-pub async fn open(
-    addr: &ReplicaAddr,
-    method: Method,
-    path: &str,
-    body: Option<&[u8]>,
-) -> Result<(u16, BodyStream), ClientError> {
+/// A sender on a new connection to `addr`; the connection task ends when the sender and
+/// the last response body are dropped.
+async fn connect(addr: &ReplicaAddr) -> Result<Sender, ClientError> {
     let stream = TcpStream::connect(addr.authority()).await?;
     stream.set_nodelay(true)?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-    // The connection task ends with the response body (or when the body is dropped).
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
     tokio::spawn(async move {
         if let Err(e) = conn.await {
             tracing::debug!(error = %e, "control-plane connection ended");
         }
     });
+    Ok(sender)
+}
+
+type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+
+fn build(
+    addr: &ReplicaAddr,
+    method: Method,
+    path: &str,
+    body: Option<&[u8]>,
+) -> Result<http::Request<Full<Bytes>>, ClientError> {
     let mut req = http::Request::builder()
         .method(method)
         .uri(path)
@@ -110,10 +117,21 @@ pub async fn open(
     if body.is_some() {
         req = req.header(CONTENT_TYPE, "application/json");
     }
-    let req = req
-        .body(Full::new(Bytes::copy_from_slice(body.unwrap_or_default())))
-        .map_err(|e| ClientError::Protocol(e.to_string()))?;
-    let resp = sender.send_request(req).await?;
+    req.body(Full::new(Bytes::copy_from_slice(body.unwrap_or_default())))
+        .map_err(|e| ClientError::Protocol(e.to_string()))
+}
+
+/// Sends one request on a new connection and returns the status and the open body.
+pub async fn open(
+    addr: &ReplicaAddr,
+    method: Method,
+    path: &str,
+    body: Option<&[u8]>,
+) -> Result<(u16, BodyStream), ClientError> {
+    let mut sender = connect(addr).await?;
+    let resp = sender
+        .send_request(build(addr, method, path, body)?)
+        .await?;
     let status = resp.status().as_u16();
     Ok((
         status,
@@ -121,6 +139,81 @@ pub async fn open(
             body: resp.into_body(),
         },
     ))
+}
+
+/// A kept-alive connection for a poller: one connection serves request after request, and
+/// is reopened after a failure or a close (a load poll every 200 ms would otherwise open
+/// five connections a second per replica).
+pub struct KeptAlive {
+    addr: ReplicaAddr,
+    sender: Option<Sender>,
+}
+
+impl KeptAlive {
+    /// No connection yet; the first request opens one.
+    pub fn new(addr: ReplicaAddr) -> Self {
+        Self { addr, sender: None }
+    }
+
+    /// `GET path` parsed as JSON, within `timeout`. Non-2xx is an error; any failure drops
+    /// the connection.
+    pub async fn get_json<T: serde::de::DeserializeOwned>(
+        &mut self,
+        path: &str,
+        timeout: Duration,
+    ) -> Result<T, ClientError> {
+        // A kept connection the server has just closed fails at once: one more try, on a
+        // new connection.
+        let reused = self.sender.as_ref().is_some_and(|s| !s.is_closed());
+        let mut res = self.exchange_within(path, timeout).await;
+        if res.is_err() && reused {
+            res = self.exchange_within(path, timeout).await;
+        }
+        let resp = res?;
+        if !(200..300).contains(&resp.status) {
+            return Err(ClientError::Status(resp.status));
+        }
+        serde_json::from_slice(&resp.body).map_err(|e| ClientError::Protocol(e.to_string()))
+    }
+
+    async fn exchange_within(
+        &mut self,
+        path: &str,
+        timeout: Duration,
+    ) -> Result<Response, ClientError> {
+        let res = tokio::time::timeout(timeout, self.exchange(path))
+            .await
+            .unwrap_or(Err(ClientError::Timeout));
+        if res.is_err() {
+            self.sender = None;
+        }
+        res
+    }
+
+    async fn exchange(&mut self, path: &str) -> Result<Response, ClientError> {
+        let mut sender = match self.sender.take() {
+            Some(s) if !s.is_closed() => s,
+            _ => connect(&self.addr).await?,
+        };
+        sender.ready().await?;
+        let resp = sender
+            .send_request(build(&self.addr, Method::GET, path, None)?)
+            .await?;
+        let status = resp.status().as_u16();
+        let body = BodyStream {
+            body: resp.into_body(),
+        }
+        .read_all(MAX_BODY)
+        .await?;
+        self.sender = Some(sender);
+        Ok(Response { status, body })
+    }
+
+    /// Whether a connection is open (for tests).
+    #[cfg(test)]
+    fn is_connected(&self) -> bool {
+        self.sender.as_ref().is_some_and(|s| !s.is_closed())
+    }
 }
 
 impl BodyStream {
@@ -212,6 +305,7 @@ impl LineSplitter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 
@@ -276,6 +370,54 @@ mod tests {
         let r = request(&addr, Method::GET, "/", None, Duration::from_secs(2)).await;
         // Length-delimited: exactly the promised bytes come back.
         assert_eq!(r.unwrap().body, b"{\"a\"");
+    }
+
+    #[tokio::test]
+    async fn a_kept_alive_connection_serves_polls_and_reopens_after_a_close() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        let accepts = Arc::new(AtomicUsize::new(0));
+        let counted = accepts.clone();
+        // Each connection answers two requests; a third is read and dropped with the
+        // connection, unanswered (a server closing a kept connection as a request arrives).
+        tokio::spawn(async move {
+            loop {
+                let (mut s, _) = l.accept().await.unwrap();
+                counted.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut got = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    for answer in [true, true, false] {
+                        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                            match s.read(&mut buf).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => got.extend_from_slice(&buf[..n]),
+                            }
+                        }
+                        got.clear();
+                        if answer {
+                            let reply = b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n{\"a\":1}";
+                            s.write_all(reply).await.unwrap();
+                        }
+                    }
+                });
+            }
+        });
+        let addr = ReplicaAddr {
+            host: "127.0.0.1".into(),
+            port,
+        };
+        let mut c = KeptAlive::new(addr);
+        for i in 0..6 {
+            // Every poll succeeds: the one that meets a dropped connection is retried on a
+            // new one.
+            let v: serde_json::Value = c.get_json("/load", Duration::from_secs(2)).await.unwrap();
+            assert_eq!(v["a"], 1, "poll {i}");
+            assert!(c.is_connected(), "poll {i}");
+        }
+        // Six polls on connections that answer two each: three connections, not six.
+        assert_eq!(accepts.load(Ordering::SeqCst), 3);
     }
 
     #[tokio::test]

@@ -121,9 +121,13 @@ async fn read_stream(state: &AppState, r: &Replica, mut body: client::BodyStream
 }
 
 async fn poll_load(state: Arc<AppState>, r: Arc<Replica>) {
+    let mut conn = client::KeptAlive::new(r.addr.clone());
     while !gone(&r) {
         let every = Duration::from_millis(state.config().load_poll_ms);
-        match client::get_json::<ReplicaLoad>(&r.addr, PATH_LOAD, Duration::from_secs(1)).await {
+        match conn
+            .get_json::<ReplicaLoad>(PATH_LOAD, Duration::from_secs(1))
+            .await
+        {
             Ok(load) => *r.load.lock() = load,
             Err(e) => tracing::debug!(replica = %r.id, error = %e, "load poll failed"),
         }
