@@ -158,10 +158,13 @@ fn has_key_parameter(query: &str) -> bool {
         "authorization",
         "openai_api_key",
     ];
+    // `-` reads as `_`, letters in any case.
+    let same = |a: u8, b: u8| a.eq_ignore_ascii_case(&b) || (a, b) == (b'_', b'-');
     query.split('&').any(|pair| {
-        let name = pair.split_once('=').map_or(pair, |(n, _)| n);
-        let name = name.replace('-', "_");
-        NAMES.iter().any(|n| n.eq_ignore_ascii_case(&name))
+        let name = pair.split_once('=').map_or(pair, |(n, _)| n).as_bytes();
+        NAMES
+            .iter()
+            .any(|n| n.len() == name.len() && n.bytes().zip(name.iter()).all(|(a, &b)| same(a, b)))
     })
 }
 

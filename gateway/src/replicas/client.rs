@@ -82,6 +82,22 @@ pub struct Response {
     pub body: Vec<u8>,
 }
 
+impl Response {
+    /// The response, or [`ClientError::Status`] when it is not a 2xx.
+    fn success(self) -> Result<Self, ClientError> {
+        if (200..300).contains(&self.status) {
+            Ok(self)
+        } else {
+            Err(ClientError::Status(self.status))
+        }
+    }
+
+    /// The body parsed as JSON.
+    fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T, ClientError> {
+        serde_json::from_slice(&self.body).map_err(|e| ClientError::Protocol(e.to_string()))
+    }
+}
+
 /// An open response whose body is read incrementally. Dropping it closes the connection.
 pub struct BodyStream {
     body: hyper::body::Incoming,
@@ -164,16 +180,12 @@ impl KeptAlive {
     ) -> Result<T, ClientError> {
         // A kept connection the server has just closed fails at once: one more try, on a
         // new connection.
-        let reused = self.sender.as_ref().is_some_and(|s| !s.is_closed());
+        let reused = self.is_connected();
         let mut res = self.exchange_within(path, timeout).await;
         if res.is_err() && reused {
             res = self.exchange_within(path, timeout).await;
         }
-        let resp = res?;
-        if !(200..300).contains(&resp.status) {
-            return Err(ClientError::Status(resp.status));
-        }
-        serde_json::from_slice(&resp.body).map_err(|e| ClientError::Protocol(e.to_string()))
+        res?.success()?.json()
     }
 
     async fn exchange_within(
@@ -209,8 +221,7 @@ impl KeptAlive {
         Ok(Response { status, body })
     }
 
-    /// Whether a connection is open (for tests).
-    #[cfg(test)]
+    /// Whether a connection is open.
     fn is_connected(&self) -> bool {
         self.sender.as_ref().is_some_and(|s| !s.is_closed())
     }
@@ -257,13 +268,10 @@ pub async fn request(
         let body = stream.read_all(MAX_BODY).await?;
         Ok::<_, ClientError>(Response { status, body })
     };
-    let resp = tokio::time::timeout(timeout, fut)
+    tokio::time::timeout(timeout, fut)
         .await
-        .map_err(|_| ClientError::Timeout)??;
-    if !(200..300).contains(&resp.status) {
-        return Err(ClientError::Status(resp.status));
-    }
-    Ok(resp)
+        .map_err(|_| ClientError::Timeout)??
+        .success()
 }
 
 /// The largest control-plane body read whole (a tokenizer spec is a few MB).
@@ -275,8 +283,9 @@ pub async fn get_json<T: serde::de::DeserializeOwned>(
     path: &str,
     timeout: Duration,
 ) -> Result<T, ClientError> {
-    let resp = request(addr, Method::GET, path, None, timeout).await?;
-    serde_json::from_slice(&resp.body).map_err(|e| ClientError::Protocol(e.to_string()))
+    request(addr, Method::GET, path, None, timeout)
+        .await?
+        .json()
 }
 
 /// Splits a byte stream into lines.

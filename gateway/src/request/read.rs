@@ -222,23 +222,19 @@ fn part(s: &mut Scanner<'_>, text: &mut String, r: &mut Option<Refusal>) -> Opti
         return invalid(s, "content[]", "an object", r);
     }
     let mut seen = 0u8;
-    let mut own: Option<Cow<'_, str>> = None;
+    // Appended as read: a second `text` refuses the whole body anyway.
     s.object(|s, key| {
         if key.is(b"text") {
             first(&mut seen, 1, "text", r)?;
-            own = match s.peek()? {
-                b'n' => s.literal(b"null").map(|()| None)?,
-                _ => Some(string(s, "text", r)?),
-            };
+            match s.peek()? {
+                b'n' => s.literal(b"null")?,
+                _ => text.push_str(&string(s, "text", r)?),
+            }
         } else {
             s.skip_value()?;
         }
         Some(())
-    })?;
-    if let Some(t) = own {
-        text.push_str(&t);
-    }
-    Some(())
+    })
 }
 
 /// A completion `prompt`: a string, an array of token ids, or an array of strings (serde's
@@ -247,40 +243,37 @@ fn completion_prompt<'a>(s: &mut Scanner<'a>, r: &mut Option<Refusal>) -> Option
     match s.peek()? {
         b'"' => s.string_value()?.text().map(PromptField::Text),
         b'[' => {
-            let mut tokens = Vec::new();
-            let mut texts = Vec::new();
-            let mut fits = (true, true);
+            let (mut tokens, mut texts) = (Vec::new(), Vec::new());
+            // Whether every element so far fits each array form.
+            let (mut all_ids, mut all_texts) = (true, true);
             s.array(|s| {
                 match s.peek()? {
                     b'"' => {
-                        fits.0 = false;
+                        all_ids = false;
                         texts.push(s.string_value()?.text()?);
                     }
                     b'-' | b'0'..=b'9' => {
-                        fits.1 = false;
-                        let id = s.integer()?.and_then(|v| u32::try_from(v).ok());
-                        match id {
+                        all_texts = false;
+                        match s.integer()?.and_then(|v| u32::try_from(v).ok()) {
                             Some(id) => tokens.push(TokenId(id)),
-                            None => fits.0 = false,
+                            None => all_ids = false,
                         }
                     }
                     _ => {
-                        fits = (false, false);
+                        (all_ids, all_texts) = (false, false);
                         s.skip_value()?;
                     }
                 }
                 Some(())
             })?;
-            match fits {
+            match (all_ids, all_texts) {
                 (true, _) => Some(PromptField::Tokens(tokens)),
                 (false, true) => Some(PromptField::Texts(texts)),
-                (false, false) => refuse(r, PROMPT_SHAPES.into()),
+                (false, false) => refuse(r, format!("`prompt` must be {PROMPT_SHAPES}")),
             }
         }
-        _ => invalid(s, "prompt", PROMPT_SHAPES_SHORT, r),
+        _ => invalid(s, "prompt", PROMPT_SHAPES, r),
     }
 }
 
-const PROMPT_SHAPES_SHORT: &str = "a string, an array of token ids or an array of strings";
-const PROMPT_SHAPES: &str =
-    "`prompt` must be a string, an array of token ids or an array of strings";
+const PROMPT_SHAPES: &str = "a string, an array of token ids or an array of strings";
