@@ -7,6 +7,9 @@
 #   scripts/bench-gateway.sh            # DURATION=10 PROFILE=release by default
 #   WARMPATH_BENCH_DEPS=1 scripts/ci-deps.sh   # installs wrk and nginx
 #   BENCH_SPEC=spec.json scripts/bench-gateway.sh  # a saved tokenizer spec: no replica build
+#   PGO=1 scripts/bench-gateway.sh      # gateway and passthrough both from scripts/build-pgo.sh;
+#                                       # writes the `## gateway, PGO build` section instead
+#   PGO=1 PGO_BIN=DIR scripts/bench-gateway.sh   # reuse what build-pgo.sh printed before
 #
 # The upstream publishes SmolLM2's tokenizer (taken from a short-lived `replica serve` on
 # the model that scripts/fetch-model.sh provides), so the gateway tokenizes as it would in
@@ -26,40 +29,32 @@ for tool in wrk nginx; do
 done
 cargo build --profile "$PROFILE" -p gateway --bin gateway --example passthrough --example fixed_upstream --example route_bench
 BIN=$CARGO_TARGET_DIR/$([ "$PROFILE" = dev ] && echo debug || echo "$PROFILE")
+# The two Pingora proxies under test; nginx, the upstream and route_bench are the same either way.
+PROXY_BIN=$BIN
+BUILD="PROFILE=$PROFILE"
+TITLE="gateway"
+if [ "${PGO:-0}" = 1 ]; then
+  # PGO_BIN: a directory scripts/build-pgo.sh printed earlier, for the same code.
+  PROXY_BIN=${PGO_BIN:-$(scripts/build-pgo.sh)}
+  BUILD="PGO build from scripts/build-pgo.sh, gateway and passthrough alike"
+  TITLE="gateway, PGO build"
+fi
 WORK=$(mktemp -d)
 PIDS=()
 cleanup() {
   # nginx's master stops its worker on TERM; a KILLed master would leave the worker behind.
   [ -n "${NG_MASTER:-}" ] && kill -TERM "$NG_MASTER" 2>/dev/null && sleep 0.5
-  for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   rm -rf "$WORK"
 }
 trap cleanup EXIT
 
 UP=19100; PT=19101; NG=19102; GW=19103; ADM=19104; REP=19105
 SPEC_ARGS=()
-TOKENIZER_NAME="byte-level fixture (1 token per byte)"
-if [ -n "${BENCH_SPEC:-}" ]; then
-  # A tokenizer spec saved earlier from `curl replica:PORT/v1/replica/tokenizer`.
-  cp "$BENCH_SPEC" "$WORK/spec.json"
-  SPEC_ARGS=("$WORK/spec.json")
-  TOKENIZER_NAME="spec file $(basename "$BENCH_SPEC")"
-elif [ "$BENCH_TOKENIZER" = smollm2 ]; then
-  MODEL=$(scripts/fetch-model.sh)
-  cargo build --profile "$PROFILE" -p replica --bin replica
-  "$BIN/replica" serve --model "$MODEL" --port $REP --threads 1 >/dev/null 2>&1 & RPID=$!
-  PIDS+=($RPID)
-  for i in $(seq 300); do
-    curl -sf "http://127.0.0.1:$REP/v1/replica/tokenizer" -o "$WORK/spec.json" && break
-    sleep 0.2
-  done
-  kill "$RPID" 2>/dev/null || true
-  [ -s "$WORK/spec.json" ] || { echo "could not read the SmolLM2 tokenizer from replica serve" >&2; exit 1; }
-  SPEC_ARGS=("$WORK/spec.json")
-  TOKENIZER_NAME="SmolLM2-135M-Instruct"
-fi
+tokenizer_spec "$WORK/spec.json" "$BIN" "$PROFILE" $REP
+[ -s "$WORK/spec.json" ] && SPEC_ARGS=("$WORK/spec.json")
 "$BIN/examples/fixed_upstream" 127.0.0.1:$UP "$THREADS" "${SPEC_ARGS[@]}" >/dev/null 2>&1 & UP_PID=$!; PIDS+=($UP_PID)
-"$BIN/examples/passthrough" 127.0.0.1:$PT 127.0.0.1:$UP "$THREADS" >/dev/null 2>&1 & PT_PID=$!; PIDS+=($PT_PID)
+"$PROXY_BIN/examples/passthrough" 127.0.0.1:$PT 127.0.0.1:$UP "$THREADS" >/dev/null 2>&1 & PT_PID=$!; PIDS+=($PT_PID)
 mkdir -p "$WORK/nginx/logs"
 cat > "$WORK/nginx/nginx.conf" <<NGINX
 worker_processes 1;
@@ -81,7 +76,7 @@ http {
 NGINX
 nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" & NG_MASTER=$!; PIDS+=($NG_MASTER)
 write_gateway_yaml "$WORK/gateway.yaml" $GW $ADM $UP "$THREADS"
-RUST_LOG=warn "$BIN/gateway" --config "$WORK/gateway.yaml" >/dev/null 2>"$WORK/gateway.log" & GW_PID=$!; PIDS+=($GW_PID)
+RUST_LOG=warn "$PROXY_BIN/gateway" --config "$WORK/gateway.yaml" >/dev/null 2>"$WORK/gateway.log" & GW_PID=$!; PIDS+=($GW_PID)
 for i in $(seq 100); do
   if curl -sf "http://127.0.0.1:$ADM/admin/replicas" | grep -q '"id"' && curl -sf http://127.0.0.1:$PT/ >/dev/null 2>&1; then break; fi
   sleep 0.2
@@ -157,9 +152,9 @@ RATIOL=$(calc "$GL_RPS / $PL_RPS")
 CPU8=$(calc "$P8_CPU / max($G8_CPU, 0.001)"); CPUL=$(calc "$PL_CPU / max($GL_CPU, 0.001)")
 ROUND_LINES=$(awk '{printf "round %s %s: %s req/s, p50 %s us, %s CPU us/req\n", $1, $2, $3, $4, $5}' "$WORK/rounds.txt")
 SECTION=$(cat <<MD
-## gateway
+## $TITLE
 
-\`scripts/bench-gateway.sh\` (PROFILE=$PROFILE, ${DURATION}s per run, median of $ROUNDS interleaved rounds, $THREADS worker thread per proxy, wrk -t1), run $(date -u +%Y-%m-%dT%H:%MZ) on this machine ($(nproc) cores, shared).
+\`scripts/bench-gateway.sh\` ($BUILD, ${DURATION}s per run, median of $ROUNDS interleaved rounds, $THREADS worker thread per proxy, wrk -t1), run $(date -u +%Y-%m-%dT%H:%MZ) on this machine ($(nproc) cores, shared).
 Gateway tokenizer: $TOKENIZER_NAME.
 Every front proxies to the same fixed-reply upstream (\`gateway/examples/fixed_upstream.rs\`); the gateway runs with
 auth, tenant limits (reserve and settle), tokenization, hashing and \`warm\` routing on; the baseline is a bare Pingora
@@ -196,11 +191,11 @@ $ROUND_LINES
 </details>
 MD
 )
-python3 - "$BENCH_OUT" "$SECTION" <<'PY'
+python3 - "$BENCH_OUT" "$SECTION" "$TITLE" <<'PY'
 import re, sys, pathlib
 path, section = pathlib.Path(sys.argv[1]), sys.argv[2].rstrip() + "\n"
 text = path.read_text() if path.exists() else "# Benchmarks\n"
-pattern = re.compile(r"^## gateway\n.*?(?=^## |\Z)", re.S | re.M)
+pattern = re.compile(r"^## " + re.escape(sys.argv[3]) + r"\n.*?(?=^## |\Z)", re.S | re.M)
 text = pattern.sub(section + "\n", text) if pattern.search(text) else text.rstrip() + "\n\n" + section
 path.write_text(text)
 PY

@@ -59,7 +59,7 @@ pub struct Config {
     pub auth: AuthConfig,
     /// Tenants and their keys and limits.
     pub tenants: Vec<TenantConfig>,
-    /// Request size bounds.
+    /// Request size and connection bounds.
     pub limits: RequestLimits,
     /// Admission control / load shedding.
     pub admission: AdmissionConfig,
@@ -158,7 +158,7 @@ pub struct TenantLimits {
     pub max_concurrent: u32,
 }
 
-/// Request size bounds.
+/// Request size and connection bounds.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RequestLimits {
@@ -168,6 +168,10 @@ pub struct RequestLimits {
     pub max_header_bytes: usize,
     /// `max_tokens` assumed when the request has none (token reservation cap).
     pub default_max_tokens: u32,
+    /// Open connections allowed per client IP; 0: no cap.
+    pub max_connections_per_ip: u32,
+    /// Requests served on one kept-alive connection before it is closed; 0: no limit.
+    pub max_requests_per_connection: u32,
 }
 
 impl Default for RequestLimits {
@@ -176,6 +180,8 @@ impl Default for RequestLimits {
             max_body_bytes: MAX_BODY_BYTES_CEILING,
             max_header_bytes: 16 * 1024,
             default_max_tokens: 256,
+            max_connections_per_ip: 256,
+            max_requests_per_connection: 1000,
         }
     }
 }

@@ -78,6 +78,12 @@ pub enum GatewayError {
         /// Human-readable detail.
         detail: String,
     },
+    /// The client's address already holds `limits.max_connections_per_ip` connections.
+    #[error("too many open connections from this address (at most {limit})")]
+    TooManyConnections {
+        /// Configured cap.
+        limit: u32,
+    },
     /// The gateway is at its admission bound.
     #[error("the gateway is overloaded, retry later")]
     Overloaded {
@@ -122,7 +128,7 @@ impl GatewayError {
             GatewayError::ClientTimeout => 408,
             GatewayError::BodyTooLarge { .. } => 413,
             GatewayError::HeadersTooLarge { .. } => 431,
-            GatewayError::RateLimited { .. } => 429,
+            GatewayError::RateLimited { .. } | GatewayError::TooManyConnections { .. } => 429,
             GatewayError::Overloaded { .. } | GatewayError::NoReplica(_) => 503,
             GatewayError::Upstream(_) => 502,
             GatewayError::UpstreamTimeout => 504,
@@ -160,6 +166,7 @@ impl GatewayError {
                 LimitKind::Tokens => "rate_limit_tokens",
                 LimitKind::Concurrency => "rate_limit_concurrency",
             },
+            GatewayError::TooManyConnections { .. } => "too_many_connections",
             GatewayError::Overloaded { .. } => "overloaded",
             GatewayError::NoReplica(_) => "no_replica",
             GatewayError::Upstream(_) => "upstream_error",
@@ -177,6 +184,7 @@ impl GatewayError {
                 | GatewayError::ClientTimeout
                 | GatewayError::BodyTooLarge { .. }
                 | GatewayError::HeadersTooLarge { .. }
+                | GatewayError::TooManyConnections { .. }
         )
     }
 
@@ -201,7 +209,9 @@ impl GatewayError {
             | GatewayError::Overloaded { retry_after } => {
                 headers.push(("retry-after", retry_after_secs(*retry_after).to_string()));
             }
-            GatewayError::NoReplica(_) => headers.push(("retry-after", "1".to_string())),
+            GatewayError::NoReplica(_) | GatewayError::TooManyConnections { .. } => {
+                headers.push(("retry-after", "1".to_string()))
+            }
             _ => {}
         }
         ErrorResponse {

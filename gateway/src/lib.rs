@@ -17,6 +17,8 @@
 //! - [`request`], [`response`]: what the gateway reads from bodies; [`headers`]: what it
 //!   stamps on messages.
 //! - [`tokenize`]: cached, replica-identical tokenization.
+//! - [`deadline`], [`conn_cap`]: connection guards around the proxy (a total header
+//!   deadline, a per-IP connection cap).
 //! - [`tenants`], [`limits`]: keys, salts, allowlists, rate limits.
 //! - [`replicas`]: registry, health, event following, load polling, probes.
 //! - [`routing`], [`retry`], [`metrics`], [`trace`], [`admin`], [`state`], [`server`].
@@ -26,6 +28,7 @@
 pub mod accounting;
 pub mod admin;
 pub mod config;
+pub mod conn_cap;
 pub mod dashboard;
 pub mod deadline;
 pub mod error;

@@ -99,6 +99,8 @@ pub struct Metrics {
     pub limit_rejections: IntCounterVec,
     /// Requests shed by admission control.
     pub shed: IntCounter,
+    /// Connections refused by the per-IP cap.
+    pub connections_refused: IntCounter,
     /// Streams ended with a gateway error event.
     pub stream_errors: IntCounterVec,
     /// Time from request arrival to the upstream request being sent.
@@ -223,6 +225,10 @@ impl Metrics {
                 &["tenant", "kind"],
             ),
             shed: c("shed_total", "Requests shed by admission control (503)"),
+            connections_refused: c(
+                "connections_refused_total",
+                "Connections refused by limits.max_connections_per_ip (429, closed)",
+            ),
             stream_errors: cv(
                 "stream_errors_total",
                 "Streams ended with a terminal error event",

@@ -109,6 +109,11 @@ pub fn parse(endpoint: Endpoint, body: &[u8]) -> Result<ParsedRequest<'_>, Gatew
             "`cache_salt` is set by the gateway and may not be sent by clients",
         ));
     }
+    if let Some(name) = fields.engine_field {
+        return Err(bad(format!(
+            "`{name}` controls the inference engine directly and is not accepted through the gateway"
+        )));
+    }
     let prompt = match fields.prompt {
         read::PromptField::Chat(msgs) if msgs.is_empty() => {
             return Err(bad("`messages` must not be empty"))
@@ -191,6 +196,41 @@ mod unit_tests {
             br#"{"model":"m","prompt":"x","n":1000}"#
         )
         .is_err());
+    }
+
+    #[test]
+    fn engine_control_fields_are_refused_by_name_and_null_is_absent() {
+        for name in read::ENGINE_FIELDS {
+            for (endpoint, head) in [
+                (
+                    Endpoint::Chat,
+                    r#"{"model":"m","messages":[{"role":"user","content":"x"}]"#,
+                ),
+                (Endpoint::Completions, r#"{"model":"m","prompt":"x""#),
+            ] {
+                let sent = format!(r#"{head},"{name}":{{"remote_host":"10.0.0.9"}}}}"#);
+                match parse(endpoint, sent.as_bytes()) {
+                    Err(GatewayError::BadRequest(msg)) => assert!(msg.contains(name), "{msg}"),
+                    other => panic!("{name}: {:?}", other.map(|r| r.model)),
+                }
+                let null = format!(r#"{head},"{name}":null}}"#);
+                assert!(
+                    parse(endpoint, null.as_bytes()).is_ok(),
+                    "{name}: null is absent"
+                );
+                let twice = format!(r#"{head},"{name}":null,"{name}":null}}"#);
+                assert!(
+                    matches!(
+                        parse(endpoint, twice.as_bytes()),
+                        Err(GatewayError::InvalidBody(_))
+                    ),
+                    "{name}: a duplicate"
+                );
+            }
+        }
+        // Names that merely resemble one pass through.
+        let body = br#"{"model":"m","prompt":"x","priority_hint":1,"base":"u"}"#;
+        assert!(parse(Endpoint::Completions, body).is_ok());
     }
 
     #[test]

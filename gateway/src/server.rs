@@ -3,10 +3,12 @@
 
 use crate::admin::Admin;
 use crate::config::{Config, ConfigError};
+use crate::conn_cap::ConnectionCap;
 use crate::deadline::HeaderDeadline;
 use crate::proxy::Gateway;
 use crate::state::AppState;
 use pingora_core::apps::http_app::HttpServer;
+use pingora_core::apps::HttpServerOptions;
 use pingora_core::server::configuration::ServerConf;
 use pingora_core::server::Server;
 use pingora_core::services::listening::Service;
@@ -122,16 +124,28 @@ pub fn run(cfg: Config, path: Option<PathBuf>, overrides: Overrides) -> anyhow::
     };
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
-    let mut proxy = Service::new(
-        "warmpath-gateway".to_string(),
-        HeaderDeadline::new(
-            pingora_proxy::http_proxy(&server.configuration, Gateway::new(state.clone())),
-            {
-                let state = state.clone();
-                Box::new(move || Duration::from_millis(state.config().timeouts.client_read_ms))
-            },
-        ),
+    let mut http = pingora_proxy::http_proxy(&server.configuration, Gateway::new(state.clone()));
+    let mut options = HttpServerOptions::default();
+    // Pingora counts reuses: a connection serves its first request plus this many more.
+    options.keepalive_request_limit = cfg.limits.max_requests_per_connection.checked_sub(1);
+    http.server_options = Some(options);
+    // Outermost first: the per-IP cap, then the header deadline, then the proxy.
+    let deadline = HeaderDeadline::new(http, {
+        let state = state.clone();
+        Box::new(move || Duration::from_millis(state.config().timeouts.client_read_ms))
+    });
+    let capped = ConnectionCap::new(
+        deadline,
+        {
+            let state = state.clone();
+            Box::new(move || state.config().limits.max_connections_per_ip)
+        },
+        {
+            let state = state.clone();
+            Box::new(move || state.metrics.connections_refused.inc())
+        },
     );
+    let mut proxy = Service::new("warmpath-gateway".to_string(), capped);
     proxy.add_tcp(&cfg.listen);
     let mut admin = Service::new(
         "warmpath-admin".to_string(),

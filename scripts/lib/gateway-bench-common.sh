@@ -65,3 +65,29 @@ request = function()
 end
 LUA
 }
+
+# tokenizer_spec OUT_FILE BIN_DIR PROFILE REPLICA_PORT: the tokenizer spec the fixed-reply
+# upstream publishes. BENCH_SPEC names a spec saved earlier from
+# `curl replica:PORT/v1/replica/tokenizer`; otherwise BENCH_TOKENIZER=smollm2 (the default)
+# reads SmolLM2's from a short-lived `replica serve`, and BENCH_TOKENIZER=bytes leaves
+# OUT_FILE absent (the upstream then publishes its byte-level fixture). Sets TOKENIZER_NAME.
+tokenizer_spec() {
+  local out=$1 bin=$2 profile=$3 port=$4 model rpid
+  TOKENIZER_NAME="byte-level fixture (1 token per byte)"
+  if [ -n "${BENCH_SPEC:-}" ]; then
+    cp "$BENCH_SPEC" "$out"
+    TOKENIZER_NAME="spec file $(basename "$BENCH_SPEC")"
+  elif [ "${BENCH_TOKENIZER:-smollm2}" = smollm2 ]; then
+    model=$(scripts/fetch-model.sh)
+    cargo build --profile "$profile" -p replica --bin replica
+    "$bin/replica" serve --model "$model" --port "$port" --threads 1 >/dev/null 2>&1 & rpid=$!
+    for _ in $(seq 300); do
+      curl -sf "http://127.0.0.1:$port/v1/replica/tokenizer" -o "$out" && break
+      sleep 0.2
+    done
+    kill "$rpid" 2>/dev/null || true
+    wait "$rpid" 2>/dev/null || true
+    [ -s "$out" ] || { echo "could not read the SmolLM2 tokenizer from replica serve" >&2; return 1; }
+    TOKENIZER_NAME="SmolLM2-135M-Instruct"
+  fi
+}

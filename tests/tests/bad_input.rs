@@ -83,6 +83,22 @@ fn bad_requests_get_openai_errors_and_nothing_is_forwarded() {
     assert_openai_error(&r, 401, "invalid_api_key");
     let r = request(&gw.addr, "GET", "/v1/nothing-here", &[AUTH], None).unwrap();
     assert_openai_error(&r, 404, "unknown_url");
+    // Fields that are the gateway's to set, or that steer the engine past it.
+    for (field, value) in [
+        ("cache_salt", serde_json::json!("another-tenant")),
+        (
+            "kv_transfer_params",
+            serde_json::json!({"remote_host": "10.0.0.9"}),
+        ),
+        ("priority", serde_json::json!(-100)),
+        ("base_url", serde_json::json!("http://169.254.169.254/")),
+    ] {
+        let mut body = chat("mock", "s", "u", 4, false);
+        body[field] = value;
+        let r = post_json(&gw.addr, "/v1/chat/completions", &[AUTH], &body).unwrap();
+        assert_openai_error(&r, 400, "bad_request");
+        assert!(r.text().contains(field), "{}", r.text());
+    }
     assert_eq!(mock.generations(), 0, "no bad request may reach a replica");
 
     // The body is forwarded, but the cache salt is the gateway's, whatever the client says.

@@ -17,7 +17,7 @@ pub(super) enum PromptField<'a> {
 }
 
 /// The fields read from a body; semantic checks (`n` range, empty messages, a client
-/// `cache_salt`) are the caller's.
+/// `cache_salt` or engine-control field) are the caller's.
 pub(super) struct Fields<'a> {
     pub model: Cow<'a, str>,
     pub prompt: PromptField<'a>,
@@ -27,7 +27,22 @@ pub(super) struct Fields<'a> {
     pub n: Option<u32>,
     /// A non-null `cache_salt` was sent.
     pub cache_salt: bool,
+    /// The first of [`ENGINE_FIELDS`] sent with a non-null value.
+    pub engine_field: Option<&'static str>,
 }
+
+/// Fields that steer an inference engine past the gateway's policy rather than describe a
+/// request (reliability research §8: strip or refuse at the boundary): remote KV transfer
+/// (`kv_transfer_params`), scheduler priority, raw engine arguments, vendor extensions,
+/// and upstream URLs (an SSRF vector in proxies that honour them).
+pub(super) const ENGINE_FIELDS: [&str; 6] = [
+    "kv_transfer_params",
+    "priority",
+    "vllm_xargs",
+    "nvext",
+    "api_base",
+    "base_url",
+];
 
 /// Why a body was refused, as a message for the client.
 type Refusal = String;
@@ -50,7 +65,7 @@ fn refuse<T>(refusal: &mut Option<Refusal>, why: String) -> Option<T> {
 }
 
 /// Each known field at most once: marks `bit` seen, or refuses a second `name`.
-fn first(seen: &mut u8, bit: u8, name: &str, refusal: &mut Option<Refusal>) -> Option<()> {
+fn first(seen: &mut u16, bit: u16, name: &str, refusal: &mut Option<Refusal>) -> Option<()> {
     if *seen & bit != 0 {
         return refuse(refusal, format!("duplicate field `{name}`"));
     }
@@ -71,7 +86,8 @@ fn top_level<'a>(
     let (mut model, mut prompt, mut stream) = (None, None, None);
     let (mut max_tokens, mut max_completion_tokens, mut n) = (None, None, None);
     let mut cache_salt = false;
-    let mut seen = 0u8;
+    let mut engine_field = None;
+    let mut seen = 0u16;
     s.object(|s, key| {
         let r = &mut *refusal;
         if key.is(b"model") {
@@ -99,11 +115,12 @@ fn top_level<'a>(
             n = count(s, "n", r)?;
         } else if key.is(b"cache_salt") {
             first(&mut seen, 64, "cache_salt", r)?;
-            if s.peek()? == b'n' {
-                s.literal(b"null")?;
-            } else {
-                s.skip_value()?;
-                cache_salt = true;
+            cache_salt = present(s)?;
+        } else if let Some(i) = ENGINE_FIELDS.iter().position(|f| key.is(f.as_bytes())) {
+            let name = ENGINE_FIELDS[i];
+            first(&mut seen, 128 << i, name, r)?;
+            if present(s)? && engine_field.is_none() {
+                engine_field = Some(name);
             }
         } else {
             s.skip_value()?;
@@ -125,7 +142,20 @@ fn top_level<'a>(
         max_completion_tokens,
         n,
         cache_salt,
+        engine_field,
     })
+}
+
+/// Skips a field's value: whether it is other than `null` (an `Option` reads `null` as
+/// absent).
+fn present(s: &mut Scanner<'_>) -> Option<bool> {
+    if s.peek()? == b'n' {
+        s.literal(b"null")?;
+        Some(false)
+    } else {
+        s.skip_value()?;
+        Some(true)
+    }
 }
 
 /// Refuses the value at the cursor for `field`, which wants `what`. A value that is not even
@@ -182,7 +212,7 @@ fn message<'a>(s: &mut Scanner<'a>, r: &mut Option<Refusal>) -> Option<Message<'
         return invalid(s, "messages[]", "an object", r);
     }
     let (mut role, mut content) = (None, None);
-    let mut seen = 0u8;
+    let mut seen = 0u16;
     s.object(|s, key| {
         if key.is(b"role") {
             first(&mut seen, 1, "role", r)?;
@@ -221,7 +251,7 @@ fn part(s: &mut Scanner<'_>, text: &mut String, r: &mut Option<Refusal>) -> Opti
     if s.peek()? != b'{' {
         return invalid(s, "content[]", "an object", r);
     }
-    let mut seen = 0u8;
+    let mut seen = 0u16;
     // Appended as read: a second `text` refuses the whole body anyway.
     s.object(|s, key| {
         if key.is(b"text") {

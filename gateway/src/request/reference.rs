@@ -60,6 +60,36 @@ struct CompletionBody {
     cache_salt: Option<serde::de::IgnoredAny>,
 }
 
+/// The engine-control fields (`read::ENGINE_FIELDS`), read in a second pass over the body.
+#[derive(Deserialize)]
+struct EngineFields {
+    #[serde(default)]
+    kv_transfer_params: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    priority: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    vllm_xargs: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    nvext: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    api_base: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    base_url: Option<serde::de::IgnoredAny>,
+}
+
+impl EngineFields {
+    /// Whether any was sent non-null; a duplicate is an invalid body.
+    fn any(body: &[u8]) -> Result<bool, serde_json::Error> {
+        let e: Self = serde_json::from_slice(body)?;
+        Ok(e.kv_transfer_params.is_some()
+            || e.priority.is_some()
+            || e.vllm_xargs.is_some()
+            || e.nvext.is_some()
+            || e.api_base.is_some()
+            || e.base_url.is_some())
+    }
+}
+
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum PromptForm {
@@ -99,8 +129,12 @@ pub(super) fn reference(
     let parsed = match endpoint {
         Endpoint::Chat => {
             let b: ChatBody<'_> = serde_json::from_slice(body).map_err(invalid)?;
+            let engine = EngineFields::any(body).map_err(invalid)?;
             if b.cache_salt.is_some() {
                 return Err(salt());
+            }
+            if engine {
+                return Err(bad("engine field"));
             }
             if b.messages.is_empty() {
                 return Err(bad("empty"));
@@ -125,8 +159,12 @@ pub(super) fn reference(
         }
         Endpoint::Completions => {
             let b: CompletionBody = serde_json::from_slice(body).map_err(invalid)?;
+            let engine = EngineFields::any(body).map_err(invalid)?;
             if b.cache_salt.is_some() {
                 return Err(salt());
+            }
+            if engine {
+                return Err(bad("engine field"));
             }
             let prompt = match b.prompt {
                 PromptForm::Text(t) => Prompt::Text(Cow::Owned(t)),

@@ -12,7 +12,8 @@ const TOP_KEYS: &[&str] = &[
     "model", "messages", "prompt", "stream", "max_tokens", "max_completion_tokens", "n",
     "model", "messages", "prompt", "max_tokens", "cache_salt", r"mod\u0065l",
     r"m\u0065ssages", r"\u006e", r"max\u005ftokens", "Model", "model ", "temperature",
-    "tools", "user", "stop", "",
+    "tools", "user", "stop", "", "priority", "kv_transfer_params", "base_url",
+    r"nv\u0065xt",
 ];
 /// Optional keys of a well-formed body, each used at most once.
 const CLEAN_KEYS: &[&str] = &[
@@ -273,7 +274,7 @@ impl Gen {
                     };
                     out.extend_from_slice(g.r.pick(options).as_bytes());
                 }
-                "cache_salt" => {
+                "cache_salt" | "priority" | "kv_transfer_params" | "base_url" => {
                     out.extend_from_slice(g.r.pick(&["null", "\"evil\"", "{}", "0"]).as_bytes())
                 }
                 _ if k.contains("tokens") || k == "n" || k == r"\u006e" => g.count(out),
