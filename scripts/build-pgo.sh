@@ -8,9 +8,10 @@
 #
 # 1. builds both with LLVM instrumentation (-Cprofile-generate), in their own target dir;
 # 2. trains them: each proxies TRAIN_SECONDS (default 8) of wrk c=8 traffic per body (the
-#    short chat and the 25 KB long chat of scripts/bench-gateway.sh) to the fixed-reply
-#    upstream, which publishes SmolLM2's tokenizer, so the gateway tokenizes, hashes, routes,
-#    authenticates and settles limits as it does in front of real replicas;
+#    short chat and the 25 KB long chat of scripts/bench-gateway.sh, and the short chat
+#    streamed, answered in SSE) to the fixed-reply upstream, which publishes SmolLM2's
+#    tokenizer, so the gateway tokenizes, hashes, routes, authenticates, follows the stream
+#    and settles limits as it does in front of real replicas;
 # 3. merges the profiles with llvm-profdata (rustup's llvm-tools component, added if missing)
 #    and rebuilds with -Cprofile-use. The profile covers every crate, Pingora included.
 #
@@ -63,6 +64,7 @@ tokenizer_spec "$WORK/spec.json" "$CARGO_TARGET_DIR/release" release $REP
 write_gateway_yaml "$WORK/gateway.yaml" $GW $ADM $UP 1
 write_short_lua "$WORK/short.lua"
 write_long_lua "$WORK/long.lua"
+write_stream_lua "$WORK/stream.lua"
 GEN=$PGO_DIR/gen/$HOST/release
 LLVM_PROFILE_FILE="$PGO_DIR/raw/gateway-%p-%m.profraw" RUST_LOG=warn \
   "$GEN/gateway" --config "$WORK/gateway.yaml" >/dev/null 2>"$WORK/gateway.log" & GW_PID=$!
@@ -80,7 +82,7 @@ for port in $GW $PT; do
   [ -n "$ok" ] || { say "port $port never answered 200"; cat "$WORK/gateway.log" >&2; exit 1; }
 done
 for port in $GW $PT; do
-  for body in short long; do
+  for body in short long stream; do
     say "training on port $port, $body body, ${TRAIN_SECONDS}s"
     wrk -t1 -c8 -d"${TRAIN_SECONDS}s" -s "$WORK/$body.lua" "http://127.0.0.1:$port/v1/chat/completions" >/dev/null
   done

@@ -1,6 +1,7 @@
 //! Benchmark upstream: answers every chat/completion request with the same small OpenAI
-//! reply, and serves the replica control endpoints (info, byte-level tokenizer, load, an
-//! empty KV snapshot) so the gateway can register it.
+//! reply (as server-sent events, all in one body, when the request has `"stream":true`),
+//! and serves the replica control endpoints (info, byte-level tokenizer, load, an empty KV
+//! snapshot) so the gateway can register it.
 //! `fixed_upstream LISTEN_ADDR [THREADS] [TOKENIZER_SPEC_JSON]`: the tokenizer it publishes is
 //! the byte-level fixture unless a spec file (as served by a replica at
 //! `/v1/replica/tokenizer`) is given.
@@ -24,20 +25,29 @@ struct Fixed {
 
 const CHAT_REPLY: &[u8] = br#"{"id":"chatcmpl-fixed","object":"chat.completion","created":0,"model":"fixed","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":8,"completion_tokens":1,"total_tokens":9,"prompt_tokens_details":{"cached_tokens":0}}}"#;
 
+const STREAM_REPLY: &[u8] = b"data: {\"id\":\"chatcmpl-fixed\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":\"fixed\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"ok\"},\"finish_reason\":null}]}\n\n\
+data: {\"id\":\"chatcmpl-fixed\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":\"fixed\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":8,\"completion_tokens\":1,\"total_tokens\":9,\"prompt_tokens_details\":{\"cached_tokens\":0}}}\n\n\
+data: [DONE]\n\n";
+
 #[async_trait]
 impl ServeHttp for Fixed {
     async fn response(&self, http: &mut ServerSession) -> Response<Vec<u8>> {
-        while let Ok(Some(_)) = http.read_request_body().await {}
-        let body = match http.req_header().uri.path() {
-            "/v1/replica/info" => self.info.clone(),
-            "/v1/replica/tokenizer" => self.tokenizer.clone(),
-            "/v1/replica/load" => self.load.clone(),
-            "/v1/kv/events" => self.snapshot.clone(),
-            _ => CHAT_REPLY.to_vec(),
+        let mut request = Vec::new();
+        while let Ok(Some(chunk)) = http.read_request_body().await {
+            request.extend_from_slice(&chunk);
+        }
+        let stream = memchr::memmem::find(&request, b"\"stream\":true").is_some();
+        let (body, kind) = match http.req_header().uri.path() {
+            "/v1/replica/info" => (self.info.clone(), "application/json"),
+            "/v1/replica/tokenizer" => (self.tokenizer.clone(), "application/json"),
+            "/v1/replica/load" => (self.load.clone(), "application/json"),
+            "/v1/kv/events" => (self.snapshot.clone(), "application/json"),
+            _ if stream => (STREAM_REPLY.to_vec(), "text/event-stream"),
+            _ => (CHAT_REPLY.to_vec(), "application/json"),
         };
         Response::builder()
             .status(200)
-            .header("content-type", "application/json")
+            .header("content-type", kind)
             .header("content-length", body.len().to_string())
             .body(body)
             .unwrap_or_else(|_| Response::new(Vec::new()))

@@ -104,9 +104,11 @@ impl AppState {
         if new.listen != old.listen
             || new.admin_listen != old.admin_listen
             || new.threads != old.threads
+            || new.limits.max_requests_per_connection != old.limits.max_requests_per_connection
         {
             tracing::warn!(
-                "listen addresses and threads cannot change on reload; restart to apply them"
+                "listen addresses, threads and limits.max_requests_per_connection cannot change \
+                 on reload; restart to apply them"
             );
         }
         let tenants = TenantTable::build(&new, Some(&self.tenants()));

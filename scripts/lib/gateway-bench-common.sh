@@ -29,14 +29,19 @@ tokenizer: {cache_entries: 8192, min_cached_bytes: 1}
 YAML
 }
 
-# write_short_lua FILE: wrk posts the short chat body with the tenant's key.
+# write_short_lua FILE [BODY]: wrk posts BODY (default: the short chat) with the tenant's key.
 write_short_lua() {
   cat > "$1" <<LUA
 wrk.method = "POST"
-wrk.body = '$SHORT'
+wrk.body = '${2:-$SHORT}'
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer $KEY"
 LUA
+}
+
+# write_stream_lua FILE: the short chat with `"stream":true` (the upstream answers in SSE).
+write_stream_lua() {
+  write_short_lua "$1" "${SHORT%\}}"',"stream":true}'
 }
 
 # write_long_lua FILE: wrk posts a long chat: the same 25 KB system prompt every time, plus a
