@@ -180,7 +180,7 @@ impl Default for RequestLimits {
             max_body_bytes: MAX_BODY_BYTES_CEILING,
             max_header_bytes: 16 * 1024,
             default_max_tokens: 256,
-            max_connections_per_ip: 256,
+            max_connections_per_ip: 1024,
             max_requests_per_connection: 1000,
         }
     }

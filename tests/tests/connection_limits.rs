@@ -116,7 +116,7 @@ fn a_connection_closes_after_its_request_limit() {
 
 #[test]
 fn the_defaults_leave_a_busy_client_alone() {
-    // Defaults: 256 connections per IP, 1000 requests per connection; 40 connections at
+    // Defaults: 1024 connections per IP, 1000 requests per connection; 40 connections at
     // once from one address, each serving 3 requests, are all served.
     let mock = MockReplica::start(Mode::Ok);
     let yaml = format!("auth: {{enabled: false}}\n{}", replicas_yaml(&[mock.url()]));
