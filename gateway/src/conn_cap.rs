@@ -48,13 +48,15 @@ impl IpTable {
     }
 
     /// Connections open from `ip`.
-    pub fn open(&self, ip: IpAddr) -> u32 {
+    #[cfg(test)]
+    fn open(&self, ip: IpAddr) -> u32 {
         let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
         open.get(&ip).copied().unwrap_or(0)
     }
 
     /// Addresses with at least one open connection.
-    pub fn addresses(&self) -> usize {
+    #[cfg(test)]
+    fn addresses(&self) -> usize {
         self.open
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

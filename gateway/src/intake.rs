@@ -353,6 +353,12 @@ pub async fn decide(
 mod tests {
     use super::*;
     use crate::config::{Config, TenantConfig, TenantLimits};
+    use crate::replicas::ReplicaAddr;
+    use crate::tenants::hash_key;
+    use crate::testkit::byte_level_spec;
+    use crate::tokenize::CachedTokenizer;
+    use router_policy::{BlockSize, CheckpointId};
+    use warmpath_protocol::replica_api::ReplicaInfo;
 
     #[test]
     fn credential_parameters_are_found_in_any_spelling() {
@@ -375,13 +381,6 @@ mod tests {
             assert!(!has_key_parameter(q), "{q}");
         }
     }
-
-    use crate::replicas::ReplicaAddr;
-    use crate::tenants::hash_key;
-    use crate::testkit::byte_level_spec;
-    use crate::tokenize::CachedTokenizer;
-    use router_policy::{BlockSize, CheckpointId};
-    use warmpath_protocol::replica_api::ReplicaInfo;
 
     fn state(
         rt: &tokio::runtime::Runtime,

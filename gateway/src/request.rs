@@ -104,15 +104,8 @@ fn bad(msg: impl Into<String>) -> GatewayError {
 /// Parses the body of `endpoint`.
 pub fn parse(endpoint: Endpoint, body: &[u8]) -> Result<ParsedRequest<'_>, GatewayError> {
     let fields = read::fields(endpoint, body).map_err(GatewayError::InvalidBody)?;
-    if fields.cache_salt {
-        return Err(bad(
-            "`cache_salt` is set by the gateway and may not be sent by clients",
-        ));
-    }
-    if let Some(name) = fields.engine_field {
-        return Err(bad(format!(
-            "`{name}` controls the inference engine directly and is not accepted through the gateway"
-        )));
+    if let Some((name, why)) = fields.refused {
+        return Err(bad(format!("`{name}` {why}")));
     }
     let prompt = match fields.prompt {
         read::PromptField::Chat(msgs) if msgs.is_empty() => {
@@ -200,7 +193,7 @@ mod unit_tests {
 
     #[test]
     fn engine_control_fields_are_refused_by_name_and_null_is_absent() {
-        for name in read::ENGINE_FIELDS {
+        for (name, _) in read::REFUSED_FIELDS {
             for (endpoint, head) in [
                 (
                     Endpoint::Chat,

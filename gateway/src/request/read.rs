@@ -16,8 +16,8 @@ pub(super) enum PromptField<'a> {
     Texts(Vec<Cow<'a, str>>),
 }
 
-/// The fields read from a body; semantic checks (`n` range, empty messages, a client
-/// `cache_salt` or engine-control field) are the caller's.
+/// The fields read from a body; semantic checks (`n` range, empty messages, a
+/// [`REFUSED_FIELDS`] entry) are the caller's.
 pub(super) struct Fields<'a> {
     pub model: Cow<'a, str>,
     pub prompt: PromptField<'a>,
@@ -25,23 +25,31 @@ pub(super) struct Fields<'a> {
     pub max_tokens: Option<u32>,
     pub max_completion_tokens: Option<u32>,
     pub n: Option<u32>,
-    /// A non-null `cache_salt` was sent.
-    pub cache_salt: bool,
-    /// The first of [`ENGINE_FIELDS`] sent with a non-null value.
-    pub engine_field: Option<&'static str>,
+    /// The first of [`REFUSED_FIELDS`] sent with a non-null value: its name and why.
+    pub refused: Option<(&'static str, &'static str)>,
 }
 
-/// Fields that steer an inference engine past the gateway's policy rather than describe a
-/// request (reliability research §8: strip or refuse at the boundary): remote KV transfer
-/// (`kv_transfer_params`), scheduler priority, raw engine arguments, vendor extensions,
-/// and upstream URLs (an SSRF vector in proxies that honour them).
-pub(super) const ENGINE_FIELDS: [&str; 6] = [
-    "kv_transfer_params",
-    "priority",
-    "vllm_xargs",
-    "nvext",
-    "api_base",
-    "base_url",
+/// Why an engine-control field is refused.
+const ENGINE: &str =
+    "controls the inference engine directly and is not accepted through the gateway";
+
+/// Fields a client may not send, each with why (the body is forwarded unchanged, so they
+/// are refused rather than stripped): the cache salt, which the gateway sends itself, and
+/// fields that steer an inference engine past the gateway's policy (reliability research
+/// §8): remote KV transfer (`kv_transfer_params`), scheduler priority, raw engine
+/// arguments, vendor extensions, and upstream URLs (an SSRF vector in proxies that honour
+/// them).
+pub(super) const REFUSED_FIELDS: [(&str, &str); 7] = [
+    (
+        "cache_salt",
+        "is set by the gateway and may not be sent by clients",
+    ),
+    ("kv_transfer_params", ENGINE),
+    ("priority", ENGINE),
+    ("vllm_xargs", ENGINE),
+    ("nvext", ENGINE),
+    ("api_base", ENGINE),
+    ("base_url", ENGINE),
 ];
 
 /// Why a body was refused, as a message for the client.
@@ -85,8 +93,7 @@ fn top_level<'a>(
     let chat = endpoint == Endpoint::Chat;
     let (mut model, mut prompt, mut stream) = (None, None, None);
     let (mut max_tokens, mut max_completion_tokens, mut n) = (None, None, None);
-    let mut cache_salt = false;
-    let mut engine_field = None;
+    let mut refused = None;
     let mut seen = 0u16;
     s.object(|s, key| {
         let r = &mut *refusal;
@@ -113,14 +120,10 @@ fn top_level<'a>(
         } else if key.is(b"n") {
             first(&mut seen, 32, "n", r)?;
             n = count(s, "n", r)?;
-        } else if key.is(b"cache_salt") {
-            first(&mut seen, 64, "cache_salt", r)?;
-            cache_salt = present(s)?;
-        } else if let Some(i) = ENGINE_FIELDS.iter().position(|f| key.is(f.as_bytes())) {
-            let name = ENGINE_FIELDS[i];
-            first(&mut seen, 128 << i, name, r)?;
-            if present(s)? && engine_field.is_none() {
-                engine_field = Some(name);
+        } else if let Some(i) = REFUSED_FIELDS.iter().position(|f| key.is(f.0.as_bytes())) {
+            first(&mut seen, 64 << i, REFUSED_FIELDS[i].0, r)?;
+            if present(s)? && refused.is_none() {
+                refused = Some(REFUSED_FIELDS[i]);
             }
         } else {
             s.skip_value()?;
@@ -141,8 +144,7 @@ fn top_level<'a>(
         max_tokens,
         max_completion_tokens,
         n,
-        cache_salt,
-        engine_field,
+        refused,
     })
 }
 

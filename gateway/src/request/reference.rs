@@ -21,8 +21,6 @@ struct ChatBody<'a> {
     max_completion_tokens: Option<u32>,
     #[serde(default)]
     n: Option<u32>,
-    #[serde(default)]
-    cache_salt: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Deserialize)]
@@ -56,13 +54,14 @@ struct CompletionBody {
     max_tokens: Option<u32>,
     #[serde(default)]
     n: Option<u32>,
-    #[serde(default)]
-    cache_salt: Option<serde::de::IgnoredAny>,
 }
 
-/// The engine-control fields (`read::ENGINE_FIELDS`), read in a second pass over the body.
+/// The fields clients may not send (`read::REFUSED_FIELDS`), read in a second pass over
+/// the body.
 #[derive(Deserialize)]
-struct EngineFields {
+struct RefusedFields {
+    #[serde(default)]
+    cache_salt: Option<serde::de::IgnoredAny>,
     #[serde(default)]
     kv_transfer_params: Option<serde::de::IgnoredAny>,
     #[serde(default)]
@@ -77,11 +76,12 @@ struct EngineFields {
     base_url: Option<serde::de::IgnoredAny>,
 }
 
-impl EngineFields {
+impl RefusedFields {
     /// Whether any was sent non-null; a duplicate is an invalid body.
     fn any(body: &[u8]) -> Result<bool, serde_json::Error> {
         let e: Self = serde_json::from_slice(body)?;
-        Ok(e.kv_transfer_params.is_some()
+        Ok(e.cache_salt.is_some()
+            || e.kv_transfer_params.is_some()
             || e.priority.is_some()
             || e.vllm_xargs.is_some()
             || e.nvext.is_some()
@@ -125,16 +125,11 @@ pub(super) fn reference(
     body: &[u8],
 ) -> Result<ParsedRequest<'_>, GatewayError> {
     let invalid = |e: serde_json::Error| GatewayError::InvalidBody(e.to_string());
-    let salt = || bad("cache_salt");
     let parsed = match endpoint {
         Endpoint::Chat => {
             let b: ChatBody<'_> = serde_json::from_slice(body).map_err(invalid)?;
-            let engine = EngineFields::any(body).map_err(invalid)?;
-            if b.cache_salt.is_some() {
-                return Err(salt());
-            }
-            if engine {
-                return Err(bad("engine field"));
+            if RefusedFields::any(body).map_err(invalid)? {
+                return Err(bad("refused field"));
             }
             if b.messages.is_empty() {
                 return Err(bad("empty"));
@@ -159,12 +154,8 @@ pub(super) fn reference(
         }
         Endpoint::Completions => {
             let b: CompletionBody = serde_json::from_slice(body).map_err(invalid)?;
-            let engine = EngineFields::any(body).map_err(invalid)?;
-            if b.cache_salt.is_some() {
-                return Err(salt());
-            }
-            if engine {
-                return Err(bad("engine field"));
+            if RefusedFields::any(body).map_err(invalid)? {
+                return Err(bad("refused field"));
             }
             let prompt = match b.prompt {
                 PromptForm::Text(t) => Prompt::Text(Cow::Owned(t)),
