@@ -53,7 +53,7 @@ pub fn finish(state: &AppState, e: Option<&Error>, ctx: &mut RequestCtx) {
         }
     }
     tracing::info!(
-        request_id = %ctx.request_id.text,
+        request_id = ctx.request_id.text(),
         tenant,
         model = %ctx.model,
         replica = ctx.replica_label(),

@@ -26,21 +26,22 @@ impl Gathered {
         self.len() == 0
     }
 
-    /// Adds `chunk`. When it is the second, the buffer is sized once for at least
+    /// Adds `chunk` (kept as it is when it is the first; a caller that still needs its own
+    /// passes a clone). When it is the second, the buffer is sized once for at least
     /// `expected` bytes (a Content-Length, say) so later chunks do not grow it again.
-    pub fn push(&mut self, chunk: &Bytes, expected: impl FnOnce() -> usize) {
+    pub fn push(&mut self, chunk: Bytes, expected: impl FnOnce() -> usize) {
         if chunk.is_empty() {
             return;
         }
         match self.first.take() {
-            None if self.joined.is_empty() => self.first = Some(chunk.clone()),
+            None if self.joined.is_empty() => self.first = Some(chunk),
             earlier => {
                 if let Some(earlier) = earlier {
                     self.joined
                         .reserve(expected().max(earlier.len() + chunk.len()));
                     self.joined.extend_from_slice(&earlier);
                 }
-                self.joined.extend_from_slice(chunk);
+                self.joined.extend_from_slice(&chunk);
             }
         }
     }
@@ -68,20 +69,20 @@ mod tests {
         let a = Bytes::from_static(b"hello ");
         let mut g = Gathered::default();
         assert!(g.is_empty());
-        g.push(&a, || unreachable!("no buffer for a single chunk"));
+        g.push(a.clone(), || unreachable!("no buffer for a single chunk"));
         assert_eq!(
             g.as_slice().as_ptr(),
             a.as_ptr(),
             "the chunk itself, not a copy"
         );
-        g.push(&Bytes::new(), || 0);
+        g.push(Bytes::new(), || 0);
         assert_eq!(g.len(), 6);
         let mut sized = 0;
-        g.push(&Bytes::from_static(b"wor"), || {
+        g.push(Bytes::from_static(b"wor"), || {
             sized += 1;
             64
         });
-        g.push(&Bytes::from_static(b"ld"), || {
+        g.push(Bytes::from_static(b"ld"), || {
             sized += 1;
             64
         });
@@ -95,7 +96,7 @@ mod tests {
     fn a_single_chunk_comes_back_as_itself() {
         let a = Bytes::from(vec![7u8; 100]);
         let mut g = Gathered::default();
-        g.push(&a, || 0);
+        g.push(a.clone(), || 0);
         let b = g.into_bytes();
         assert_eq!(b.as_ptr(), a.as_ptr());
         assert!(Gathered::default().into_bytes().is_empty());

@@ -70,22 +70,6 @@ pub fn text(s: &str) -> HeaderValue {
     HeaderValue::from_str(s).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
-/// A header value sharing `s`'s allocation (cloning the value is a reference count, not a
-/// copy); an invalid value (never produced in practice) becomes empty.
-pub fn shared_text(s: std::sync::Arc<str>) -> HeaderValue {
-    HeaderValue::from_maybe_shared(bytes::Bytes::from_owner(StrBytes(s)))
-        .unwrap_or_else(|_| HeaderValue::from_static(""))
-}
-
-/// `Arc<str>` as the byte owner of a [`bytes::Bytes`].
-struct StrBytes(std::sync::Arc<str>);
-
-impl AsRef<[u8]> for StrBytes {
-    fn as_ref(&self) -> &[u8] {
-        self.0.as_bytes()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,15 +105,6 @@ mod tests {
         // Pingora's own inserts still work on the caseless header.
         resp.insert_header("connection", "close").unwrap();
         assert!(wire_response(&resp).contains("Connection: close\r\n"));
-    }
-
-    #[test]
-    fn shared_text_is_the_text_and_rejects_nothing_valid() {
-        let id: std::sync::Arc<str> = "4bf92f3577b34da6a3ce929d0e0e4736".into();
-        let v = shared_text(id.clone());
-        assert_eq!(v.to_str().unwrap(), &*id);
-        assert_eq!(v.clone(), v);
-        assert_eq!(shared_text("bad\nvalue".into()), "");
     }
 
     #[test]

@@ -212,7 +212,7 @@ async fn read_body(
                 }
                 // From a second chunk on, one buffer sized from Content-Length (already
                 // checked against `max`) when there is one.
-                body.push(&chunk, || {
+                body.push(chunk, || {
                     session
                         .req_header()
                         .headers
@@ -221,6 +221,11 @@ async fn read_body(
                         .and_then(|v| v.parse::<usize>().ok())
                         .map_or(0, |n| n.min(max))
                 });
+                // A Content-Length body is complete once that many bytes are in: no
+                // further read (it would only answer "no more body").
+                if session.is_body_done() {
+                    return Ok(body.into_bytes());
+                }
             }
         }
     }
@@ -340,7 +345,7 @@ pub async fn decide(
     ctx.permit = Some(permit);
     let mut plan = plan::route(state, prepared, endpoint, &parsed, model)?;
     let slot = plan::admit(state, &mut plan).await?;
-    plan::record(state, &plan, tenant, &ctx.request_id.text);
+    plan::record(state, &plan, tenant, &ctx.request_id.header);
     let plan_decided = plan.decided;
     ctx.pending_slot = Some(slot);
     ctx.tracker = Some(ResponseTracker::new(plan.stream));
@@ -469,8 +474,10 @@ mod tests {
             2,
             "only admitted requests are in the decision log"
         );
-        let ids: Vec<&str> = ok.iter().map(|c| &*c.request_id.text).collect();
-        assert!(log.iter().all(|r| ids.contains(&&*r.request_id)));
+        let ids: Vec<&str> = ok.iter().map(|c| c.request_id.text()).collect();
+        assert!(log
+            .iter()
+            .all(|r| ids.contains(&r.request_id.to_str().unwrap())));
         assert_eq!(decisions_counted(&state), 2);
     }
 

@@ -174,7 +174,7 @@ pub fn route(
 
 /// Records an admitted request's decision: the routing-branch counter, the stage latencies
 /// and the admin decision log. Requests rejected by limits or shed never get here.
-pub fn record(state: &AppState, plan: &Plan, tenant: &Tenant, request_id: &Arc<str>) {
+pub fn record(state: &AppState, plan: &Plan, tenant: &Tenant, request_id: &http::HeaderValue) {
     let m = &state.metrics;
     m.route_tokenize_hash.observe(plan.prepare.as_secs_f64());
     m.route_select.observe(plan.select.as_secs_f64());

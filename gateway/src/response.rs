@@ -150,7 +150,7 @@ impl ResponseTracker {
                 self.json = Gathered::default();
                 return;
             }
-            self.json.push(chunk, || 0);
+            self.json.push(chunk.clone(), || 0);
             return;
         }
         for line in self.lines.push(chunk) {

@@ -33,9 +33,9 @@ impl std::fmt::Debug for Router {
 /// One routing decision as the admin API shows it.
 #[derive(Clone, Debug, Serialize)]
 pub struct DecisionRecord {
-    /// Request id.
-    #[serde(serialize_with = "serialize_str")]
-    pub request_id: Arc<str>,
+    /// Request id (the `x-request-id` value, shared with the request's headers).
+    #[serde(serialize_with = "serialize_header")]
+    pub request_id: http::HeaderValue,
     /// Unix time, milliseconds.
     pub unix_ms: u64,
     /// Tenant id.
@@ -55,6 +55,10 @@ pub struct DecisionRecord {
     /// The decision with its explanation (shared with the request's plan, not copied).
     #[serde(serialize_with = "serialize_shared")]
     pub decision: Arc<Decision>,
+}
+
+fn serialize_header<S: serde::Serializer>(v: &http::HeaderValue, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(v.to_str().unwrap_or_default())
 }
 
 fn serialize_str<S: serde::Serializer>(v: &Arc<str>, s: S) -> Result<S::Ok, S::Error> {

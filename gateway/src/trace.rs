@@ -2,7 +2,6 @@
 //! and send `traceparent` to the replica. The trace id doubles as the request id.
 
 use rand::RngCore;
-use std::sync::Arc;
 
 /// A `traceparent` for the upstream request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,20 +49,26 @@ impl TraceContext {
     }
 
     /// The trace id as 32 hex digits.
-    pub fn trace_id_hex(&self) -> Arc<str> {
+    fn trace_id_digits(&self) -> [u8; 32] {
         let mut buf = [0u8; 32];
         // Fixed lengths (16 bytes into 32 digits): the encoding cannot fail.
         let _ = hex::encode_to_slice(self.trace_id, &mut buf);
-        std::str::from_utf8(&buf).unwrap_or_default().into()
+        buf
     }
 
-    /// The request id this trace names: its trace id, as text and as a header value.
+    /// The trace id as 32 hex digits.
+    #[cfg(test)]
+    fn trace_id_hex(&self) -> String {
+        String::from_utf8_lossy(&self.trace_id_digits()).into_owned()
+    }
+
+    /// The request id this trace names (its trace id), made once as a header value: one
+    /// allocation, shared by every clone (upstream header, response header, decision log).
     pub fn request_id(&self) -> RequestId {
-        let text = self.trace_id_hex();
-        RequestId {
-            header: crate::headers::shared_text(text.clone()),
-            text,
-        }
+        let header =
+            http::HeaderValue::from_maybe_shared(bytes::Bytes::from_owner(self.trace_id_digits()))
+                .unwrap_or_else(|_| http::HeaderValue::from_static(""));
+        RequestId { header }
     }
 
     /// The `traceparent` wire form naming our span as the parent (55 bytes).
@@ -88,14 +93,19 @@ impl TraceContext {
     }
 }
 
-/// A request's id (the W3C trace id) with its `x-request-id` header value, made together
-/// once: the header goes upstream and back to the client without being formatted again.
+/// A request's id (the W3C trace id) as its `x-request-id` header value, made once: it goes
+/// upstream, back to the client and into the decision log without being formatted again.
 #[derive(Clone, Debug)]
 pub struct RequestId {
-    /// The id as text (logs, the decision log, the dashboard).
-    pub text: Arc<str>,
-    /// The id as a header value sharing `text`'s allocation.
+    /// The header value (32 hex digits).
     pub header: http::HeaderValue,
+}
+
+impl RequestId {
+    /// The id as text (logs, the dashboard).
+    pub fn text(&self) -> &str {
+        self.header.to_str().unwrap_or_default()
+    }
 }
 
 #[cfg(test)]
@@ -119,8 +129,8 @@ mod tests {
         assert_eq!(TraceContext::new_root().header().len(), 55);
         assert_eq!(t.header_value(), t.header().as_str());
         let id = t.request_id();
-        assert_eq!(&*id.text, "4bf92f3577b34da6a3ce929d0e0e4736");
-        assert_eq!(id.header, &*id.text);
+        assert_eq!(id.text(), "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(id.header, "4bf92f3577b34da6a3ce929d0e0e4736");
         let t = TraceContext::child_of("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
             .unwrap();
         assert_eq!(&*t.trace_id_hex(), "0af7651916cd43dd8448eb211c80319c");

@@ -5,6 +5,13 @@
 
 use crate::ids::{CheckpointId, ReplicaId};
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
+
+/// Replicas a routing decision keeps inline (more spill to the heap).
+pub const INLINE_REPLICAS: usize = 8;
+
+/// The eligible replicas of one decision.
+pub type Replicas<'a> = SmallVec<[&'a ReplicaSnapshot; INLINE_REPLICAS]>;
 
 /// Health as seen by the caller's health checker.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -104,9 +111,10 @@ impl ClusterView {
         self.replicas.iter().find(|r| r.id == id)
     }
 
-    /// Replicas that may serve `checkpoint`, sorted by id so every policy sees one order.
-    pub fn eligible<'a>(&'a self, checkpoint: &CheckpointId) -> Vec<&'a ReplicaSnapshot> {
-        let mut v: Vec<&ReplicaSnapshot> = self
+    /// Replicas that may serve `checkpoint`, sorted by id so every policy sees one order
+    /// (inline up to [`INLINE_REPLICAS`]: a routing decision allocates nothing for them).
+    pub fn eligible<'a>(&'a self, checkpoint: &CheckpointId) -> Replicas<'a> {
+        let mut v: Replicas<'a> = self
             .replicas
             .iter()
             .filter(|r| r.is_eligible_for(checkpoint))

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::sync::Arc;
 
 /// One vocabulary id as produced by the tokenizer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -36,19 +37,26 @@ impl fmt::Display for ReplicaId {
 }
 
 /// The exact model weights a replica serves, e.g. `smollm2-135m-instruct-q4_1@sha256:1f2e...`.
-/// Two replicas share cache hashes only when their checkpoint ids are byte-equal.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+/// Two replicas share cache hashes only when their checkpoint ids are byte-equal. Shared
+/// text: every routing snapshot carries it, and a clone is a reference count, not a copy.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]
-pub struct CheckpointId(pub String);
+pub struct CheckpointId(Arc<str>);
 
 impl CheckpointId {
     /// Wraps a checkpoint id.
-    pub fn new(id: impl Into<String>) -> Self {
+    pub fn new(id: impl Into<Arc<str>>) -> Self {
         Self(id.into())
     }
     /// The id as text.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+}
+
+impl Default for CheckpointId {
+    fn default() -> Self {
+        Self::new("")
     }
 }
 

@@ -72,7 +72,12 @@ impl ApproxIndex {
     /// Appends the raw ids of the replicas with an unexpired record for `h` to `out`,
     /// sorted (the prefix walk's form: no iterator adapters per block).
     #[inline]
-    pub(crate) fn push_holders(&self, h: BlockHash, now: Millis, out: &mut Vec<u32>) {
+    pub(crate) fn push_holders(
+        &self,
+        h: BlockHash,
+        now: Millis,
+        out: &mut super::matching::Holders,
+    ) {
         let Some(v) = self.table.get(h) else {
             return;
         };

@@ -7,8 +7,17 @@
 
 use super::approx::ApproxIndex;
 use super::precise::PreciseIndex;
+use crate::cluster::INLINE_REPLICAS;
 use crate::ids::{BlockHash, Millis, ReplicaId};
 use serde::Serialize;
+use smallvec::SmallVec;
+
+/// Raw replica ids holding one block, sorted (inline: the walk allocates nothing for a
+/// cluster of up to [`INLINE_REPLICAS`] holders).
+pub(super) type Holders = SmallVec<[u32; INLINE_REPLICAS]>;
+
+/// `(replica, matched blocks)` from one part of the index.
+type Depths = SmallVec<[(ReplicaId, u32); INLINE_REPLICAS]>;
 
 /// How much of a request's prefix one replica holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -75,13 +84,13 @@ pub(super) fn match_prefix(
     hashes: &[BlockHash],
     now: Millis,
 ) -> PrefixMatches {
-    let mut p: Vec<(ReplicaId, u32)> = Vec::new();
+    let mut p = Depths::new();
     walk(hashes, &mut p, |h, out| {
         if let Some(set) = precise.holders(h) {
             out.extend_from_slice(set.as_slice());
         }
     });
-    let mut a: Vec<(ReplicaId, u32)> = Vec::new();
+    let mut a = Depths::new();
     if approx.entries() > 0 {
         walk(hashes, &mut a, |h, out| approx.push_holders(h, now, out));
     }
@@ -94,21 +103,17 @@ pub(super) fn match_prefix(
 
 /// Generic walk: `holders(h, out)` appends the sorted raw ids holding `h`. Pushes
 /// `(replica, matched)` for every replica that holds `hashes[0]`.
-fn walk(
-    hashes: &[BlockHash],
-    out: &mut Vec<(ReplicaId, u32)>,
-    mut holders: impl FnMut(BlockHash, &mut Vec<u32>),
-) {
+fn walk(hashes: &[BlockHash], out: &mut Depths, mut holders: impl FnMut(BlockHash, &mut Holders)) {
     let Some((&first, rest)) = hashes.split_first() else {
         return;
     };
-    let mut alive: Vec<u32> = Vec::new();
+    let mut alive = Holders::new();
     holders(first, &mut alive);
     if alive.is_empty() {
         return;
     }
-    let mut here: Vec<u32> = Vec::with_capacity(alive.len());
-    let mut next: Vec<u32> = Vec::with_capacity(alive.len());
+    let mut here = Holders::new();
+    let mut next = Holders::new();
     for (i, &h) in rest.iter().enumerate() {
         let depth = i as u32 + 1;
         here.clear();

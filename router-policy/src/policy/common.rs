@@ -13,7 +13,7 @@ pub const MAX_FALLBACKS: usize = 4;
 
 /// The eligible replicas (healthy, same checkpoint) sorted by id, and their prefix matches.
 pub(crate) struct Eligible<'v> {
-    pub(crate) replicas: Vec<&'v ReplicaSnapshot>,
+    pub(crate) replicas: crate::cluster::Replicas<'v>,
     pub(crate) matches: PrefixMatches,
 }
 
@@ -79,7 +79,7 @@ pub(crate) fn decide(
 /// Retry order: cache holders by deepest match first, then everyone else; ties by cost,
 /// then id. At most [`MAX_FALLBACKS`], never the chosen replica.
 pub(crate) fn fallback_order(chosen: ReplicaId, candidates: &[CandidateScore]) -> Vec<ReplicaId> {
-    let mut rest: Vec<&CandidateScore> =
+    let mut rest: smallvec::SmallVec<[&CandidateScore; crate::cluster::INLINE_REPLICAS]> =
         candidates.iter().filter(|c| c.replica != chosen).collect();
     rest.sort_by(|a, b| {
         b.matched_blocks

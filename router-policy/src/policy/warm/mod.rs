@@ -198,7 +198,8 @@ impl Policy for Warm {
         } else {
             self.cfg.default_prefill_tokens_per_s
         };
-        let mut costs: Vec<Cost> = Vec::with_capacity(el.replicas.len());
+        let mut costs: smallvec::SmallVec<[Cost; crate::cluster::INLINE_REPLICAS]> =
+            smallvec::SmallVec::new();
         for r in &el.replicas {
             let seen = self.tracker.observe(r, req.now.0);
             let matched = el.matches.get(r.id).blocks().min(chain_len);
