@@ -131,6 +131,11 @@ mod tests {
         let id = t.request_id();
         assert_eq!(id.text(), "4bf92f3577b34da6a3ce929d0e0e4736");
         assert_eq!(id.header, "4bf92f3577b34da6a3ce929d0e0e4736");
+        // Every clone (upstream header, response header, decision log) shares the bytes.
+        assert_eq!(
+            id.clone().header.as_bytes().as_ptr(),
+            id.header.as_bytes().as_ptr()
+        );
         let t = TraceContext::child_of("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
             .unwrap();
         assert_eq!(&*t.trace_id_hex(), "0af7651916cd43dd8448eb211c80319c");

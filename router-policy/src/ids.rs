@@ -115,3 +115,23 @@ impl Default for BlockSize {
 )]
 #[serde(transparent)]
 pub struct Millis(pub u64);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checkpoint_id_is_plain_text_on_the_wire_and_shared_when_cloned() {
+        let c = CheckpointId::new("smollm2@sha256:1f2e");
+        assert_eq!(
+            serde_json::to_string(&c).unwrap(),
+            "\"smollm2@sha256:1f2e\""
+        );
+        let back: CheckpointId = serde_json::from_str("\"smollm2@sha256:1f2e\"").unwrap();
+        assert_eq!(back, c);
+        assert_eq!(c.to_string(), "smollm2@sha256:1f2e");
+        // A clone is a reference count: the same text, not a copy.
+        assert_eq!(c.clone().as_str().as_ptr(), c.as_str().as_ptr());
+        assert_eq!(CheckpointId::default().as_str(), "");
+    }
+}
