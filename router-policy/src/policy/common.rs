@@ -2,11 +2,12 @@
 //! bounded load, a small RNG and the fallback order.
 
 use super::RouteRequest;
-use crate::cluster::{ClusterView, ReplicaSnapshot};
+use crate::cluster::{ClusterView, ReplicaSnapshot, INLINE_REPLICAS};
 use crate::decision::{Branch, CandidateScore, Decision, Explanation, Terms};
 use crate::error::RouteError;
 use crate::ids::{BlockHash, ReplicaId};
 use crate::index::{PrefixIndex, PrefixMatches};
+use smallvec::SmallVec;
 
 /// Most retry targets a decision lists.
 pub const MAX_FALLBACKS: usize = 4;
@@ -79,7 +80,7 @@ pub(crate) fn decide(
 /// Retry order: cache holders by deepest match first, then everyone else; ties by cost,
 /// then id. At most [`MAX_FALLBACKS`], never the chosen replica.
 pub(crate) fn fallback_order(chosen: ReplicaId, candidates: &[CandidateScore]) -> Vec<ReplicaId> {
-    let mut rest: smallvec::SmallVec<[&CandidateScore; crate::cluster::INLINE_REPLICAS]> =
+    let mut rest: SmallVec<[&CandidateScore; INLINE_REPLICAS]> =
         candidates.iter().filter(|c| c.replica != chosen).collect();
     rest.sort_by(|a, b| {
         b.matched_blocks

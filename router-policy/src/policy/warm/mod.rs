@@ -59,10 +59,11 @@ pub use config::WarmConfig;
 
 use super::common::{decide, mix64, prefix_key, rendezvous_score, Eligible};
 use super::{Policy, RouteRequest};
-use crate::cluster::{ClusterView, ReplicaSnapshot};
+use crate::cluster::{ClusterView, ReplicaSnapshot, INLINE_REPLICAS};
 use crate::decision::{Branch, CandidateScore, Decision, Terms};
 use crate::error::RouteError;
 use crate::index::PrefixIndex;
+use smallvec::SmallVec;
 use state::{Seen, Tracker};
 
 /// Weight of the newest sample in the average uncached tokens per request.
@@ -198,8 +199,7 @@ impl Policy for Warm {
         } else {
             self.cfg.default_prefill_tokens_per_s
         };
-        let mut costs: smallvec::SmallVec<[Cost; crate::cluster::INLINE_REPLICAS]> =
-            smallvec::SmallVec::new();
+        let mut costs: SmallVec<[Cost; INLINE_REPLICAS]> = SmallVec::new();
         for r in &el.replicas {
             let seen = self.tracker.observe(r, req.now.0);
             let matched = el.matches.get(r.id).blocks().min(chain_len);
