@@ -21,7 +21,8 @@
 //!   deadline, a per-IP connection cap).
 //! - [`tenants`], [`limits`]: keys, salts, allowlists, rate limits.
 //! - [`replicas`]: registry, health, event following, load polling, probes.
-//! - [`routing`], [`retry`], [`metrics`], [`trace`], [`admin`], [`state`], [`server`].
+//! - [`routing`], [`retry`], [`metrics`], [`trace`], [`logging`], [`admin`], [`state`],
+//!   [`server`].
 //! - [`dashboard`]: the routing dashboard on the admin listener.
 //! - [`testkit`]: a byte-level tokenizer fixture for tests and the benchmark upstream.
 
@@ -36,6 +37,7 @@ pub mod gather;
 pub mod headers;
 pub mod intake;
 pub mod limits;
+pub mod logging;
 pub mod metrics;
 pub mod plan;
 pub mod proxy;

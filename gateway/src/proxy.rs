@@ -416,7 +416,7 @@ impl ProxyHttp for Gateway {
         client_reused: bool,
     ) -> Box<Error> {
         let upstream_status = matches!(e.etype(), ErrorType::HTTPStatus(_));
-        if client_reused && !upstream_status && !ctx.response_started && !ctx.stale_retried {
+        if stale_pooled(&e, client_reused) && !ctx.response_started && !ctx.stale_retried {
             // A pooled connection the replica had already closed: retry the same replica
             // once on a fresh connection; not a fault, not a budgeted retry.
             ctx.stale_retried = true;
@@ -504,6 +504,15 @@ impl ProxyHttp for Gateway {
     }
 }
 
+/// A pooled upstream connection the replica had already closed: an upstream transport error
+/// on a reused connection. A client that went away meanwhile is not one (nothing would be
+/// there to read a retried answer).
+fn stale_pooled(e: &Error, client_reused: bool) -> bool {
+    client_reused
+        && e.esource() == &pingora_error::ErrorSource::Upstream
+        && !matches!(e.etype(), ErrorType::HTTPStatus(_))
+}
+
 /// Maps a Pingora error to the gateway's error.
 fn classify(e: &Error) -> GatewayError {
     match e.etype() {
@@ -517,5 +526,28 @@ fn classify(e: &Error) -> GatewayError {
             retry_after: Duration::from_secs(1),
         },
         _ => GatewayError::Upstream(e.etype().as_str().to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_upstream_error_on_a_reused_connection_is_a_stale_pooled_connection() {
+        let closed = || Error::new(ErrorType::ConnectionClosed);
+        assert!(stale_pooled(&closed().into_up(), true));
+        assert!(
+            !stale_pooled(&closed().into_up(), false),
+            "a fresh connection"
+        );
+        assert!(
+            !stale_pooled(&closed().into_down(), true),
+            "the client went away: no second attempt upstream"
+        );
+        assert!(!stale_pooled(
+            &Error::new(ErrorType::HTTPStatus(503)).into_up(),
+            true
+        ));
     }
 }

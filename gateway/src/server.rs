@@ -10,7 +10,7 @@ use crate::state::AppState;
 use pingora_core::apps::http_app::HttpServer;
 use pingora_core::apps::HttpServerOptions;
 use pingora_core::server::configuration::ServerConf;
-use pingora_core::server::Server;
+use pingora_core::server::{RunArgs, Server};
 use pingora_core::services::listening::Service;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -155,5 +155,10 @@ pub fn run(cfg: Config, path: Option<PathBuf>, overrides: Overrides) -> anyhow::
     server.add_service(proxy);
     server.add_service(admin);
     println!("listening on {} (admin {})", cfg.listen, cfg.admin_listen);
-    server.run_forever()
+    crate::logging::serving(true);
+    // `run` returns once Pingora has stopped (either signal), so batched log lines are
+    // written before the process exits; `run_forever` would exit inside Pingora.
+    server.run(RunArgs::default());
+    crate::logging::serving(false);
+    std::process::exit(0)
 }

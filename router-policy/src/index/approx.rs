@@ -7,6 +7,9 @@
 use super::lru::LruTable;
 use crate::ids::{BlockHash, Millis, ReplicaId};
 
+/// A record is renewed once less than `ttl / RENEW_SLACK` of it has passed.
+pub(crate) const RENEW_SLACK: u64 = 128;
+
 /// One replica's routing record for one block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ApproxHolder {
@@ -39,9 +42,25 @@ impl ApproxIndex {
     }
 
     /// Records that `r` was sent a request whose prefix chain is `hashes` at `now`.
+    ///
+    /// A record of `r` with more than `ttl - ttl / RENEW_SLACK` still to run is kept as it
+    /// is: renewing moves the block to the front of the table, and a prefix sent to the same
+    /// replica thousands of times a second does not need that each time. Such a record
+    /// expires up to `ttl / RENEW_SLACK` early; with a TTL under `RENEW_SLACK` ms every
+    /// record is renewed.
     pub(crate) fn record(&mut self, r: ReplicaId, hashes: &[BlockHash], now: Millis) {
         let expires = Millis(now.0.saturating_add(self.ttl.0));
+        let fresh_after = expires.0.saturating_sub(self.ttl.0 / RENEW_SLACK);
         for &h in hashes {
+            if fresh_after < expires.0 {
+                let fresh = self.table.get(h).is_some_and(|v| {
+                    v.iter()
+                        .any(|x| x.replica == r && x.expires.0 > fresh_after)
+                });
+                if fresh {
+                    continue;
+                }
+            }
             let i = self.table.upsert_mru(h);
             let holders = self.table.value_mut(i);
             let before = holders.len();

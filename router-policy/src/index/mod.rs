@@ -35,7 +35,9 @@ pub struct IndexConfig {
     pub max_precise_entries: usize,
     /// Most (block, replica) pairs the approximate part keeps.
     pub max_approx_entries: usize,
-    /// How long a routing record counts as "probably cached there".
+    /// How long a routing record counts as "probably cached there". A record is renewed by
+    /// a later route to the same replica once 1/128 of this has passed since it was last
+    /// renewed, so it may read as expired up to that much early.
     pub approx_ttl: Millis,
 }
 

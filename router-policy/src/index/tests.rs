@@ -417,6 +417,35 @@ fn precise_bound_evicts_least_recently_stored_blocks() {
 }
 
 #[test]
+fn a_fresh_approx_record_is_renewed_only_once_its_slack_has_passed() {
+    // TTL 12.8 s: the slack is 100 ms.
+    let mut idx = PrefixIndex::new(IndexConfig {
+        approx_ttl: Millis(12_800),
+        ..big()
+    });
+    let (r, other) = (ReplicaId(0), ReplicaId(1));
+    let held = |idx: &PrefixIndex, now| {
+        idx.match_prefix(&hs(&[1, 2]), Millis(now))
+            .get(r)
+            .approx_blocks
+    };
+    idx.record_routed(r, &hs(&[1, 2]), Millis(0));
+    // Within the slack: kept as it is, so it still expires at 12.8 s.
+    idx.record_routed(r, &hs(&[1, 2]), Millis(99));
+    assert_eq!(held(&idx, 12_799), 2);
+    assert_eq!(held(&idx, 12_800), 0, "not renewed within the slack");
+    // Past the slack: renewed.
+    idx.record_routed(r, &hs(&[1, 2]), Millis(100));
+    assert_eq!(held(&idx, 12_899), 2);
+    assert_eq!(held(&idx, 12_900), 0);
+    // Another replica's record of the same blocks is its own: recorded at once.
+    idx.record_routed(other, &hs(&[1, 2]), Millis(102));
+    let m = idx.match_prefix(&hs(&[1, 2]), Millis(12_900));
+    assert_eq!(m.get(other).approx_blocks, 2);
+    assert_eq!(idx.stats().approx_entries, 4);
+}
+
+#[test]
 fn approx_expires_by_ttl_and_respects_its_bound() {
     let mut idx = PrefixIndex::new(IndexConfig {
         max_approx_entries: 6,
