@@ -469,12 +469,7 @@ impl ProxyHttp for Gateway {
                 can_reuse_downstream: false,
             };
         }
-        let downstream_dead = matches!(e.esource(), pingora_error::ErrorSource::Downstream)
-            && matches!(
-                e.etype(),
-                ErrorType::WriteError | ErrorType::ReadError | ErrorType::ConnectionClosed
-            );
-        if downstream_dead {
+        if client_gone(e) {
             return FailToProxy {
                 error_code: 0,
                 can_reuse_downstream: false,
@@ -496,12 +491,27 @@ impl ProxyHttp for Gateway {
         }
     }
 
+    /// A client that went away is ordinary traffic, already in the `request` line (status
+    /// 499 and the error); Pingora would log an ERROR line for each.
+    fn suppress_error_log(&self, _session: &Session, _ctx: &RequestCtx, e: &Error) -> bool {
+        client_gone(e)
+    }
+
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut RequestCtx) {
         if let Some(d) = DeadlineStream::of(session) {
             d.expect_next_request();
         }
         crate::accounting::finish(&self.state, e, ctx);
     }
+}
+
+/// The client's connection failed or closed: nobody is left to answer.
+fn client_gone(e: &Error) -> bool {
+    e.esource() == &pingora_error::ErrorSource::Downstream
+        && matches!(
+            e.etype(),
+            ErrorType::WriteError | ErrorType::ReadError | ErrorType::ConnectionClosed
+        )
 }
 
 /// A pooled upstream connection the replica had already closed: an upstream transport error
@@ -548,6 +558,21 @@ mod tests {
         assert!(!stale_pooled(
             &Error::new(ErrorType::HTTPStatus(503)).into_up(),
             true
+        ));
+    }
+
+    #[test]
+    fn a_client_is_gone_only_when_its_own_connection_failed() {
+        for t in [
+            ErrorType::ConnectionClosed,
+            ErrorType::ReadError,
+            ErrorType::WriteError,
+        ] {
+            assert!(client_gone(&Error::new(t.clone()).into_down()), "{t:?}");
+            assert!(!client_gone(&Error::new(t).into_up()), "the replica's side");
+        }
+        assert!(!client_gone(
+            &Error::new(ErrorType::ReadTimedout).into_down()
         ));
     }
 }
