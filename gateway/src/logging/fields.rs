@@ -42,9 +42,10 @@ impl PlainVisitor<'_> {
         Some(name.strip_prefix("r#").unwrap_or(name))
     }
 
-    /// Writes `name=` after the separating space; false when the field is not written here.
+    /// Writes `name=` after the separating space (never for the message); false when the
+    /// field is not written.
     fn start(&mut self, field: &Field) -> bool {
-        if self.result.is_err() || field.name() == "message" {
+        if self.result.is_err() {
             return false;
         }
         let Some(name) = Self::name(field) else {
@@ -60,8 +61,11 @@ impl PlainVisitor<'_> {
         true
     }
 
+    /// Writes a value whose `Debug` text is `value` itself.
     fn write_plain(&mut self, field: &Field, value: &str) {
-        if self.start(field) {
+        if field.name() == "message" {
+            self.delegate(field, &format_args!("{value}"));
+        } else if self.start(field) {
             self.result = self.result.and_then(|()| self.writer.write_str(value));
         }
     }
@@ -98,18 +102,16 @@ impl Visit for PlainVisitor<'_> {
     }
 
     fn record_str(&mut self, field: &Field, value: &str) {
-        if field.name() != "message" && plain(value) {
-            if self.start(field) {
-                self.result = self
-                    .result
-                    .and_then(|()| self.writer.write_char('"'))
-                    .and_then(|()| self.writer.write_str(value))
-                    .and_then(|()| self.writer.write_char('"'));
-            }
-        } else if field.name() == "message" {
+        if field.name() == "message" {
             self.delegate(field, &format_args!("{value}"));
-        } else {
+        } else if !plain(value) {
             self.delegate(field, &value);
+        } else if self.start(field) {
+            self.result = self
+                .result
+                .and_then(|()| self.writer.write_char('"'))
+                .and_then(|()| self.writer.write_str(value))
+                .and_then(|()| self.writer.write_char('"'));
         }
     }
 
@@ -187,6 +189,13 @@ mod tests {
             tracing::info!(a = 1u64, b = "x");
         });
         assert!(default.lines().count() == 4, "{default}");
+        assert_eq!(plain, default);
+    }
+
+    #[test]
+    fn a_message_of_another_type_is_written_as_the_default_does() {
+        let (default, plain) = both(|| tracing::info!(message = 42u64, late = false));
+        assert!(default.contains(": 42 late=false"), "{default}");
         assert_eq!(plain, default);
     }
 
