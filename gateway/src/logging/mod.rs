@@ -15,7 +15,6 @@ pub mod fields;
 
 use parking_lot::Mutex;
 use std::io::{self, IsTerminal, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tracing::{Level, Metadata};
@@ -29,6 +28,8 @@ pub const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
 struct Inner {
     pending: Vec<u8>,
     out: Box<dyn Write + Send>,
+    /// INFO and more verbose lines wait in `pending`.
+    batching: bool,
 }
 
 impl Inner {
@@ -48,7 +49,6 @@ impl Inner {
 #[derive(Clone)]
 pub struct LogSink {
     inner: Arc<Mutex<Inner>>,
-    batching: Arc<AtomicBool>,
 }
 
 impl LogSink {
@@ -58,16 +58,17 @@ impl LogSink {
             inner: Arc::new(Mutex::new(Inner {
                 pending: Vec::with_capacity(FLUSH_BYTES + 1024),
                 out,
+                batching: false,
             })),
-            batching: Arc::new(AtomicBool::new(false)),
         }
     }
 
     /// Turns batching of INFO and more verbose lines on or off; off writes the buffer first.
     pub fn set_batching(&self, on: bool) {
-        self.batching.store(on, Ordering::Release);
+        let mut g = self.inner.lock();
+        g.batching = on;
         if !on {
-            let _ = self.flush();
+            let _ = g.write_pending();
         }
     }
 
@@ -78,13 +79,9 @@ impl LogSink {
 
     fn write_line(&self, line: &[u8], urgent: bool) -> io::Result<()> {
         let mut g = self.inner.lock();
-        if urgent || !self.batching.load(Ordering::Acquire) {
-            g.write_pending()?;
-            g.out.write_all(line)?;
-            return g.out.flush();
-        }
+        // After whatever is buffered, in the same write when it goes out now.
         g.pending.extend_from_slice(line);
-        if g.pending.len() >= FLUSH_BYTES {
+        if urgent || !g.batching || g.pending.len() >= FLUSH_BYTES {
             g.write_pending()?;
         }
         Ok(())

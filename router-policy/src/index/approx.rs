@@ -7,7 +7,7 @@
 use super::lru::LruTable;
 use crate::ids::{BlockHash, Millis, ReplicaId};
 
-/// A record is renewed once less than `ttl / RENEW_SLACK` of it has passed.
+/// A record is renewed only once at least `ttl / RENEW_SLACK` of it has passed.
 pub(crate) const RENEW_SLACK: u64 = 128;
 
 /// One replica's routing record for one block.
@@ -50,9 +50,10 @@ impl ApproxIndex {
     /// record is renewed.
     pub(crate) fn record(&mut self, r: ReplicaId, hashes: &[BlockHash], now: Millis) {
         let expires = Millis(now.0.saturating_add(self.ttl.0));
-        let fresh_after = expires.0.saturating_sub(self.ttl.0 / RENEW_SLACK);
+        let slack = self.ttl.0 / RENEW_SLACK;
+        let fresh_after = expires.0.saturating_sub(slack);
         for &h in hashes {
-            if fresh_after < expires.0 {
+            if slack > 0 {
                 let fresh = self.table.get(h).is_some_and(|v| {
                     v.iter()
                         .any(|x| x.replica == r && x.expires.0 > fresh_after)
