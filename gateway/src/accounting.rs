@@ -4,6 +4,7 @@
 use crate::proxy::RequestCtx;
 use crate::state::AppState;
 use pingora_error::{Error, ErrorSource};
+use std::time::Instant;
 
 /// Runs in Pingora's logging phase, once per request, whatever happened.
 pub fn finish(state: &AppState, e: Option<&Error>, ctx: &mut RequestCtx) {
@@ -18,8 +19,10 @@ pub fn finish(state: &AppState, e: Option<&Error>, ctx: &mut RequestCtx) {
         Some(t) if ctx.response_started => t.charged_tokens(prompt_tokens),
         _ => 0,
     };
+    // One clock read for the settlement, the log line and the dashboard.
+    let now = Instant::now();
     if let Some(mut permit) = ctx.permit.take() {
-        permit.settle(charged);
+        permit.settle_at(charged, now);
     }
     let client_gone = e.is_some_and(|e| e.esource() == &ErrorSource::Downstream);
     if let Some(slot) = ctx.slot.take() {
@@ -63,8 +66,8 @@ pub fn finish(state: &AppState, e: Option<&Error>, ctx: &mut RequestCtx) {
         charged_tokens = charged,
         cached_tokens = usage.and_then(|u| u.cached_tokens),
         error = ctx.error_code.or(e.map(|e| e.etype().as_str())),
-        latency_ms = ctx.start.elapsed().as_millis() as u64,
+        latency_ms = now.saturating_duration_since(ctx.start).as_millis() as u64,
         "request"
     );
-    crate::dashboard::record(state, ctx);
+    crate::dashboard::record(state, ctx, now);
 }

@@ -50,13 +50,20 @@ impl Permit {
 
     /// Charges `actual` tokens instead of the reservation (refund or debt).
     pub fn settle(&mut self, actual: u64) {
+        if !self.settled {
+            self.settle_at(actual, Instant::now());
+        }
+    }
+
+    /// [`Self::settle`] with the clock already read (the end of a request reads it once).
+    pub fn settle_at(&mut self, actual: u64, now: Instant) {
         if self.settled {
             return;
         }
         self.settled = true;
         if let Some(t) = &self.tenant_limiter {
             if let Some(b) = &t.limiter.tokens {
-                b.lock().settle(self.reserved, actual, Instant::now());
+                b.lock().settle(self.reserved, actual, now);
             }
         }
     }

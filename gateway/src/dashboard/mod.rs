@@ -109,6 +109,27 @@ impl Recorder {
         tenant: Option<(&str, TenantTokens)>,
     ) {
         let mut g = self.inner.lock();
+        Self::add_locked(&mut g, replica, tenant);
+    }
+
+    /// [`Self::add`], then [`Self::sample`] (not forced) at `now`, under one lock.
+    pub fn add_and_sample(
+        &self,
+        replica: Option<(&str, ReplicaTokens)>,
+        tenant: Option<(&str, TenantTokens)>,
+        now: Instant,
+        point: impl FnOnce() -> HistoryPoint,
+    ) {
+        let mut g = self.inner.lock();
+        Self::add_locked(&mut g, replica, tenant);
+        Self::sample_locked(&mut g, now, false, point);
+    }
+
+    fn add_locked(
+        g: &mut Inner,
+        replica: Option<(&str, ReplicaTokens)>,
+        tenant: Option<(&str, TenantTokens)>,
+    ) {
         if let Some((label, t)) = replica {
             let e = entry(&mut g.replicas, label);
             e.responses_with_usage += t.responses_with_usage;
@@ -136,6 +157,15 @@ impl Recorder {
     /// Appends `point` unless the last one is under a second old (or `force`).
     pub fn sample(&self, now: Instant, force: bool, point: impl FnOnce() -> HistoryPoint) {
         let mut g = self.inner.lock();
+        Self::sample_locked(&mut g, now, force, point);
+    }
+
+    fn sample_locked(
+        g: &mut Inner,
+        now: Instant,
+        force: bool,
+        point: impl FnOnce() -> HistoryPoint,
+    ) {
         if !force
             && g.last_sample
                 .is_some_and(|t| now.duration_since(t) < SAMPLE_EVERY)
@@ -155,8 +185,9 @@ impl Recorder {
     }
 }
 
-/// Records one finished request (called once per request from the logging phase).
-pub fn record(state: &AppState, ctx: &RequestCtx) {
+/// Records one finished request (called once per request from the logging phase, which
+/// read the clock at `now`).
+pub fn record(state: &AppState, ctx: &RequestCtx, now: Instant) {
     let usage = ctx.tracker.as_ref().and_then(|t| t.usage());
     let replica = match (&ctx.plan, usage) {
         (Some(plan), Some(u)) => ctx.replica.as_ref().map(|r| ReplicaTokens {
@@ -181,10 +212,12 @@ pub fn record(state: &AppState, ctx: &RequestCtx) {
         };
         (&*t.id, tokens)
     });
-    state
-        .dashboard
-        .add(replica.as_ref().map(|t| (ctx.replica_label(), *t)), tenant);
-    snapshot::sample_history(state, false);
+    state.dashboard.add_and_sample(
+        replica.as_ref().map(|t| (ctx.replica_label(), *t)),
+        tenant,
+        now,
+        || snapshot::history_point(state),
+    );
 }
 
 #[cfg(test)]
@@ -239,5 +272,38 @@ mod tests {
         let h = r.history();
         assert_eq!(h.len(), HISTORY_POINTS);
         assert_eq!(h.last().map(|p| p.unix_ms), Some(HISTORY_POINTS as u64 + 9));
+    }
+
+    #[test]
+    fn a_finished_request_adds_its_counters_and_samples_at_most_once_a_second() {
+        let r = Recorder::default();
+        let t = ReplicaTokens {
+            responses_with_usage: 1,
+            prompt_tokens: 10,
+            cached_tokens: 4,
+            predicted_cached_tokens: 8,
+        };
+        let t0 = Instant::now();
+        let point = |ms| {
+            move || HistoryPoint {
+                unix_ms: ms,
+                ..HistoryPoint::default()
+            }
+        };
+        r.add_and_sample(Some(("r0", t)), None, t0, point(1));
+        r.add_and_sample(
+            Some(("r0", t)),
+            None,
+            t0 + Duration::from_millis(500),
+            point(2),
+        );
+        r.add_and_sample(Some(("r0", t)), None, t0 + SAMPLE_EVERY, point(3));
+        assert_eq!(r.replicas()["r0"].prompt_tokens, 30);
+        let times: Vec<u64> = r.history().iter().map(|p| p.unix_ms).collect();
+        assert_eq!(
+            times,
+            vec![1, 3],
+            "the sample half a second later is skipped"
+        );
     }
 }

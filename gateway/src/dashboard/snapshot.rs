@@ -138,7 +138,7 @@ fn ratio(num: u64, den: u64) -> Option<f64> {
 }
 
 /// The current cumulative cached-token counters.
-fn history_point(state: &AppState) -> HistoryPoint {
+pub(super) fn history_point(state: &AppState) -> HistoryPoint {
     let m = &state.metrics;
     HistoryPoint {
         unix_ms: unix_ms(),

@@ -1,6 +1,10 @@
 //! Prometheus metrics, registered once in a private registry and served on the admin
 //! listener at `/metrics`.
 
+mod family;
+
+pub use family::CounterFamily;
+
 use parking_lot::RwLock;
 use prometheus::{
     Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
@@ -11,9 +15,11 @@ use std::collections::HashMap;
 
 /// Label sets resolved once per process: the hot path looks its series up here (one small
 /// map probe) instead of hashing label values through `with_label_values` every time.
-/// Bounded: past [`MAX_CACHED_SERIES`] keys the vector is asked directly.
+/// Bounded: past [`MAX_CACHED_SERIES`] keys the vector is asked directly. Keys are label
+/// values the gateway's own config and requests produce, looked up on every request: the
+/// map hashes them with foldhash (a few instructions for a short key) instead of SipHash.
 struct SeriesCache<K, V> {
-    map: RwLock<HashMap<K, V>>,
+    map: RwLock<HashMap<K, V, foldhash::fast::RandomState>>,
 }
 
 /// Most label sets a [`SeriesCache`] keeps.
@@ -22,7 +28,7 @@ const MAX_CACHED_SERIES: usize = 4096;
 impl<K: std::hash::Hash + Eq, V: Clone> SeriesCache<K, V> {
     fn new() -> Self {
         Self {
-            map: RwLock::new(HashMap::new()),
+            map: RwLock::new(HashMap::default()),
         }
     }
 
@@ -67,16 +73,13 @@ pub struct TenantSeries {
     pub cached: IntCounter,
 }
 
-/// Key of a `requests_total` series: tenant, model, replica label, status.
-type RequestKey = (String, String, String, u16);
-
 use crate::request::Endpoint;
 
 /// Every metric the gateway exports.
 pub struct Metrics {
     registry: Registry,
     /// Requests by tenant, model, replica and status.
-    pub requests: IntCounterVec,
+    pub requests: CounterFamily<4>,
     /// Routing decisions by policy and branch.
     pub routing_branches: IntCounterVec,
     /// Prompt tokens the gateway predicted cached, by model.
@@ -121,7 +124,6 @@ pub struct Metrics {
     branches: SeriesCache<(&'static str, Branch), IntCounter>,
     models: SeriesCache<String, ModelSeries>,
     tenants: SeriesCache<String, TenantSeries>,
-    request_series: SeriesCache<u64, (RequestKey, IntCounter)>,
 }
 
 impl Metrics {
@@ -155,11 +157,17 @@ impl Metrics {
             0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
             1.0,
         ];
-        let requests = cv(
+        // Tenant ids and model names are free text: an `IntCounterVec` would merge label
+        // sets that concatenate alike (see `family`).
+        let requests = CounterFamily::new(
             "requests_total",
             "Requests by tenant, model, replica and status",
-            &["tenant", "model", "replica", "status"],
-        );
+            ["tenant", "model", "replica", "status"],
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(requests.clone()))
+            .expect("unique metric");
         let added_latency = h(
             "added_latency_seconds",
             "Gateway time before the upstream request is sent",
@@ -182,7 +190,6 @@ impl Metrics {
             branches: SeriesCache::new(),
             models: SeriesCache::new(),
             tenants: SeriesCache::new(),
-            request_series: SeriesCache::new(),
             requests,
             added_latency,
             route_latency,
@@ -307,36 +314,9 @@ impl Metrics {
 
     /// `requests_total{tenant, model, replica, status}`.
     pub fn request(&self, tenant: &str, model: &str, replica: &str, status: u16) -> IntCounter {
-        // Keyed by a hash of the parts so the common (cached) case allocates nothing; the
-        // stored parts are compared too, and a colliding label set is simply not cached.
-        let mut h = xxhash_rust::xxh3::Xxh3::new();
-        for part in [tenant, model, replica] {
-            h.update(&(part.len() as u64).to_le_bytes());
-            h.update(part.as_bytes());
-        }
-        h.update(&status.to_le_bytes());
-        let key = h.digest();
-        let same =
-            |k: &RequestKey| k.3 == status && k.0 == tenant && k.1 == model && k.2 == replica;
-        if let Some((k, c)) = self.request_series.map.read().get(&key) {
-            if same(k) {
-                return c.clone();
-            }
-        }
-        let c = self
-            .requests
-            .with_label_values(&[tenant, model, replica, &status.to_string()]);
-        let mut w = self.request_series.map.write();
-        if w.len() < MAX_CACHED_SERIES && !w.contains_key(&key) {
-            let k = (
-                tenant.to_string(),
-                model.to_string(),
-                replica.to_string(),
-                status,
-            );
-            w.insert(key, (k, c.clone()));
-        }
-        c
+        let mut digits = itoa::Buffer::new();
+        self.requests
+            .with_label_values([tenant, model, replica, digits.format(status)])
     }
 
     /// Text exposition format.
@@ -350,5 +330,32 @@ impl Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_request_label_set_counts_in_its_own_series() {
+        let m = Metrics::new();
+        m.request("ab", "c", "r0", 200).inc();
+        m.request("ab", "c", "r0", 200).inc();
+        m.request("a", "bc", "r0", 200).inc();
+        m.request("ab", "c", "r0", 503).inc();
+        let text = String::from_utf8(m.render()).unwrap();
+        let count = |tenant: &str, model: &str, status: &str| {
+            let labels = format!(
+                "{{model=\"{model}\",replica=\"r0\",status=\"{status}\",tenant=\"{tenant}\"}}"
+            );
+            text.lines()
+                .find(|l| l.contains("requests_total{") && l.contains(&labels))
+                .and_then(|l| l.rsplit(' ').next())
+                .map(str::to_string)
+        };
+        assert_eq!(count("ab", "c", "200").as_deref(), Some("2"), "{text}");
+        assert_eq!(count("a", "bc", "200").as_deref(), Some("1"), "{text}");
+        assert_eq!(count("ab", "c", "503").as_deref(), Some("1"), "{text}");
     }
 }
