@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used)]
 //! docs/metrics.md lists every gateway metric, and it and the Grafana dashboard use only
-//! metrics the gateway exports. Names are read from gateway/src/metrics.rs (the string
+//! metrics the gateway exports. Names are read from gateway/src/metrics/mod.rs (the string
 //! literals passed to the metric constructors).
 
 use std::collections::BTreeSet;
@@ -17,9 +17,9 @@ fn read(rel: &str) -> String {
     .unwrap()
 }
 
-/// Metric names (without prefix) defined in gateway/src/metrics.rs.
+/// Metric names (without prefix) defined in gateway/src/metrics/mod.rs.
 fn exported() -> BTreeSet<String> {
-    let src = read("gateway/src/metrics.rs");
+    let src = read("gateway/src/metrics/mod.rs");
     src.split('"')
         .skip(1)
         .step_by(2)
