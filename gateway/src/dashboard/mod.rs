@@ -102,18 +102,9 @@ pub fn unix_ms() -> u64 {
 }
 
 impl Recorder {
-    /// Adds one finished request's numbers.
+    /// Adds one finished request's numbers, then samples the history at `now` (not forced,
+    /// as [`Self::sample`]), under one lock.
     pub fn add(
-        &self,
-        replica: Option<(&str, ReplicaTokens)>,
-        tenant: Option<(&str, TenantTokens)>,
-    ) {
-        let mut g = self.inner.lock();
-        Self::add_locked(&mut g, replica, tenant);
-    }
-
-    /// [`Self::add`], then [`Self::sample`] (not forced) at `now`, under one lock.
-    pub fn add_and_sample(
         &self,
         replica: Option<(&str, ReplicaTokens)>,
         tenant: Option<(&str, TenantTokens)>,
@@ -121,15 +112,6 @@ impl Recorder {
         point: impl FnOnce() -> HistoryPoint,
     ) {
         let mut g = self.inner.lock();
-        Self::add_locked(&mut g, replica, tenant);
-        Self::sample_locked(&mut g, now, false, point);
-    }
-
-    fn add_locked(
-        g: &mut Inner,
-        replica: Option<(&str, ReplicaTokens)>,
-        tenant: Option<(&str, TenantTokens)>,
-    ) {
         if let Some((label, t)) = replica {
             let e = entry(&mut g.replicas, label);
             e.responses_with_usage += t.responses_with_usage;
@@ -142,6 +124,7 @@ impl Recorder {
             e.prompt_tokens += t.prompt_tokens;
             e.completion_tokens += t.completion_tokens;
         }
+        Self::sample_locked(&mut g, now, false, point);
     }
 
     /// Per-replica counters, by replica label (`r0`, `r1`, ...).
@@ -212,7 +195,7 @@ pub fn record(state: &AppState, ctx: &RequestCtx, now: Instant) {
         };
         (&*t.id, tokens)
     });
-    state.dashboard.add_and_sample(
+    state.dashboard.add(
         replica.as_ref().map(|t| (ctx.replica_label(), *t)),
         tenant,
         now,
@@ -233,7 +216,7 @@ mod tests {
             cached_tokens: 64,
             predicted_cached_tokens: 48,
         };
-        r.add(Some(("r0", t)), None);
+        r.add(Some(("r0", t)), None, Instant::now(), HistoryPoint::default);
         r.add(
             Some(("r0", t)),
             Some((
@@ -243,8 +226,10 @@ mod tests {
                     completion_tokens: 7,
                 },
             )),
+            Instant::now(),
+            HistoryPoint::default,
         );
-        r.add(Some(("r1", t)), None);
+        r.add(Some(("r1", t)), None, Instant::now(), HistoryPoint::default);
         let reps = r.replicas();
         assert_eq!(reps["r0"].prompt_tokens, 200);
         assert_eq!(reps["r0"].cached_tokens, 128);
@@ -290,14 +275,14 @@ mod tests {
                 ..HistoryPoint::default()
             }
         };
-        r.add_and_sample(Some(("r0", t)), None, t0, point(1));
-        r.add_and_sample(
+        r.add(Some(("r0", t)), None, t0, point(1));
+        r.add(
             Some(("r0", t)),
             None,
             t0 + Duration::from_millis(500),
             point(2),
         );
-        r.add_and_sample(Some(("r0", t)), None, t0 + SAMPLE_EVERY, point(3));
+        r.add(Some(("r0", t)), None, t0 + SAMPLE_EVERY, point(3));
         assert_eq!(r.replicas()["r0"].prompt_tokens, 30);
         let times: Vec<u64> = r.history().iter().map(|p| p.unix_ms).collect();
         assert_eq!(

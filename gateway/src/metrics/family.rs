@@ -26,8 +26,8 @@ pub struct CounterFamily<const N: usize> {
 }
 
 struct Inner<const N: usize> {
+    /// Its `variable_labels` are the label names, in the order values are given.
     desc: Desc,
-    label_names: [String; N],
     children: RwLock<Children<N>>,
     hasher: foldhash::fast::FixedState,
 }
@@ -58,21 +58,16 @@ impl<const N: usize> CounterFamily<N> {
     /// A family `name` with `help` and the label names `labels` (validated as prometheus
     /// validates them).
     pub fn new(name: &str, help: &str, labels: [&str; N]) -> prometheus::Result<Self> {
-        let label_names = labels.map(str::to_string);
         let desc = Desc::new(
             name.to_string(),
             help.to_string(),
-            label_names.to_vec(),
+            labels.map(str::to_string).to_vec(),
             HashMap::new(),
         )?;
         Ok(Self {
             inner: Arc::new(Inner {
                 desc,
-                label_names,
-                children: RwLock::new(Children {
-                    by_hash: HashMap::default(),
-                    len: 0,
-                }),
+                children: RwLock::new(Children::default()),
                 hasher: foldhash::fast::FixedState::default(),
             }),
         })
@@ -90,7 +85,8 @@ impl<const N: usize> CounterFamily<N> {
             return c.clone();
         }
         let labels = inner
-            .label_names
+            .desc
+            .variable_labels
             .iter()
             .zip(values)
             .map(|(n, v)| (n.clone(), v.to_string()))
