@@ -8,6 +8,7 @@ use crate::scan::Scanner;
 #[cfg(test)]
 #[path = "response/scan_tests.rs"]
 pub(crate) mod scan_tests;
+mod usage;
 
 /// Largest non-streaming body kept for usage parsing.
 const MAX_JSON_BYTES: usize = 8 << 20;
@@ -73,7 +74,7 @@ impl Envelope {
         let mut env = Self::default();
         s.object(|s, key| {
             if key.is(b"usage") {
-                env.usage = read_usage(s)?;
+                env.usage = usage::read_usage(s)?;
             } else if key.is(b"error") {
                 env.error = true;
                 s.skip_value()?;
@@ -86,47 +87,6 @@ impl Envelope {
         })?;
         Some(env)
     }
-}
-
-/// `usage`: `null` is no usage; an object gives its counts; anything else counts zero.
-fn read_usage(s: &mut Scanner<'_>) -> Option<Option<Usage>> {
-    match s.peek()? {
-        b'n' => s.literal(b"null").map(|()| None),
-        b'{' => {
-            let mut u = Usage::default();
-            s.object(|s, key| {
-                if key.is(b"prompt_tokens") {
-                    u.prompt_tokens = s.u64_value()?.unwrap_or(0);
-                } else if key.is(b"completion_tokens") {
-                    u.completion_tokens = s.u64_value()?.unwrap_or(0);
-                } else if key.is(b"prompt_tokens_details") {
-                    u.cached_tokens = read_cached_tokens(s)?;
-                } else {
-                    s.skip_value()?;
-                }
-                Some(())
-            })?;
-            Some(Some(u))
-        }
-        _ => s.skip_value().map(|()| Some(Usage::default())),
-    }
-}
-
-/// `prompt_tokens_details`: its `cached_tokens`, when it is an object holding a count.
-fn read_cached_tokens(s: &mut Scanner<'_>) -> Option<Option<u64>> {
-    if s.peek()? != b'{' {
-        return s.skip_value().map(|()| None);
-    }
-    let mut cached = None;
-    s.object(|s, key| {
-        if key.is(b"cached_tokens") {
-            cached = s.u64_value()?;
-        } else {
-            s.skip_value()?;
-        }
-        Some(())
-    })?;
-    Some(cached)
 }
 
 impl ResponseTracker {
@@ -184,10 +144,7 @@ impl ResponseTracker {
         if body.is_empty() {
             return;
         }
-        if let Some(env) = Envelope::parse(body.as_slice()) {
-            self.usage = env.usage;
-            self.saw_error = env.error;
-        }
+        self.usage = usage::body_usage(body.as_slice());
     }
 
     /// True once a stream has sent `data: [DONE]`.
@@ -195,7 +152,8 @@ impl ResponseTracker {
         self.saw_done
     }
 
-    /// True when the upstream sent an error event/body.
+    /// True when a stream carried an error event (a non-streaming body is not checked:
+    /// its status says it).
     pub fn saw_error(&self) -> bool {
         self.saw_error
     }

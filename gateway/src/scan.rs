@@ -28,6 +28,9 @@
 //! `usage`), `u64_value` is `as_u64` (a non-negative integer that fits `u64`; not `-0`,
 //! `1.0` or `1e2`), and `array_len` is the length of `as_array`, or 0.
 
+mod reverse;
+pub(crate) use reverse::last_members;
+
 /// serde_json fails once this many arrays/objects are open at once.
 const DEPTH_LIMIT: u32 = 128;
 
@@ -114,10 +117,17 @@ pub(crate) struct Key<'a> {
 
 impl Key<'_> {
     /// True when the key unescapes to the ASCII `name`.
+    #[inline]
     pub(crate) fn is(self, name: &[u8]) -> bool {
         if !self.escaped {
             return self.raw == name;
         }
+        self.is_escaped(name)
+    }
+
+    /// [`Self::is`] for a key with escapes.
+    #[inline(never)]
+    fn is_escaped(self, name: &[u8]) -> bool {
         let mut want = name.iter();
         let mut i = 0;
         while let Some(&b) = self.raw.get(i) {

@@ -311,3 +311,41 @@ fn scanner_matches_a_value_lookup_on_generated_documents() {
         "{whole:?}"
     );
 }
+
+/// The tail-first usage reader of non-streaming bodies agrees with the reference on every
+/// valid document, and answers something (no panic, no hang) for every broken one.
+#[test]
+fn body_usage_matches_a_value_lookup_on_valid_documents() {
+    use crate::scan::last_members;
+    const DOCS: usize = 10_000;
+    let mut r = Rng(0x2545_F491_4F6C_DD1D);
+    let (mut valid, mut found, mut broken) = (0, 0, 0);
+    for _ in 0..DOCS {
+        let doc = document(&mut r);
+        let mut docs = vec![doc.clone()];
+        for _ in 0..3 {
+            let mut mutant = doc.clone();
+            mutate(&mut r, &mut mutant);
+            docs.push(mutant);
+        }
+        for doc in docs {
+            let got = super::usage::body_usage(&doc);
+            match by_value(&doc) {
+                Some((want, _, _)) => {
+                    assert_eq!(got, want, "{}", doc.escape_ascii());
+                    valid += 1;
+                    found += usize::from(matches!(
+                        last_members(&doc, 0..doc.len(), [b"usage"]),
+                        Some([Some(_)])
+                    ));
+                }
+                None => broken += 1,
+            }
+        }
+    }
+    eprintln!("valid {valid}, read from the tail {found}, broken {broken}");
+    assert!(
+        valid > DOCS && found > DOCS / 10 && broken > DOCS,
+        "{valid} {found} {broken}"
+    );
+}
