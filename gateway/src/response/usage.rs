@@ -30,9 +30,9 @@ fn tail_usage(body: &[u8]) -> Option<Option<Usage>> {
                 b"prompt_tokens_details",
             ];
             let [prompt, completion, details] = last_members(body, usage, NAMES)?;
-            let count = |range: Option<std::ops::Range<usize>>| match range {
-                Some(r) => as_u64(body.get(r)?),
-                None => None,
+            // Read as the forward scanner reads a count (`Value::as_u64`).
+            let count = |range: Option<std::ops::Range<usize>>| {
+                Scanner::document(body.get(range?)?, Scanner::u64_value).flatten()
             };
             let cached = match details {
                 Some(d) if body.get(d.start) == Some(&b'{') => {
@@ -49,18 +49,6 @@ fn tail_usage(body: &[u8]) -> Option<Option<Usage>> {
         }
         _ => Some(Some(Usage::default())),
     }
-}
-
-/// A value of a valid document as `Value::as_u64` reads it: digits only (no sign, fraction
-/// or exponent) that fit a `u64`.
-fn as_u64(value: &[u8]) -> Option<u64> {
-    if value.is_empty() {
-        return None;
-    }
-    value.iter().try_fold(0u64, |n, &b| {
-        let digit = b.checked_sub(b'0').filter(|d| *d < 10)?;
-        n.checked_mul(10)?.checked_add(u64::from(digit))
-    })
 }
 
 /// `usage`: `null` is no usage; an object gives its counts; anything else counts zero.

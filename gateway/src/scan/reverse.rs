@@ -35,11 +35,11 @@ pub(crate) fn last_members<const N: usize>(
     names: [&[u8]; N],
 ) -> Option<[Option<Range<usize>>; N]> {
     let offset = within.start;
+    let bytes = bytes.get(within)?;
     let mut walk = Back {
-        bytes: bytes.get(within)?,
-        end: 0,
+        bytes,
+        end: bytes.len(),
     };
-    walk.end = walk.bytes.len();
     let mut found = walk.members(names)?;
     for range in found.iter_mut().flatten() {
         *range = range.start + offset..range.end + offset;
