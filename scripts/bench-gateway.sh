@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Gateway overhead benchmark, one run on this machine: the gateway (auth, limits,
-# tokenize, hash, route on), a bare Pingora passthrough and nginx (1 worker), each in front
-# of the same fixed-reply OpenAI upstream, driven by wrk. Writes the `## gateway` section
+# tokenize, hash, route on), a bare Pingora passthrough, the same passthrough on the
+# gateway's one-send upstream connector, and nginx (1 worker), each in front of the same
+# fixed-reply OpenAI upstream, driven by wrk. Writes the `## gateway` section
 # of BENCH_OUT (default $CARGO_TARGET_DIR/bench-gateway.md; BENCHMARKS.md section 4 records it).
 #
 #   scripts/bench-gateway.sh            # DURATION=10 PROFILE=release by default
@@ -49,12 +50,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-UP=19100; PT=19101; NG=19102; GW=19103; ADM=19104; REP=19105
+UP=19100; PT=19101; NG=19102; GW=19103; ADM=19104; REP=19105; PC=19106
 SPEC_ARGS=()
 tokenizer_spec "$WORK/spec.json" "$BIN" "$PROFILE" $REP
 [ -s "$WORK/spec.json" ] && SPEC_ARGS=("$WORK/spec.json")
 "$BIN/examples/fixed_upstream" 127.0.0.1:$UP "$THREADS" "${SPEC_ARGS[@]}" >/dev/null 2>&1 & UP_PID=$!; PIDS+=($UP_PID)
 "$PROXY_BIN/examples/passthrough" 127.0.0.1:$PT 127.0.0.1:$UP "$THREADS" >/dev/null 2>&1 & PT_PID=$!; PIDS+=($PT_PID)
+"$PROXY_BIN/examples/passthrough" 127.0.0.1:$PC 127.0.0.1:$UP "$THREADS" one-send >/dev/null 2>&1 & PC_PID=$!; PIDS+=($PC_PID)
 mkdir -p "$WORK/nginx/logs"
 cat > "$WORK/nginx/nginx.conf" <<NGINX
 worker_processes 1;
@@ -78,7 +80,8 @@ nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" & NG_MASTER=$!; PIDS+=($NG_MA
 write_gateway_yaml "$WORK/gateway.yaml" $GW $ADM $UP "$THREADS"
 RUST_LOG=warn "$PROXY_BIN/gateway" --config "$WORK/gateway.yaml" >/dev/null 2>"$WORK/gateway.log" & GW_PID=$!; PIDS+=($GW_PID)
 for i in $(seq 100); do
-  if curl -sf "http://127.0.0.1:$ADM/admin/replicas" | grep -q '"id"' && curl -sf http://127.0.0.1:$PT/ >/dev/null 2>&1; then break; fi
+  if curl -sf "http://127.0.0.1:$ADM/admin/replicas" | grep -q '"id"' && curl -sf http://127.0.0.1:$PT/ >/dev/null 2>&1 \
+    && curl -sf http://127.0.0.1:$PC/ >/dev/null 2>&1; then break; fi
   sleep 0.2
 done
 
@@ -109,7 +112,7 @@ run_wrk() {
 }
 
 # Sanity: every front answers 200.
-for p in $PT $NG $GW; do
+for p in $PT $PC $NG $GW; do
   code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' -d "$SHORT" http://127.0.0.1:$p/v1/chat/completions)
   [ "$code" = 200 ] || { echo "port $p answered $code" >&2; cat "$WORK/gateway.log" >&2; exit 1; }
 done
@@ -122,9 +125,9 @@ ROUNDS=${ROUNDS:-3}
 : > "$WORK/rounds.txt"
 for round in $(seq "$ROUNDS"); do
   for m in "D1 1 short.lua $UP $UP_PID" \
-           "G8 8 short.lua $GW $GW_PID" "P8 8 short.lua $PT $PT_PID" "N8 8 short.lua $NG $NG_PID" \
-           "G1 1 short.lua $GW $GW_PID" "P1 1 short.lua $PT $PT_PID" "N1 1 short.lua $NG $NG_PID" \
-           "GL 8 long.lua $GW $GW_PID" "PL 8 long.lua $PT $PT_PID" "NL 8 long.lua $NG $NG_PID"; do
+           "G8 8 short.lua $GW $GW_PID" "P8 8 short.lua $PT $PT_PID" "C8 8 short.lua $PC $PC_PID" "N8 8 short.lua $NG $NG_PID" \
+           "G1 1 short.lua $GW $GW_PID" "P1 1 short.lua $PT $PT_PID" "C1 1 short.lua $PC $PC_PID" "N1 1 short.lua $NG $NG_PID" \
+           "GL 8 long.lua $GW $GW_PID" "PL 8 long.lua $PT $PT_PID" "CL 8 long.lua $PC $PC_PID" "NL 8 long.lua $NG $NG_PID"; do
     set -- $m
     echo "$round $1 $(run_wrk "$2" "$3" "$4" "$5")" >> "$WORK/rounds.txt"
   done
@@ -147,8 +150,12 @@ LONG_TOKENS=$(echo "$DEC" | python3 -c 'import json,sys; d=json.load(sys.stdin);
 
 calc() { python3 -c "print(round($1, 3))"; }
 G_ADD=$(calc "$G1_P50 - $D1_P50"); P_ADD=$(calc "$P1_P50 - $D1_P50"); N_ADD=$(calc "$N1_P50 - $D1_P50")
+C_ADD=$(calc "$C1_P50 - $D1_P50")
 RATIO8=$(calc "$G8_RPS / $P8_RPS"); RATIO_ADD=$(calc "($G1_P50 - $D1_P50) / max($P1_P50 - $D1_P50, 0.001)")
 RATIOL=$(calc "$GL_RPS / $PL_RPS")
+# Like for like: the gateway against the passthrough on the same one-send connector.
+RATIO8C=$(calc "$G8_RPS / $C8_RPS"); RATIO_ADDC=$(calc "($G1_P50 - $D1_P50) / max($C1_P50 - $D1_P50, 0.001)")
+RATIOLC=$(calc "$GL_RPS / $CL_RPS"); CPU8C=$(calc "$C8_CPU / max($G8_CPU, 0.001)")
 CPU8=$(calc "$P8_CPU / max($G8_CPU, 0.001)"); CPUL=$(calc "$PL_CPU / max($GL_CPU, 0.001)")
 ROUND_LINES=$(awk '{printf "round %s %s: %s req/s, p50 %s us, %s CPU us/req\n", $1, $2, $3, $4, $5}' "$WORK/rounds.txt")
 SECTION=$(cat <<MD
@@ -158,23 +165,29 @@ SECTION=$(cat <<MD
 Gateway tokenizer: $TOKENIZER_NAME.
 Every front proxies to the same fixed-reply upstream (\`gateway/examples/fixed_upstream.rs\`); the gateway runs with
 auth, tenant limits (reserve and settle), tokenization, hashing and \`warm\` routing on; the baseline is a bare Pingora
-proxy (\`gateway/examples/passthrough.rs\`); nginx runs 1 worker with upstream keepalive.
+proxy (\`gateway/examples/passthrough.rs\`); "one-send" is that proxy on the gateway's upstream connector
+(\`gateway/src/upstream/\`: a request header leaves with its body in one send), which tells the gateway's I/O from its
+request logic; nginx runs 1 worker with upstream keepalive.
 Added latency = p50 through the proxy minus p50 straight to the upstream (${D1_P50} µs), at c=1.
 
 | short chat body | req/s c=8 | proxy CPU µs/req c=8 | req/s c=1 | p50 c=1 (µs) | added p50 (µs) |
 |---|---|---|---|---|---|
 | gateway | $G8_RPS | $G8_CPU | $G1_RPS | $G1_P50 | $G_ADD |
 | bare Pingora passthrough | $P8_RPS | $P8_CPU | $P1_RPS | $P1_P50 | $P_ADD |
+| passthrough, one-send upstream | $C8_RPS | $C8_CPU | $C1_RPS | $C1_P50 | $C_ADD |
 | nginx (1 worker) | $N8_RPS | $N8_CPU | $N1_RPS | $N1_P50 | $N_ADD |
 
 - gateway / passthrough req/s at c=8: **$RATIO8** (goal >= 0.85); passthrough / gateway CPU per request: $CPU8
   (what the req/s ratio tends to when the proxy's one worker thread is the bottleneck).
 - gateway / passthrough added p50 at c=1: **$RATIO_ADD** (goal <= 1.5).
+- Like for like (gateway / one-send passthrough): req/s at c=8 $RATIO8C (CPU $CPU8C), added p50 at c=1 $RATIO_ADDC,
+  long body $RATIOLC.
 
 | long body (25 KB shared system prompt + varying user message, $LONG_TOKENS tokens) | req/s c=8 | proxy CPU µs/req |
 |---|---|---|
 | gateway | $GL_RPS | $GL_CPU |
 | bare Pingora passthrough | $PL_RPS | $PL_CPU |
+| passthrough, one-send upstream | $CL_RPS | $CL_CPU |
 | nginx (1 worker) | $NL_RPS | $NL_CPU |
 
 - gateway / passthrough req/s at c=8, long body: **$RATIOL** (goal >= 0.5); CPU per request ratio: $CPUL. The system prompt is tokenized once and
@@ -183,7 +196,7 @@ Added latency = p50 through the proxy minus p50 straight to the upstream (${D1_P
 Routing decision for an 8k-token prompt (\`gateway/examples/route_bench.rs\`, 8 replicas, one holding the prefix, p50 µs):
 \`$ROUTE\`
 
-<details><summary>Every round (D1 = straight to the upstream, G/P/N = gateway/passthrough/nginx, 8/1 = connections, L = long body)</summary>
+<details><summary>Every round (D1 = straight to the upstream, G/P/C/N = gateway/passthrough/one-send passthrough/nginx, 8/1 = connections, L = long body)</summary>
 
 \`\`\`
 $ROUND_LINES

@@ -7,7 +7,8 @@
 #   BENCH_SPEC=spec.json scripts/build-pgo.sh   # a saved tokenizer spec: no replica build
 #
 # 1. builds both with LLVM instrumentation (-Cprofile-generate), in their own target dir;
-# 2. trains them: each proxies TRAIN_SECONDS (default 8) of wrk c=8 traffic per body (the
+# 2. trains them (the passthrough twice: as is, and on the gateway's one-send upstream
+#    connector): each proxies TRAIN_SECONDS (default 8) of wrk c=8 traffic per body (the
 #    short chat and the 25 KB long chat of scripts/bench-gateway.sh, and the short chat
 #    streamed, answered in SSE) to the fixed-reply upstream, which publishes SmolLM2's
 #    tokenizer, so the gateway tokenizes, hashes, routes, authenticates, follows the stream
@@ -56,7 +57,7 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-UP=19300; PT=19301; GW=19303; ADM=19304; REP=19305
+UP=19300; PT=19301; GW=19303; ADM=19304; REP=19305; PC=19306
 SPEC_ARGS=()
 tokenizer_spec "$WORK/spec.json" "$CARGO_TARGET_DIR/release" release $REP
 [ -s "$WORK/spec.json" ] && SPEC_ARGS=("$WORK/spec.json")
@@ -70,8 +71,10 @@ LLVM_PROFILE_FILE="$PGO_DIR/raw/gateway-%p-%m.profraw" RUST_LOG=warn \
   "$GEN/gateway" --config "$WORK/gateway.yaml" >/dev/null 2>"$WORK/gateway.log" & GW_PID=$!
 LLVM_PROFILE_FILE="$PGO_DIR/raw/passthrough-%p-%m.profraw" \
   "$GEN/examples/passthrough" 127.0.0.1:$PT 127.0.0.1:$UP 1 >/dev/null 2>&1 & PT_PID=$!
-PIDS+=($GW_PID $PT_PID)
-for port in $GW $PT; do
+LLVM_PROFILE_FILE="$PGO_DIR/raw/passthrough-%p-%m.profraw" \
+  "$GEN/examples/passthrough" 127.0.0.1:$PC 127.0.0.1:$UP 1 one-send >/dev/null 2>&1 & PC_PID=$!
+PIDS+=($GW_PID $PT_PID $PC_PID)
+for port in $GW $PT $PC; do
   ok=""
   for _ in $(seq 150); do
     code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $KEY" \
@@ -81,15 +84,15 @@ for port in $GW $PT; do
   done
   [ -n "$ok" ] || { say "port $port never answered 200"; cat "$WORK/gateway.log" >&2; exit 1; }
 done
-for port in $GW $PT; do
+for port in $GW $PT $PC; do
   for body in short long stream; do
     say "training on port $port, $body body, ${TRAIN_SECONDS}s"
     wrk -t1 -c8 -d"${TRAIN_SECONDS}s" -s "$WORK/$body.lua" "http://127.0.0.1:$port/v1/chat/completions" >/dev/null
   done
 done
 # The counters are written when a process exits; SIGINT is Pingora's fast shutdown.
-kill -INT "$GW_PID" "$PT_PID"
-wait "$GW_PID" "$PT_PID" 2>/dev/null || true
+kill -INT "$GW_PID" "$PT_PID" "$PC_PID"
+wait "$GW_PID" "$PT_PID" "$PC_PID" 2>/dev/null || true
 ls "$PGO_DIR"/raw/gateway-*.profraw "$PGO_DIR"/raw/passthrough-*.profraw >/dev/null 2>&1 \
   || { say "no profile was written (did the proxies exit cleanly?)"; exit 1; }
 "$PROFDATA" merge -o "$PGO_DIR/merged.profdata" "$PGO_DIR"/raw/*.profraw

@@ -1,11 +1,16 @@
 //! Benchmark baseline: a bare Pingora HTTP proxy that forwards every request unchanged to
-//! one upstream. `passthrough LISTEN_ADDR UPSTREAM_ADDR [THREADS]`.
+//! one upstream. `passthrough LISTEN_ADDR UPSTREAM_ADDR [THREADS] [one-send]`.
+//!
+//! With `one-send` it opens its upstream connections through the gateway's connector
+//! (`gateway::upstream`: each request header leaves together with its body), so the
+//! benchmark can tell the gateway's I/O from its request logic.
 
 use async_trait::async_trait;
 use pingora_core::server::configuration::ServerConf;
 use pingora_core::server::Server;
 use pingora_core::upstreams::peer::HttpPeer;
-use pingora_proxy::{ProxyHttp, Session};
+use pingora_proxy::{ProxyHttp, ProxyServiceBuilder, Session};
+use std::sync::Arc;
 
 /// The same allocator as the gateway binary, so the comparison measures the gateway's work.
 #[global_allocator]
@@ -13,6 +18,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 struct Passthrough {
     upstream: String,
+    one_send: bool,
 }
 
 #[async_trait]
@@ -26,11 +32,11 @@ impl ProxyHttp for Passthrough {
         _session: &mut Session,
         _ctx: &mut (),
     ) -> pingora_error::Result<Box<HttpPeer>> {
-        Ok(Box::new(HttpPeer::new(
-            self.upstream.as_str(),
-            false,
-            String::new(),
-        )))
+        let mut peer = HttpPeer::new(self.upstream.as_str(), false, String::new());
+        if self.one_send {
+            gateway::upstream::mark(&mut peer);
+        }
+        Ok(Box::new(peer))
     }
 }
 
@@ -45,6 +51,7 @@ fn main() -> anyhow::Result<()> {
         .cloned()
         .unwrap_or_else(|| "127.0.0.1:9100".into());
     let threads = args.get(3).and_then(|t| t.parse().ok()).unwrap_or(1);
+    let one_send = args.get(4).is_some_and(|a| a == "one-send");
     let conf = ServerConf {
         threads,
         upstream_keepalive_pool_size: 1024,
@@ -52,10 +59,22 @@ fn main() -> anyhow::Result<()> {
     };
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
-    let mut proxy =
-        pingora_proxy::http_proxy_service(&server.configuration, Passthrough { upstream });
-    proxy.add_tcp(&listen);
-    server.add_service(proxy);
+    let app = Passthrough { upstream, one_send };
+    if one_send {
+        // The handler is never called: no client connection asks for a custom protocol.
+        let mut proxy = ProxyServiceBuilder::new(&server.configuration, app)
+            .custom(
+                gateway::upstream::Connector::new(),
+                Arc::new(|_, _, _| Box::pin(async { None })),
+            )
+            .build();
+        proxy.add_tcp(&listen);
+        server.add_service(proxy);
+    } else {
+        let mut proxy = pingora_proxy::http_proxy_service(&server.configuration, app);
+        proxy.add_tcp(&listen);
+        server.add_service(proxy);
+    }
     println!("listening on {listen}");
     server.run_forever()
 }

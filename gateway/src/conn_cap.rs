@@ -2,20 +2,17 @@
 //!
 //! Pingora accepts every connection it is offered, so one client can hold as many sockets
 //! as the gateway has file descriptors: idle keep-alives, or slow headers that each last
-//! until the header deadline (`crate::deadline`). [`ConnectionCap`] wraps the proxy's
-//! [`ServerApp`]: a connection from an address that already holds the cap is answered
-//! at once with a 429 OpenAI error (`too_many_connections`, `Connection: close`) and closed,
-//! before any of its bytes are read. The count of an address falls when one of its
-//! connections ends, however it ends.
+//! until the header deadline (`crate::deadline`). [`ConnectionCap`] sees every accepted
+//! connection first (`crate::connection`): one from an address that already holds the cap
+//! is answered at once with a 429 OpenAI error (`too_many_connections`, `Connection:
+//! close`) and closed, before any of its bytes are read. The count of an address falls
+//! when one of its connections ends, however it ends.
 //!
 //! The cap is read per connection, so a reload applies to new connections; 0 turns it off.
 //! Connections whose peer is not an IP socket (a Unix socket) are not counted.
 
 use crate::error::GatewayError;
-use async_trait::async_trait;
-use pingora_core::apps::ServerApp;
 use pingora_core::protocols::Stream;
-use pingora_core::server::ShutdownWatch;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -87,26 +84,48 @@ impl Drop for IpSlot {
     }
 }
 
-/// A [`ServerApp`] that refuses connections beyond a per-IP cap.
-pub struct ConnectionCap<A> {
-    inner: Arc<A>,
+/// Refuses connections beyond a per-IP cap.
+pub struct ConnectionCap {
     table: Arc<IpTable>,
     cap: CapFn,
     refused: RefusedFn,
 }
 
-impl<A> ConnectionCap<A> {
-    /// Wraps `inner`: at most `cap()` connections per client IP; `refused()` runs for each
-    /// connection turned away.
-    pub fn new(inner: A, cap: CapFn, refused: RefusedFn) -> Self {
+impl ConnectionCap {
+    /// At most `cap()` connections per client IP; `refused()` runs for each connection
+    /// turned away.
+    pub fn new(cap: CapFn, refused: RefusedFn) -> Self {
         Self {
-            inner: Arc::new(inner),
             table: Arc::default(),
             cap,
             refused,
         }
     }
+
+    /// Counts a new connection: its slot (`None` when uncounted: no cap, or not an IP
+    /// peer), or `Err` once it has been answered with the 429 and closed.
+    pub async fn admit(&self, stream: &mut Stream) -> Result<Option<IpSlot>, Refused> {
+        let cap = (self.cap)();
+        let Some(ip) = peer_ip(stream).filter(|_| cap > 0) else {
+            return Ok(None);
+        };
+        match self.table.acquire(ip, cap) {
+            Some(slot) => Ok(Some(slot)),
+            None => {
+                (self.refused)();
+                tracing::debug!(%ip, cap, "connection refused: per-IP cap");
+                // Best effort: a client that vanished needs no answer.
+                let _ = stream.write_all(&refusal(cap)).await;
+                let _ = stream.shutdown().await;
+                Err(Refused)
+            }
+        }
+    }
 }
+
+/// A connection turned away by the cap (already answered and closed).
+#[derive(Debug)]
+pub struct Refused;
 
 /// The peer's IP address, when the connection is over TCP.
 fn peer_ip(stream: &Stream) -> Option<IpAddr> {
@@ -134,38 +153,6 @@ fn refusal(cap: u32) -> Vec<u8> {
     let mut out = out.into_bytes();
     out.extend_from_slice(&r.body);
     out
-}
-
-#[async_trait]
-impl<A: ServerApp + Send + Sync + 'static> ServerApp for ConnectionCap<A> {
-    async fn process_new(
-        self: &Arc<Self>,
-        mut stream: Stream,
-        shutdown: &ShutdownWatch,
-    ) -> Option<Stream> {
-        let cap = (self.cap)();
-        let slot = match peer_ip(&stream) {
-            Some(ip) if cap > 0 => match self.table.acquire(ip, cap) {
-                Some(slot) => Some(slot),
-                None => {
-                    (self.refused)();
-                    tracing::debug!(%ip, cap, "connection refused: per-IP cap");
-                    // Best effort: a client that vanished needs no answer.
-                    let _ = stream.write_all(&refusal(cap)).await;
-                    let _ = stream.shutdown().await;
-                    return None;
-                }
-            },
-            _ => None,
-        };
-        let reuse = self.inner.process_new(stream, shutdown).await;
-        drop(slot);
-        reuse
-    }
-
-    async fn cleanup(&self) {
-        self.inner.cleanup().await;
-    }
 }
 
 #[cfg(test)]

@@ -2,9 +2,9 @@
 //!
 //! Pingora bounds each read of a request header (by its keep-alive timeout, 60 s), not the
 //! whole header, so a client that sends a header a byte at a time holds a connection open
-//! for as long as it likes (slowloris). [`HeaderDeadline`] wraps the proxy's
-//! [`ServerApp`] and every accepted connection in a [`DeadlineStream`], whose reads fail
-//! with `TimedOut` once a header has been arriving for longer than the limit.
+//! for as long as it likes (slowloris). Every accepted connection is wrapped in a
+//! [`DeadlineStream`] (`crate::connection`), whose reads fail with `TimedOut` once a header
+//! has been arriving for longer than the limit.
 //!
 //! The clock of a connection:
 //! - runs from the accept for the first request;
@@ -18,55 +18,14 @@
 //! request at a time and the two hooks see every one.
 
 use async_trait::async_trait;
-use pingora_core::apps::ServerApp;
-use pingora_core::protocols::{
-    GetProxyDigest, GetSocketDigest, GetTimingDigest, Peek, Shutdown, Ssl, Stream, UniqueID,
-    UniqueIDType,
-};
-use pingora_core::server::ShutdownWatch;
+use pingora_core::protocols::{Shutdown, Stream};
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-
-/// The header limit of a new connection (read per connection, so a reload applies).
-pub type LimitFn = Box<dyn Fn() -> Duration + Send + Sync>;
-
-/// A [`ServerApp`] whose connections get a total header deadline.
-pub struct HeaderDeadline<A> {
-    inner: Arc<A>,
-    limit: LimitFn,
-}
-
-impl<A> HeaderDeadline<A> {
-    /// Wraps `inner`; each request header must arrive within `limit()`.
-    pub fn new(inner: A, limit: LimitFn) -> Self {
-        Self {
-            inner: Arc::new(inner),
-            limit,
-        }
-    }
-}
-
-#[async_trait]
-impl<A: ServerApp + Send + Sync + 'static> ServerApp for HeaderDeadline<A> {
-    async fn process_new(
-        self: &Arc<Self>,
-        stream: Stream,
-        shutdown: &ShutdownWatch,
-    ) -> Option<Stream> {
-        let stream: Stream = Box::new(DeadlineStream::new(stream, (self.limit)()));
-        self.inner.process_new(stream, shutdown).await
-    }
-
-    async fn cleanup(&self) {
-        self.inner.cleanup().await;
-    }
-}
 
 /// The deadline is off: the header has been read.
 const OFF: u64 = 0;
@@ -86,6 +45,11 @@ pub struct DeadlineStream {
 }
 
 impl DeadlineStream {
+    /// `inner` with a total deadline of `limit` for each request header.
+    pub fn wrap(inner: Stream, limit: Duration) -> Stream {
+        Box::new(Self::new(inner, limit))
+    }
+
     fn new(inner: Stream, limit: Duration) -> Self {
         let limit_ms = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX / 2);
         Self {
@@ -206,51 +170,4 @@ impl Shutdown for DeadlineStream {
     }
 }
 
-impl UniqueID for DeadlineStream {
-    fn id(&self) -> UniqueIDType {
-        self.inner.id()
-    }
-}
-
-impl Ssl for DeadlineStream {
-    fn get_ssl(&self) -> Option<&pingora_core::protocols::tls::TlsRef> {
-        self.inner.get_ssl()
-    }
-    fn get_ssl_digest(&self) -> Option<Arc<pingora_core::protocols::tls::SslDigest>> {
-        self.inner.get_ssl_digest()
-    }
-    fn selected_alpn_proto(&self) -> Option<pingora_core::protocols::ALPN> {
-        self.inner.selected_alpn_proto()
-    }
-}
-
-impl GetTimingDigest for DeadlineStream {
-    fn get_timing_digest(&self) -> Vec<Option<pingora_core::protocols::TimingDigest>> {
-        self.inner.get_timing_digest()
-    }
-    fn get_read_pending_time(&self) -> Duration {
-        self.inner.get_read_pending_time()
-    }
-    fn get_write_pending_time(&self) -> Duration {
-        self.inner.get_write_pending_time()
-    }
-}
-
-impl GetProxyDigest for DeadlineStream {
-    fn get_proxy_digest(&self) -> Option<Arc<pingora_core::protocols::raw_connect::ProxyDigest>> {
-        self.inner.get_proxy_digest()
-    }
-}
-
-impl GetSocketDigest for DeadlineStream {
-    fn get_socket_digest(&self) -> Option<Arc<pingora_core::protocols::SocketDigest>> {
-        self.inner.get_socket_digest()
-    }
-}
-
-#[async_trait]
-impl Peek for DeadlineStream {
-    async fn try_peek(&mut self, buf: &mut [u8]) -> io::Result<bool> {
-        self.inner.try_peek(buf).await
-    }
-}
+crate::wrapped::connection_traits!(DeadlineStream);

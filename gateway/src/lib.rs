@@ -17,8 +17,9 @@
 //! - [`request`], [`response`]: what the gateway reads from bodies; [`headers`]: what it
 //!   stamps on messages.
 //! - [`tokenize`]: cached, replica-identical tokenization.
-//! - [`deadline`], [`conn_cap`]: connection guards around the proxy (a total header
-//!   deadline, a per-IP connection cap).
+//! - [`connection`], [`deadline`], [`conn_cap`]: each client connection, from the accept
+//!   (a per-IP connection cap, a total header deadline) to its last request.
+//! - [`upstream`]: upstream connections that send a request header with its body.
 //! - [`tenants`], [`limits`]: keys, salts, allowlists, rate limits.
 //! - [`replicas`]: registry, health, event following, load polling, probes.
 //! - [`routing`], [`retry`], [`metrics`], [`trace`], [`logging`], [`admin`], [`state`],
@@ -30,6 +31,7 @@ pub mod accounting;
 pub mod admin;
 pub mod config;
 pub mod conn_cap;
+pub mod connection;
 pub mod dashboard;
 pub mod deadline;
 pub mod error;
@@ -54,6 +56,8 @@ pub mod tenants;
 pub mod testkit;
 pub mod tokenize;
 pub mod trace;
+pub mod upstream;
+mod wrapped;
 
 pub use config::Config;
 pub use error::GatewayError;

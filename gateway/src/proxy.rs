@@ -250,6 +250,7 @@ impl ProxyHttp for Gateway {
             Some(addr) => HttpPeer::new(addr, false, String::new()),
             None => HttpPeer::new(r.addr.authority(), false, String::new()),
         };
+        crate::upstream::mark(&mut peer);
         let connect = Duration::from_millis(cfg.timeouts.connect_ms);
         peer.options.connection_timeout = Some(connect);
         peer.options.total_connection_timeout = Some(connect);
@@ -267,13 +268,21 @@ impl ProxyHttp for Gateway {
 
     async fn upstream_request_filter(
         &self,
-        _session: &mut Session,
+        session: &mut Session,
         upstream: &mut RequestHeader,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
         let tenant = ctx.tenant.as_ref().ok_or_else(|| internal("no tenant"))?;
         let h = headers::caseless_request(upstream);
         h.remove(http::header::AUTHORIZATION);
+        if ctx.body_read && h.contains_key(http::header::TRANSFER_ENCODING) {
+            // A chunked body was read whole (the retry buffer holds up to the body limit):
+            // the replica gets it framed by its length, and in one send with the header
+            // (`crate::upstream`).
+            let len = session.get_retry_buffer().map_or(0, |b| b.len());
+            h.remove(http::header::TRANSFER_ENCODING);
+            h.insert(http::header::CONTENT_LENGTH, HeaderValue::from(len));
+        }
         // Inserting replaces whatever the client sent under this name.
         h.insert(headers::CACHE_SALT, tenant.salt_header.clone());
         h.insert(headers::TRACEPARENT, ctx.trace.header_value());

@@ -4,14 +4,15 @@
 use crate::admin::Admin;
 use crate::config::{Config, ConfigError};
 use crate::conn_cap::ConnectionCap;
-use crate::deadline::HeaderDeadline;
+use crate::connection::{self, Guards};
 use crate::proxy::Gateway;
 use crate::state::AppState;
+use crate::upstream;
 use pingora_core::apps::http_app::HttpServer;
-use pingora_core::apps::HttpServerOptions;
 use pingora_core::server::configuration::ServerConf;
 use pingora_core::server::{RunArgs, Server};
 use pingora_core::services::listening::Service;
+use pingora_proxy::ProxyServiceBuilder;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -124,28 +125,32 @@ pub fn run(cfg: Config, path: Option<PathBuf>, overrides: Overrides) -> anyhow::
     };
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
-    let mut http = pingora_proxy::http_proxy(&server.configuration, Gateway::new(state.clone()));
-    let mut options = HttpServerOptions::default();
-    // Pingora counts reuses: a connection serves its first request plus this many more.
-    options.keepalive_request_limit = cfg.limits.max_requests_per_connection.checked_sub(1);
-    http.server_options = Some(options);
-    // Outermost first: the per-IP cap, then the header deadline, then the proxy.
-    let deadline = HeaderDeadline::new(http, {
-        let state = state.clone();
-        Box::new(move || Duration::from_millis(state.config().timeouts.client_read_ms))
+    // Outermost first: the per-IP cap, then the header deadline, then the proxy
+    // (`crate::connection`); upstream connections send each request in one write
+    // (`crate::upstream`).
+    let guards = Arc::new(Guards {
+        cap: ConnectionCap::new(
+            {
+                let state = state.clone();
+                Box::new(move || state.config().limits.max_connections_per_ip)
+            },
+            {
+                let state = state.clone();
+                Box::new(move || state.metrics.connections_refused.inc())
+            },
+        ),
+        header_limit: {
+            let state = state.clone();
+            Box::new(move || Duration::from_millis(state.config().timeouts.client_read_ms))
+        },
     });
-    let capped = ConnectionCap::new(
-        deadline,
-        {
-            let state = state.clone();
-            Box::new(move || state.config().limits.max_connections_per_ip)
-        },
-        {
-            let state = state.clone();
-            Box::new(move || state.metrics.connections_refused.inc())
-        },
-    );
-    let mut proxy = Service::new("warmpath-gateway".to_string(), capped);
+    let mut proxy = ProxyServiceBuilder::new(&server.configuration, Gateway::new(state.clone()))
+        .name("warmpath-gateway")
+        .custom(upstream::Connector::new(), connection::handler(guards))
+        .server_options(connection::server_options(
+            cfg.limits.max_requests_per_connection,
+        ))
+        .build();
     proxy.add_tcp(&cfg.listen);
     let mut admin = Service::new(
         "warmpath-admin".to_string(),

@@ -27,6 +27,7 @@ struct Shared {
     mode: Mutex<Mode>,
     generations: AtomicUsize,
     salts: Mutex<Vec<String>>,
+    bodies: Mutex<Vec<Vec<u8>>>,
     stop: AtomicBool,
 }
 
@@ -46,6 +47,7 @@ impl MockReplica {
             mode: Mutex::new(mode),
             generations: AtomicUsize::new(0),
             salts: Mutex::new(Vec::new()),
+            bodies: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
         });
         let s = shared.clone();
@@ -82,6 +84,12 @@ impl MockReplica {
     /// Cache salts seen on generation requests.
     pub fn salts(&self) -> Vec<String> {
         self.shared.salts.lock().expect("lock").clone()
+    }
+
+    /// Bodies of the generation requests, as read by their `Content-Length` (the mock reads
+    /// no other framing: a chunked body reads as empty).
+    pub fn bodies(&self) -> Vec<Vec<u8>> {
+        self.shared.bodies.lock().expect("lock").clone()
     }
 }
 
@@ -180,6 +188,7 @@ fn serve(mut s: TcpStream, sh: &Shared) -> std::io::Result<()> {
                     .lock()
                     .expect("lock")
                     .push(salt.unwrap_or_default());
+                sh.bodies.lock().expect("lock").push(body.clone());
             }
             let mode = sh.mode.lock().expect("lock").clone();
             generate(&mut s, sh, &mode, req["stream"].as_bool().unwrap_or(false))

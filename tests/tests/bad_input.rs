@@ -203,7 +203,8 @@ fn ambiguous_or_unsupported_framing_is_rejected() {
 }
 
 /// A body that arrives in several pieces (chunked, with pauses between writes) is gathered
-/// whole before routing and forwarded once; past the body limit across pieces it is a 413.
+/// whole before routing and forwarded once, by its length; past the body limit across
+/// pieces it is a 413.
 #[test]
 fn a_body_sent_in_pieces_is_gathered_whole_and_limited_across_pieces() {
     use std::io::{BufReader, Write};
@@ -236,6 +237,11 @@ fn a_body_sent_in_pieces_is_gathered_whole_and_limited_across_pieces() {
     let r = send(&body);
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(mock.generations(), 1);
+    assert_eq!(
+        mock.bodies(),
+        vec![body.as_bytes().to_vec()],
+        "the replica gets the gathered body, framed by its length"
+    );
     let big = serde_json::to_string(&chat(
         "mock",
         &"x".repeat(3000),
