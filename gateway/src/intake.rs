@@ -45,7 +45,8 @@ pub async fn run(
                     .inc();
             }
             // A body we did not read cannot be trusted to be drained: close after answering.
-            let close = e.closes_connection() || (!ctx.body_read && !session.is_body_empty());
+            let close =
+                e.closes_connection() || (ctx.body_len.is_none() && !session.is_body_empty());
             respond::error(
                 session,
                 &e,
@@ -310,7 +311,8 @@ async fn admit(
         Duration::from_millis(cfg.timeouts.client_read_ms),
     )
     .await?;
-    ctx.body_read = true;
+    // The body limit (at most 64 KiB, `config::MAX_BODY_BYTES_CEILING`) fits a u32.
+    ctx.body_len = Some(u32::try_from(body.len()).unwrap_or(u32::MAX));
     decide(state, ctx, &tenant, endpoint, &body).await?;
     Ok(None)
 }

@@ -74,8 +74,8 @@ pub struct RequestCtx {
     pub upstream_retry_after: Option<Duration>,
     /// The stream got its terminal error event.
     pub stream_error_sent: bool,
-    /// The whole request body was read.
-    pub body_read: bool,
+    /// The whole request body was read: its length (at most `limits.max_body_bytes`).
+    pub body_len: Option<u32>,
     /// Replica of the latest attempt.
     pub replica: Option<Arc<crate::replicas::Replica>>,
     /// A stale pooled connection was already retried.
@@ -114,7 +114,7 @@ impl RequestCtx {
             tracker: None,
             upstream_retry_after: None,
             stream_error_sent: false,
-            body_read: false,
+            body_len: None,
             replica: None,
             stale_retried: false,
             control: false,
@@ -268,20 +268,19 @@ impl ProxyHttp for Gateway {
 
     async fn upstream_request_filter(
         &self,
-        session: &mut Session,
+        _session: &mut Session,
         upstream: &mut RequestHeader,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
         let tenant = ctx.tenant.as_ref().ok_or_else(|| internal("no tenant"))?;
         let h = headers::caseless_request(upstream);
         h.remove(http::header::AUTHORIZATION);
-        if ctx.body_read && h.contains_key(http::header::TRANSFER_ENCODING) {
-            // A chunked body was read whole (the retry buffer holds up to the body limit):
-            // the replica gets it framed by its length, and in one send with the header
-            // (`crate::upstream`).
-            let len = session.get_retry_buffer().map_or(0, |b| b.len());
-            h.remove(http::header::TRANSFER_ENCODING);
-            h.insert(http::header::CONTENT_LENGTH, HeaderValue::from(len));
+        if let Some(len) = ctx.body_len {
+            if h.remove(http::header::TRANSFER_ENCODING).is_some() {
+                // A chunked body was read whole: the replica gets it framed by its length,
+                // and in one send with the header (`crate::upstream`).
+                h.insert(http::header::CONTENT_LENGTH, HeaderValue::from(len));
+            }
         }
         // Inserting replaces whatever the client sent under this name.
         h.insert(headers::CACHE_SALT, tenant.salt_header.clone());

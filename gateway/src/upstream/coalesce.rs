@@ -126,12 +126,8 @@ impl AsyncWrite for Coalesce {
         match this.position {
             Position::Boundary => this.poll_header(cx, buf),
             Position::Body(left) => this.poll_body(cx, buf, left),
-            Position::Lost => {
-                if this.holding() {
-                    ready!(this.poll_release(cx, &[]))?;
-                }
-                Pin::new(&mut this.inner).poll_write(cx, buf)
-            }
+            // Nothing is held here: a hold ends with the first body write.
+            Position::Lost => Pin::new(&mut this.inner).poll_write(cx, buf),
         }
     }
 
