@@ -21,6 +21,11 @@ cargo build --workspace --bins --examples
 step "lint"
 cargo clippy --workspace --all-targets -- -D warnings
 
+# tools/modcycles: fails on any cycle between the library's modules (#[cfg(test)] code
+# left out), printing each cycle's edges with a file:line that makes them.
+step "module cycles (gateway)"
+cargo run -q -p modcycles -- gateway/src/lib.rs
+
 step "tests"
 cargo test --workspace --no-fail-fast
 
