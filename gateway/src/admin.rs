@@ -1,6 +1,7 @@
 //! The admin listener (separate from the data plane): metrics, replicas (list, add, drain,
 //! remove), recent routing decisions and index statistics, as JSON.
 
+use crate::control::register::{add_replica, remove_replica};
 use crate::state::AppState;
 use async_trait::async_trait;
 use http::Response;
@@ -115,7 +116,7 @@ impl ServeHttp for Admin {
                     Ok(a) => a,
                     Err(e) => return err(400, e),
                 };
-                match self.state.add_replica(&add.url).await {
+                match add_replica(&self.state, &add.url).await {
                     Ok(r) => json(
                         201,
                         &serde_json::json!({"id": r.id.0, "model": r.info.model}),
@@ -130,7 +131,7 @@ impl ServeHttp for Admin {
                 _ => err(404, "no such replica"),
             },
             ("DELETE", ["admin", "replicas", id]) => match id.parse::<u32>() {
-                Ok(id) if self.state.remove_replica(ReplicaId(id)) => {
+                Ok(id) if remove_replica(&self.state, ReplicaId(id)) => {
                     json(200, &serde_json::json!({"removed": id}))
                 }
                 _ => err(404, "no such replica"),

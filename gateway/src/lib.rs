@@ -1,63 +1,52 @@
 //! # gateway
 //!
 //! Warmpath's prefix-aware, per-tenant OpenAI endpoint, built on one Pingora
-//! [`pingora_proxy::ProxyHttp`] implementation ([`proxy::Gateway`]).
+//! [`pingora_proxy::ProxyHttp`] implementation ([`proxy::service::Gateway`]).
 //!
 //! A request is decided completely in the request phase, before Pingora connects upstream:
 //! route table and framing checks, API key, bounded body read, tokenization exactly as the
 //! replica does it, block hashes under the tenant's salt, tenant limits (reserve), the
 //! routing policy, and an in-flight slot. Later phases only pick the attempt's replica
-//! (retries go down the decision's fallback list), stamp headers, watch the response as it
+//! (retries go down the decision's try order), stamp headers, watch the response as it
 //! streams through, and settle the reservation with actual usage.
 //!
 //! # Layout
-//! - [`config`]: the one config model and its validation.
-//! - [`error`]: the one error enum and its HTTP/OpenAI mapping.
-//! - [`proxy`], [`intake`], [`plan`], [`accounting`], [`respond`]: the request path.
-//! - [`request`], [`response`]: what the gateway reads from bodies; [`headers`]: what it
-//!   stamps on messages.
-//! - [`tokenize`]: cached, replica-identical tokenization.
-//! - [`connection`], [`deadline`], [`conn_cap`]: each client connection, from the accept
-//!   (a per-IP connection cap, a total header deadline) to its last request.
-//! - [`upstream`]: upstream connections that send a request header with its body.
-//! - [`tenants`], [`limits`]: keys, salts, allowlists, rate limits.
-//! - [`replicas`]: registry, health, event following, load polling, probes.
-//! - [`routing`], [`retry`], [`metrics`], [`trace`], [`logging`], [`admin`], [`state`],
-//!   [`server`].
-//! - [`dashboard`]: the routing dashboard on the admin listener.
+//! Two planes meet only in the shared state:
+//! - [`proxy`]: the data plane, one folder with the request's phases in the order they
+//!   run (accept, read, admit, prepare, route, send, response, finish).
+//! - [`control`]: the control plane: replica registration, the KV event followers, load
+//!   pollers and health probes, config reload. It imports nothing from [`proxy`].
+//! - Shared state: [`state`] (one `AppState`), [`replicas`] (the replica set, health,
+//!   in-flight slots), [`routing`] (prefix index and policy), [`tenants`] (keys, salts,
+//!   limits), [`metrics`], [`retry`] (the retry budget and backoff); [`outcome`]: what became
+//!   of one request, the value the data plane hands the shared sinks.
+//! - What both read: [`config`] (the one config model), [`error`] (the one error enum and
+//!   its HTTP/OpenAI mapping), [`body`] (what the gateway reads from bodies), [`tokenize`]
+//!   (cached, replica-identical tokenization), [`headers`], [`trace`].
+//! - The admin listener: [`admin`] and the routing [`dashboard`]; [`logging`]; [`server`]
+//!   assembles and runs it all.
 //! - [`testkit`]: a byte-level tokenizer fixture for tests and the benchmark upstream.
 
-pub mod accounting;
 pub mod admin;
+pub mod body;
 pub mod config;
-pub mod conn_cap;
-pub mod connection;
+pub mod control;
 pub mod dashboard;
-pub mod deadline;
 pub mod error;
-pub mod gather;
 pub mod headers;
-pub mod intake;
-pub mod limits;
 pub mod logging;
 pub mod metrics;
-pub mod plan;
+pub mod outcome;
 pub mod proxy;
 pub mod replicas;
-pub mod request;
-pub mod respond;
-pub mod response;
 pub mod retry;
 pub mod routing;
-mod scan;
 pub mod server;
 pub mod state;
 pub mod tenants;
 pub mod testkit;
 pub mod tokenize;
 pub mod trace;
-pub mod upstream;
-mod wrapped;
 
 pub use config::Config;
 pub use error::GatewayError;

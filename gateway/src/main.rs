@@ -1,7 +1,8 @@
 //! `gateway [--config FILE] [--listen ADDR] [--replica URL]... [--policy NAME] [--no-auth]`
 
 use clap::Parser;
-use gateway::server::{self, Overrides};
+use gateway::config::{self, Overrides};
+use gateway::server;
 use std::path::PathBuf;
 
 /// mimalloc: the request path allocates many small, short-lived objects (Pingora's headers
@@ -46,6 +47,6 @@ fn main() -> anyhow::Result<()> {
     if overrides.no_auth {
         tracing::warn!("--no-auth: every request is accepted without an API key; use only on a trusted machine");
     }
-    let cfg = server::load(cli.config.as_ref(), &overrides)?;
+    let cfg = config::load(cli.config.as_ref(), &overrides)?;
     server::run(cfg, cli.config, overrides)
 }

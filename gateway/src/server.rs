@@ -2,12 +2,14 @@
 //! registration, SIGHUP reload, and the Pingora server with the proxy and admin services.
 
 use crate::admin::Admin;
-use crate::config::{Config, ConfigError};
-use crate::conn_cap::ConnectionCap;
-use crate::connection::{self, Guards};
-use crate::proxy::Gateway;
+use crate::config::{Config, Overrides};
+use crate::control::register::register_with_retry;
+use crate::control::reload::reload_on_sighup;
+use crate::proxy::accept::conn_cap::ConnectionCap;
+use crate::proxy::accept::connection::{self, Guards};
+use crate::proxy::service::Gateway;
+use crate::proxy::upstream;
 use crate::state::AppState;
-use crate::upstream;
 use pingora_core::apps::http_app::HttpServer;
 use pingora_core::server::configuration::ServerConf;
 use pingora_core::server::{RunArgs, Server};
@@ -16,89 +18,6 @@ use pingora_proxy::ProxyServiceBuilder;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Command-line overrides applied on top of the config file (at start and on reload).
-#[derive(Clone, Debug, Default)]
-pub struct Overrides {
-    /// `--listen`.
-    pub listen: Option<String>,
-    /// `--admin-listen`.
-    pub admin_listen: Option<String>,
-    /// `--replica` (replaces the file's list when non-empty).
-    pub replicas: Vec<String>,
-    /// `--policy`.
-    pub policy: Option<String>,
-    /// `--no-auth`.
-    pub no_auth: bool,
-}
-
-/// Loads the file (or defaults), applies `overrides`, validates.
-pub fn load(path: Option<&PathBuf>, o: &Overrides) -> Result<Config, ConfigError> {
-    let mut cfg = match path {
-        Some(p) => {
-            let text = std::fs::read_to_string(p).map_err(|source| ConfigError::Read {
-                path: p.display().to_string(),
-                source,
-            })?;
-            Config::from_yaml(&text)?
-        }
-        None => Config::default(),
-    };
-    if let Some(l) = &o.listen {
-        cfg.listen = l.clone();
-    }
-    if let Some(l) = &o.admin_listen {
-        cfg.admin_listen = l.clone();
-    }
-    if !o.replicas.is_empty() {
-        cfg.replicas = o.replicas.clone();
-    }
-    if let Some(p) = &o.policy {
-        cfg.policy =
-            router_policy::PolicyConfig::from_name(p).map_err(|e| ConfigError::Invalid {
-                key: "policy".into(),
-                reason: e.to_string(),
-            })?;
-    }
-    if o.no_auth {
-        cfg.auth.enabled = false;
-    }
-    cfg.validate()?;
-    Ok(cfg)
-}
-
-/// Registers `url`, retrying in the background until it succeeds or leaves the config.
-fn register_with_retry(state: Arc<AppState>, url: String) {
-    let control = state.control.clone();
-    control.spawn(async move {
-        let mut delay = Duration::from_millis(200);
-        loop {
-            match state.add_replica(&url).await {
-                Ok(_) => return,
-                Err(crate::replicas::RegisterError::Duplicate(_)) => return,
-                Err(e) => tracing::warn!(%url, error = %e, "replica registration failed; retrying"),
-            }
-            tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(Duration::from_secs(5));
-            if !state.config().replicas.iter().any(|u| u == &url) {
-                return;
-            }
-        }
-    });
-}
-
-async fn reload_on_sighup(state: Arc<AppState>, path: Option<PathBuf>, o: Overrides) {
-    let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
-        tracing::warn!("cannot install the SIGHUP handler; reload disabled");
-        return;
-    };
-    while hup.recv().await.is_some() {
-        match load(path.as_ref(), &o) {
-            Ok(cfg) => state.reload(cfg).await,
-            Err(e) => tracing::error!(error = %e, "reload rejected; keeping the running config"),
-        }
-    }
-}
 
 /// Runs the gateway until a shutdown signal (SIGTERM drains in-flight requests for up to
 /// `shutdown_grace_s`).
@@ -126,8 +45,8 @@ pub fn run(cfg: Config, path: Option<PathBuf>, overrides: Overrides) -> anyhow::
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
     // Outermost first: the per-IP cap, then the header deadline, then the proxy
-    // (`crate::connection`); upstream connections send each request in one write
-    // (`crate::upstream`).
+    // (`crate::proxy::accept`); upstream connections send each request in one write
+    // (`crate::proxy::upstream`).
     let guards = Arc::new(Guards {
         cap: ConnectionCap::new(
             {

@@ -5,12 +5,12 @@
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::replicas::health::{max_ejected, FailureOutcome};
-use crate::replicas::{tasks, RegisterError, Registry, Replica};
+use crate::replicas::{Registry, Replica};
 use crate::retry::RetryBudget;
 use crate::routing::Router;
 use crate::tenants::TenantTable;
 use parking_lot::RwLock;
-use router_policy::{Millis, ReplicaId};
+use router_policy::Millis;
 use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,7 +26,7 @@ pub struct AppState {
     /// Metrics.
     pub metrics: Metrics,
     /// Dashboard-only counters (per-replica and per-tenant tokens, history).
-    pub dashboard: crate::dashboard::Recorder,
+    pub dashboard: crate::dashboard::recorder::Recorder,
     /// Gateway-wide retry budget.
     pub retry_budget: RetryBudget,
     /// Requests waiting for a replica slot.
@@ -56,7 +56,7 @@ impl AppState {
             registry: Registry::new(),
             router,
             metrics: Metrics::new(),
-            dashboard: crate::dashboard::Recorder::default(),
+            dashboard: crate::dashboard::recorder::Recorder::default(),
             retry_budget: RetryBudget::new(now),
             queued: AtomicU32::new(0),
             control,
@@ -84,66 +84,14 @@ impl AppState {
         Millis(at.saturating_duration_since(self.started).as_millis() as u64)
     }
 
-    /// Registers a replica and starts following it.
-    pub async fn add_replica(self: &Arc<Self>, url: &str) -> Result<Arc<Replica>, RegisterError> {
-        let tok = self.config().tokenizer.clone();
-        let r = self.registry.register(url, &tok).await?;
-        tasks::spawn_all(self, r.clone());
-        Ok(r)
+    /// Replaces the configuration (a reload; [`crate::control::reload`]).
+    pub fn set_config(&self, config: Config) {
+        *self.config.write() = Arc::new(config);
     }
 
-    /// Removes a replica from routing and the index.
-    pub fn remove_replica(&self, id: ReplicaId) -> bool {
-        self.registry.remove(id, &self.router)
-    }
-
-    /// Applies a new validated config without dropping requests: tenants (limiter state kept
-    /// where unchanged), policy, limits, and replicas (new URLs added, missing ones drained).
-    pub async fn reload(self: &Arc<Self>, new: Config) {
-        let old = self.config();
-        if new.listen != old.listen
-            || new.admin_listen != old.admin_listen
-            || new.threads != old.threads
-            || new.limits.max_requests_per_connection != old.limits.max_requests_per_connection
-        {
-            tracing::warn!(
-                "listen addresses, threads and limits.max_requests_per_connection cannot change \
-                 on reload; restart to apply them"
-            );
-        }
-        let tenants = TenantTable::build(&new, Some(&self.tenants()));
+    /// Replaces the tenant table (a reload).
+    pub fn set_tenants(&self, tenants: TenantTable) {
         *self.tenants.write() = Arc::new(tenants);
-        if new.policy != old.policy {
-            self.router.set_policy(&new.policy);
-        }
-        let urls = new.replicas.clone();
-        *self.config.write() = Arc::new(new);
-        for url in &urls {
-            let known = self
-                .registry
-                .all()
-                .iter()
-                .any(|r| r.addr.url() == url.trim_end_matches('/'));
-            if !known {
-                if let Err(e) = self.add_replica(url).await {
-                    tracing::warn!(%url, error = %e, "reload: cannot add replica");
-                }
-            }
-        }
-        for r in self.registry.all() {
-            if !old
-                .replicas
-                .iter()
-                .any(|u| u.trim_end_matches('/') == r.addr.url())
-            {
-                continue; // added through the admin API: keep it
-            }
-            if !urls.iter().any(|u| u.trim_end_matches('/') == r.addr.url()) {
-                tracing::info!(replica = %r.id, "reload: draining replica removed from config");
-                self.registry.drain(r.id);
-            }
-        }
-        tracing::info!("configuration reloaded");
     }
 
     /// Records the result of a request or probe against a replica's health.

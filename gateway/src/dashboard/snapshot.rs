@@ -1,6 +1,6 @@
 //! The dashboard's JSON snapshot: replicas, totals, tenants, history, recent decisions.
 
-use super::{unix_ms, HistoryPoint, ReplicaTokens};
+use super::recorder::{unix_ms, HistoryPoint, ReplicaTokens};
 use crate::routing::DecisionRecord;
 use crate::state::AppState;
 use prometheus::core::Collector;
@@ -138,7 +138,7 @@ fn ratio(num: u64, den: u64) -> Option<f64> {
 }
 
 /// The current cumulative cached-token counters.
-pub(super) fn history_point(state: &AppState) -> HistoryPoint {
+pub fn history_point(state: &AppState) -> HistoryPoint {
     let m = &state.metrics;
     HistoryPoint {
         unix_ms: unix_ms(),

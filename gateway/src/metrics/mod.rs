@@ -73,7 +73,8 @@ pub struct TenantSeries {
     pub cached: IntCounter,
 }
 
-use crate::request::Endpoint;
+use crate::body::request::Endpoint;
+use crate::outcome::Outcome;
 
 /// Every metric the gateway exports.
 pub struct Metrics {
@@ -317,6 +318,29 @@ impl Metrics {
         let mut digits = itoa::Buffer::new();
         self.requests
             .with_label_values([tenant, model, replica, digits.format(status)])
+    }
+
+    /// Counts one finished request: `requests_total`, the tenant's token series, and the
+    /// model's predicted against reported cached tokens.
+    pub fn record(&self, o: &Outcome<'_>) {
+        let tenant = o.tenant.unwrap_or("");
+        self.request(tenant, o.model, o.replica_label(), o.status)
+            .inc();
+        let Some(u) = o.usage else { return };
+        if !tenant.is_empty() {
+            let t = self.tenant(tenant);
+            t.prompt.inc_by(u.prompt_tokens);
+            t.completion.inc_by(u.completion_tokens);
+            t.cached.inc_by(u.cached_tokens.unwrap_or(0));
+        }
+        if let (Some(actual), Some(predicted)) = (u.cached_tokens, o.predicted_cached_tokens) {
+            let m = self.model(o.model);
+            m.predicted_cached_tokens.inc_by(predicted);
+            m.actual_cached_tokens.inc_by(actual);
+            m.prompt_tokens.inc_by(u.prompt_tokens);
+            m.prediction_error
+                .observe(predicted.abs_diff(actual) as f64);
+        }
     }
 
     /// Text exposition format.

@@ -9,7 +9,10 @@
 //! renders the template around placeholders and hashes the long contents in place.
 //! Uncached pieces go through the tokenizer's fast byte-level path when it has one.
 
+mod chat_text;
 mod skeleton;
+
+pub use chat_text::ChatText;
 
 pub use skeleton::SKELETON_MIN_BYTES;
 use skeleton::{straddles, Frame, Part, Skeleton};
@@ -22,16 +25,6 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 use warmpath_protocol::text::{ChatMessage, ChatTokenizer, TextError, TokenizerSpec};
 use xxhash_rust::xxh3::{xxh3_128, Xxh3};
-
-/// A chat message as the tokenizer reads it: owned ([`ChatMessage`]) or borrowed from a
-/// request body ([`crate::request::Message`]), so a request's contents are never copied
-/// just to be hashed. Only paths that render a chat whole build owned messages.
-pub trait ChatText {
-    /// `system`, `user`, `assistant`, ...
-    fn role(&self) -> &str;
-    /// Message text.
-    fn content(&self) -> &str;
-}
 
 impl ChatText for ChatMessage {
     fn role(&self) -> &str {

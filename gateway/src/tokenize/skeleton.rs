@@ -15,7 +15,7 @@
 //! no added token straddles the edge of a content, which [`straddles`] checks per request.
 //! Whenever either fails, the caller renders the whole chat instead.
 
-use super::ChatText;
+use super::chat_text::ChatText;
 use aho_corasick::AhoCorasick;
 use std::sync::Arc;
 use warmpath_protocol::text::{ChatMessage, ChatTokenizer, TextError};

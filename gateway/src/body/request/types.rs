@@ -1,0 +1,79 @@
+//! The request as the gateway routes it: which endpoint, the prompt (chat messages, text
+//! or token ids) and the fields that bound its cost, borrowing from the body.
+
+use crate::tokenize::ChatText;
+use router_policy::TokenId;
+use std::borrow::Cow;
+
+/// Which OpenAI endpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `POST /v1/chat/completions`.
+    Chat,
+    /// `POST /v1/completions`.
+    Completions,
+}
+
+impl Endpoint {
+    /// Metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Endpoint::Chat => "chat",
+            Endpoint::Completions => "completions",
+        }
+    }
+}
+
+/// One chat message of a request, borrowed from the body where it can be.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message<'a> {
+    /// `system`, `user`, `assistant`, ...
+    pub role: Cow<'a, str>,
+    /// Message text (the text of every part, concatenated, for an array of parts).
+    pub content: Cow<'a, str>,
+}
+
+impl<'a> Message<'a> {
+    /// A message from its parts.
+    pub fn new(role: impl Into<Cow<'a, str>>, content: impl Into<Cow<'a, str>>) -> Self {
+        Self {
+            role: role.into(),
+            content: content.into(),
+        }
+    }
+}
+
+impl ChatText for Message<'_> {
+    fn role(&self) -> &str {
+        &self.role
+    }
+    fn content(&self) -> &str {
+        &self.content
+    }
+}
+
+/// The prompt, as the gateway tokenizes it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Prompt<'a> {
+    /// Chat messages (rendered with the template).
+    Chat(Vec<Message<'a>>),
+    /// Completion prompt text.
+    Text(Cow<'a, str>),
+    /// Completion prompt given as token ids.
+    Tokens(Vec<TokenId>),
+}
+
+/// The fields of a request the gateway uses, borrowing from the body.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParsedRequest<'a> {
+    /// Model name.
+    pub model: Cow<'a, str>,
+    /// SSE streaming requested.
+    pub stream: bool,
+    /// `max_tokens` / `max_completion_tokens`.
+    pub max_tokens: Option<u32>,
+    /// Number of choices.
+    pub n: u32,
+    /// The prompt.
+    pub prompt: Prompt<'a>,
+}

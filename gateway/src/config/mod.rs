@@ -1,0 +1,12 @@
+//! The one configuration model, read from YAML, overridden by the command line, checked by
+//! [`Config::validate`], whose errors name the offending key.
+//!
+//! # Layout
+//! - [`model`]: the model, its defaults and its validation.
+//! - [`overrides`]: the command line on top of the file; [`load`].
+
+pub mod model;
+pub mod overrides;
+
+pub use model::*;
+pub use overrides::{load, Overrides};

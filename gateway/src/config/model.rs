@@ -1,0 +1,515 @@
+//! The configuration model: every key with its default, read from YAML, checked by
+//! [`Config::validate`], whose errors name the offending key.
+
+use router_policy::PolicyConfig;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::path::Path;
+
+/// Pingora replays a request body to a retried upstream from a 64 KiB buffer; the gateway
+/// buffers the whole body before routing, so bodies are bounded by it.
+pub const MAX_BODY_BYTES_CEILING: usize = 64 * 1024;
+
+/// A configuration error naming the key at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        /// Path given.
+        path: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// The YAML did not parse or has unknown keys.
+    #[error("invalid config: {0}")]
+    Parse(String),
+    /// A value is out of range.
+    #[error("invalid config key `{key}`: {reason}")]
+    Invalid {
+        /// Dotted key path.
+        key: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+fn invalid(key: impl Into<String>, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        key: key.into(),
+        reason: reason.into(),
+    }
+}
+
+/// Top-level gateway configuration.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Data-plane listen address.
+    pub listen: String,
+    /// Admin and metrics listen address (separate from the data plane).
+    pub admin_listen: String,
+    /// Pingora worker threads.
+    pub threads: usize,
+    /// Replica base URLs registered at start.
+    pub replicas: Vec<String>,
+    /// Routing policy (router-policy's `PolicyConfig`).
+    pub policy: PolicyConfig,
+    /// Authentication.
+    pub auth: AuthConfig,
+    /// Tenants and their keys and limits.
+    pub tenants: Vec<TenantConfig>,
+    /// Request size and connection bounds.
+    pub limits: RequestLimits,
+    /// Admission control / load shedding.
+    pub admission: AdmissionConfig,
+    /// Retry policy.
+    pub retry: RetryConfig,
+    /// Health checking and ejection.
+    pub health: HealthConfig,
+    /// Upstream timeouts.
+    pub timeouts: TimeoutConfig,
+    /// Response headers the gateway adds.
+    pub headers: HeaderConfig,
+    /// Tokenizer cache.
+    pub tokenizer: TokenizerConfig,
+    /// How often to poll each replica's load endpoint.
+    pub load_poll_ms: u64,
+    /// Recent routing decisions kept for the admin API.
+    pub decision_log: usize,
+    /// Grace period for in-flight requests on shutdown, seconds.
+    pub shutdown_grace_s: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:8080".into(),
+            admin_listen: "127.0.0.1:8081".into(),
+            threads: 2,
+            replicas: Vec::new(),
+            policy: PolicyConfig::default(),
+            auth: AuthConfig::default(),
+            tenants: Vec::new(),
+            limits: RequestLimits::default(),
+            admission: AdmissionConfig::default(),
+            retry: RetryConfig::default(),
+            health: HealthConfig::default(),
+            timeouts: TimeoutConfig::default(),
+            headers: HeaderConfig::default(),
+            tokenizer: TokenizerConfig::default(),
+            load_poll_ms: 200,
+            decision_log: 256,
+            shutdown_grace_s: 30,
+        }
+    }
+}
+
+/// Authentication settings.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// Require an API key (`--no-auth` turns this off for local use).
+    pub enabled: bool,
+    /// Secret key for the tenant cache-salt HMAC. Keep it private: it makes salts unguessable.
+    pub salt_secret: String,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            salt_secret: String::new(),
+        }
+    }
+}
+
+/// One tenant.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantConfig {
+    /// Stable tenant id (metrics label, salt input).
+    pub id: String,
+    /// Hex SHA-256 of each API key of this tenant (keys are never stored in clear).
+    pub api_key_sha256: Vec<String>,
+    /// Models this tenant may use; `["*"]` for all.
+    #[serde(default = "all_models")]
+    pub models: Vec<String>,
+    /// Rate limits.
+    #[serde(default)]
+    pub limits: TenantLimits,
+}
+
+fn all_models() -> Vec<String> {
+    vec!["*".into()]
+}
+
+/// Per-tenant limits; 0 means unlimited.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TenantLimits {
+    /// Sustained requests per minute.
+    pub requests_per_minute: u32,
+    /// Requests admitted at once above the rate (GCRA burst); defaults to 1.
+    pub request_burst: u32,
+    /// Tokens per minute (prompt + completion), reserved at admission, settled at the end.
+    pub tokens_per_minute: u64,
+    /// Concurrent requests.
+    pub max_concurrent: u32,
+}
+
+/// Request size and connection bounds.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RequestLimits {
+    /// Largest accepted body (at most 65536).
+    pub max_body_bytes: usize,
+    /// Largest accepted header section.
+    pub max_header_bytes: usize,
+    /// `max_tokens` assumed when the request has none (token reservation cap).
+    pub default_max_tokens: u32,
+    /// Open connections allowed per client IP; 0: no cap.
+    pub max_connections_per_ip: u32,
+    /// Requests served on one kept-alive connection before it is closed; 0: no limit.
+    pub max_requests_per_connection: u32,
+}
+
+impl Default for RequestLimits {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: MAX_BODY_BYTES_CEILING,
+            max_header_bytes: 16 * 1024,
+            default_max_tokens: 256,
+            max_connections_per_ip: 1024,
+            max_requests_per_connection: 1000,
+        }
+    }
+}
+
+/// Admission and load shedding.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdmissionConfig {
+    /// In-flight requests allowed per replica.
+    pub max_in_flight_per_replica: u32,
+    /// Requests allowed to wait for a replica slot, gateway-wide.
+    pub max_queue: u32,
+    /// How long a queued request waits for a slot before 503.
+    pub queue_timeout_ms: u64,
+}
+
+impl Default for AdmissionConfig {
+    fn default() -> Self {
+        Self {
+            max_in_flight_per_replica: 64,
+            max_queue: 256,
+            queue_timeout_ms: 2000,
+        }
+    }
+}
+
+/// Retry policy (only before the first response byte).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetryConfig {
+    /// Attempts per request, first included.
+    pub max_attempts: u32,
+    /// Retries allowed as a share of requests.
+    pub budget_ratio: f64,
+    /// Retries always allowed per second.
+    pub budget_floor_per_s: u32,
+    /// Backoff base.
+    pub backoff_base_ms: u64,
+    /// Backoff cap.
+    pub backoff_max_ms: u64,
+}
+
+impl Default for RetryConfig {
+    fn default() -> Self {
+        Self {
+            max_attempts: 3,
+            budget_ratio: 0.2,
+            budget_floor_per_s: 3,
+            backoff_base_ms: 10,
+            backoff_max_ms: 1000,
+        }
+    }
+}
+
+/// Health checks and outlier ejection.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HealthConfig {
+    /// Interval between active probes (a one-token generation).
+    pub probe_interval_ms: u64,
+    /// Deadline of one probe.
+    pub probe_timeout_ms: u64,
+    /// Consecutive failures (probes or requests) before ejection.
+    pub eject_after_failures: u32,
+    /// How long an ejected replica stays out before a half-open trial.
+    pub ejection_ms: u64,
+    /// Share of replicas that may be ejected at once (at least one is always ejectable).
+    pub max_ejected_ratio: f64,
+}
+
+impl Default for HealthConfig {
+    fn default() -> Self {
+        Self {
+            probe_interval_ms: 2000,
+            probe_timeout_ms: 2000,
+            eject_after_failures: 3,
+            ejection_ms: 5000,
+            max_ejected_ratio: 0.5,
+        }
+    }
+}
+
+/// Upstream and downstream timeouts.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TimeoutConfig {
+    /// TCP connect to a replica.
+    pub connect_ms: u64,
+    /// Replica's response header / first token.
+    pub first_token_ms: u64,
+    /// Longest silence between two chunks of a streaming response.
+    pub idle_ms: u64,
+    /// Reading the client's request (header and body).
+    pub client_read_ms: u64,
+}
+
+impl Default for TimeoutConfig {
+    fn default() -> Self {
+        Self {
+            connect_ms: 1000,
+            first_token_ms: 30_000,
+            idle_ms: 30_000,
+            client_read_ms: 10_000,
+        }
+    }
+}
+
+/// Response headers the gateway adds.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HeaderConfig {
+    /// Add `x-warmpath-replica`.
+    pub replica: bool,
+    /// Add `x-warmpath-predicted-cached-tokens`.
+    pub predicted_cached_tokens: bool,
+}
+
+impl Default for HeaderConfig {
+    fn default() -> Self {
+        Self {
+            replica: true,
+            predicted_cached_tokens: true,
+        }
+    }
+}
+
+/// Tokenizer cache.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TokenizerConfig {
+    /// Token runs cached per checkpoint (LRU).
+    pub cache_entries: usize,
+    /// Shortest text segment worth caching, bytes.
+    pub min_cached_bytes: usize,
+}
+
+impl Default for TokenizerConfig {
+    fn default() -> Self {
+        Self {
+            cache_entries: 4096,
+            min_cached_bytes: 256,
+        }
+    }
+}
+
+impl Config {
+    /// Reads and validates a YAML file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let cfg = Self::from_yaml(&text)?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Parses YAML (no validation).
+    pub fn from_yaml(text: &str) -> Result<Config, ConfigError> {
+        serde_yaml::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))
+    }
+
+    /// Checks ranges and cross-field rules; errors name the key.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for (key, addr) in [
+            ("listen", &self.listen),
+            ("admin_listen", &self.admin_listen),
+        ] {
+            addr.parse::<SocketAddr>()
+                .map_err(|e| invalid(key, format!("{addr:?}: {e}")))?;
+        }
+        if self.listen == self.admin_listen {
+            return Err(invalid("admin_listen", "must differ from `listen`"));
+        }
+        if self.threads == 0 {
+            return Err(invalid("threads", "must be at least 1"));
+        }
+        for (i, r) in self.replicas.iter().enumerate() {
+            crate::replicas::addr::ReplicaAddr::parse(r)
+                .map_err(|e| invalid(format!("replicas[{i}]"), e))?;
+        }
+        self.policy
+            .validate()
+            .map_err(|e| invalid("policy", e.to_string()))?;
+        if self.auth.enabled && self.auth.salt_secret.len() < 16 {
+            return Err(invalid(
+                "auth.salt_secret",
+                "must be at least 16 characters",
+            ));
+        }
+        if self.auth.enabled && self.tenants.is_empty() {
+            return Err(invalid(
+                "tenants",
+                "auth is enabled but no tenant is configured",
+            ));
+        }
+        let mut ids = std::collections::HashSet::new();
+        for (i, t) in self.tenants.iter().enumerate() {
+            let key = format!("tenants[{i}]");
+            if t.id.is_empty() || !ids.insert(t.id.as_str()) {
+                return Err(invalid(format!("{key}.id"), "must be non-empty and unique"));
+            }
+            if t.api_key_sha256.is_empty() {
+                return Err(invalid(
+                    format!("{key}.api_key_sha256"),
+                    "needs at least one key hash",
+                ));
+            }
+            for (j, h) in t.api_key_sha256.iter().enumerate() {
+                if h.len() != 64 || hex::decode(h).is_err() {
+                    return Err(invalid(
+                        format!("{key}.api_key_sha256[{j}]"),
+                        "must be 64 hex digits",
+                    ));
+                }
+            }
+            if t.models.is_empty() {
+                return Err(invalid(
+                    format!("{key}.models"),
+                    "must list at least one model or \"*\"",
+                ));
+            }
+        }
+        let l = &self.limits;
+        if l.max_body_bytes == 0 || l.max_body_bytes > MAX_BODY_BYTES_CEILING {
+            return Err(invalid(
+                "limits.max_body_bytes",
+                format!("must be in 1..={MAX_BODY_BYTES_CEILING}"),
+            ));
+        }
+        if l.max_header_bytes < 1024 {
+            return Err(invalid("limits.max_header_bytes", "must be at least 1024"));
+        }
+        if l.default_max_tokens == 0 {
+            return Err(invalid("limits.default_max_tokens", "must be positive"));
+        }
+        if self.admission.max_in_flight_per_replica == 0 {
+            return Err(invalid(
+                "admission.max_in_flight_per_replica",
+                "must be positive",
+            ));
+        }
+        let r = &self.retry;
+        if r.max_attempts == 0 {
+            return Err(invalid("retry.max_attempts", "must be at least 1"));
+        }
+        if !(0.0..=1.0).contains(&r.budget_ratio) {
+            return Err(invalid("retry.budget_ratio", "must be within 0..=1"));
+        }
+        if r.backoff_max_ms < r.backoff_base_ms {
+            return Err(invalid(
+                "retry.backoff_max_ms",
+                "must be >= retry.backoff_base_ms",
+            ));
+        }
+        let h = &self.health;
+        if h.eject_after_failures == 0 {
+            return Err(invalid("health.eject_after_failures", "must be positive"));
+        }
+        if !(0.0..=1.0).contains(&h.max_ejected_ratio) {
+            return Err(invalid("health.max_ejected_ratio", "must be within 0..=1"));
+        }
+        if h.probe_interval_ms == 0 || h.probe_timeout_ms == 0 {
+            return Err(invalid(
+                "health.probe_interval_ms",
+                "probe interval and timeout must be positive",
+            ));
+        }
+        let t = &self.timeouts;
+        for (key, v) in [
+            ("timeouts.connect_ms", t.connect_ms),
+            ("timeouts.first_token_ms", t.first_token_ms),
+            ("timeouts.idle_ms", t.idle_ms),
+            ("timeouts.client_read_ms", t.client_read_ms),
+        ] {
+            if v == 0 {
+                return Err(invalid(key, "must be positive"));
+            }
+        }
+        if self.tokenizer.cache_entries == 0 {
+            return Err(invalid("tokenizer.cache_entries", "must be positive"));
+        }
+        if self.load_poll_ms == 0 {
+            return Err(invalid("load_poll_ms", "must be positive"));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_keys_are_rejected() {
+        let err = Config::from_yaml("listen: 127.0.0.1:1\nbogus_key: 1\n").unwrap_err();
+        assert!(err.to_string().contains("bogus_key"), "{err}");
+    }
+
+    #[test]
+    fn validation_names_the_key() {
+        let mut c = Config::default();
+        c.auth.enabled = false;
+        c.limits.max_body_bytes = 10 * 1024 * 1024;
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("limits.max_body_bytes"), "{err}");
+        let mut c = Config::default();
+        c.auth.enabled = false;
+        c.retry.budget_ratio = 3.0;
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("retry.budget_ratio"));
+    }
+
+    #[test]
+    fn tenant_key_hash_must_be_hex() {
+        let yaml = "auth: {enabled: true, salt_secret: 0123456789abcdef0}\n\
+                    tenants: [{id: a, api_key_sha256: [nothex]}]\n";
+        let c = Config::from_yaml(yaml).unwrap();
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("tenants[0].api_key_sha256[0]"), "{err}");
+    }
+
+    #[test]
+    fn example_config_is_valid() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/gateway.example.yaml");
+        Config::load(&path).unwrap();
+    }
+}

@@ -1,0 +1,16 @@
+//! The control plane: everything that keeps the gateway's picture of its replicas current,
+//! off the request path and on its own runtime (`AppState::control`). It imports nothing
+//! from the data plane ([`crate::proxy`]); the two meet only in the shared state
+//! ([`crate::state`], [`crate::replicas`], [`crate::routing`]).
+//!
+//! # Layout
+//! - [`register`]: discover a replica (info, tokenizer), add it, remove it, retry a
+//!   configured one until it answers.
+//! - [`tasks`]: per replica, the KV event follower, the load poller and the health prober.
+//! - [`reload`]: SIGHUP reload of the config file.
+//! - [`client`]: the control plane's HTTP client (hyper).
+
+pub mod client;
+pub mod register;
+pub mod reload;
+pub mod tasks;

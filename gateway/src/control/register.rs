@@ -1,0 +1,128 @@
+//! Registration: discover a replica's info and tokenizer, add it to the replica set and
+//! start following it; remove it again; retry a configured replica until it answers.
+
+use super::client::{self, ClientError};
+use super::tasks;
+use crate::config::TokenizerConfig;
+use crate::replicas::{InsertError, Registry, Replica, ReplicaAddr};
+use crate::state::AppState;
+use crate::tokenize::CachedTokenizer;
+use router_policy::ReplicaId;
+use std::sync::Arc;
+use std::time::Duration;
+use warmpath_protocol::replica_api::{ReplicaInfo, PATH_INFO, PATH_TOKENIZER};
+use warmpath_protocol::text::TokenizerSpec;
+
+/// Registration failure.
+#[derive(Debug, thiserror::Error)]
+pub enum RegisterError {
+    /// Bad URL, or one that does not make a valid header value.
+    #[error("{0}")]
+    Url(String),
+    /// Discovery request failed.
+    #[error("cannot reach {url}{path}: {source}")]
+    Discovery {
+        /// Replica URL.
+        url: String,
+        /// Endpoint.
+        path: &'static str,
+        /// Cause.
+        source: ClientError,
+    },
+    /// The replica hashes with another scheme version.
+    #[error("replica {0} uses hash scheme {1}, the gateway uses {2}")]
+    Scheme(String, u32, u32),
+    /// The tokenizer spec does not build.
+    #[error("replica {0} tokenizer: {1}")]
+    Tokenizer(String, String),
+    /// Already registered.
+    #[error("replica {0} is already registered")]
+    Duplicate(String),
+}
+
+impl From<InsertError> for RegisterError {
+    fn from(e: InsertError) -> Self {
+        match e {
+            InsertError::Url(u) => Self::Url(u),
+            InsertError::Duplicate(u) => Self::Duplicate(u),
+        }
+    }
+}
+
+/// Discovers a replica's info and tokenizer and adds it to `registry` (the caller starts
+/// its background tasks).
+pub async fn discover(
+    registry: &Registry,
+    url: &str,
+    tok_cfg: &TokenizerConfig,
+) -> Result<Arc<Replica>, RegisterError> {
+    let addr = ReplicaAddr::parse(url).map_err(RegisterError::Url)?;
+    if registry.contains(&addr) {
+        return Err(RegisterError::Duplicate(addr.url()));
+    }
+    let timeout = Duration::from_secs(10);
+    let info: ReplicaInfo =
+        client::get_json(&addr, PATH_INFO, timeout)
+            .await
+            .map_err(|source| RegisterError::Discovery {
+                url: addr.url(),
+                path: PATH_INFO,
+                source,
+            })?;
+    if info.hash_scheme != router_policy::SCHEME_VERSION {
+        return Err(RegisterError::Scheme(
+            addr.url(),
+            info.hash_scheme,
+            router_policy::SCHEME_VERSION,
+        ));
+    }
+    let tokenizer = match registry.tokenizer(&info.checkpoint) {
+        Some(t) => t,
+        None => {
+            let spec: TokenizerSpec = client::get_json(&addr, PATH_TOKENIZER, timeout)
+                .await
+                .map_err(|source| RegisterError::Discovery {
+                    url: addr.url(),
+                    path: PATH_TOKENIZER,
+                    source,
+                })?;
+            let t = CachedTokenizer::new(&spec, tok_cfg.cache_entries, tok_cfg.min_cached_bytes)
+                .map_err(|e| RegisterError::Tokenizer(addr.url(), e.to_string()))?;
+            registry.share_tokenizer(&info.checkpoint, t)
+        }
+    };
+    Ok(registry.insert(addr, info, tokenizer)?)
+}
+
+/// Registers a replica and starts following it (KV events, load, health probes).
+pub async fn add_replica(state: &Arc<AppState>, url: &str) -> Result<Arc<Replica>, RegisterError> {
+    let tok = state.config().tokenizer.clone();
+    let r = discover(&state.registry, url, &tok).await?;
+    tasks::spawn_all(state, r.clone());
+    Ok(r)
+}
+
+/// Removes a replica from routing and the index; its tasks stop.
+pub fn remove_replica(state: &AppState, id: ReplicaId) -> bool {
+    state.registry.remove(id, &state.router)
+}
+
+/// Registers `url`, retrying in the background until it succeeds or leaves the config.
+pub fn register_with_retry(state: Arc<AppState>, url: String) {
+    let control = state.control.clone();
+    control.spawn(async move {
+        let mut delay = Duration::from_millis(200);
+        loop {
+            match add_replica(&state, &url).await {
+                Ok(_) => return,
+                Err(RegisterError::Duplicate(_)) => return,
+                Err(e) => tracing::warn!(%url, error = %e, "replica registration failed; retrying"),
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(5));
+            if !state.config().replicas.iter().any(|u| u == &url) {
+                return;
+            }
+        }
+    });
+}

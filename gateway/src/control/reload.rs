@@ -1,0 +1,71 @@
+//! Reloading the configuration without dropping requests: on SIGHUP the file is read
+//! again, the command line applied on top, and the result swapped in.
+
+use super::register::add_replica;
+use crate::config::{load, Config, Overrides};
+use crate::state::AppState;
+use crate::tenants::TenantTable;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Applies a new validated config without dropping requests: tenants (limiter state kept
+/// where unchanged), policy, limits, and replicas (new URLs added, missing ones drained).
+pub async fn reload(state: &Arc<AppState>, new: Config) {
+    let old = state.config();
+    if new.listen != old.listen
+        || new.admin_listen != old.admin_listen
+        || new.threads != old.threads
+        || new.limits.max_requests_per_connection != old.limits.max_requests_per_connection
+    {
+        tracing::warn!(
+            "listen addresses, threads and limits.max_requests_per_connection cannot change \
+             on reload; restart to apply them"
+        );
+    }
+    state.set_tenants(TenantTable::build(&new, Some(&state.tenants())));
+    if new.policy != old.policy {
+        state.router.set_policy(&new.policy);
+    }
+    let urls = new.replicas.clone();
+    state.set_config(new);
+    for url in &urls {
+        let known = state
+            .registry
+            .all()
+            .iter()
+            .any(|r| r.addr.url() == url.trim_end_matches('/'));
+        if !known {
+            if let Err(e) = add_replica(state, url).await {
+                tracing::warn!(%url, error = %e, "reload: cannot add replica");
+            }
+        }
+    }
+    for r in state.registry.all() {
+        if !old
+            .replicas
+            .iter()
+            .any(|u| u.trim_end_matches('/') == r.addr.url())
+        {
+            continue; // added through the admin API: keep it
+        }
+        if !urls.iter().any(|u| u.trim_end_matches('/') == r.addr.url()) {
+            tracing::info!(replica = %r.id, "reload: draining replica removed from config");
+            state.registry.drain(r.id);
+        }
+    }
+    tracing::info!("configuration reloaded");
+}
+
+/// Reloads on every SIGHUP; a config that does not validate is logged and ignored.
+pub async fn reload_on_sighup(state: Arc<AppState>, path: Option<PathBuf>, o: Overrides) {
+    let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
+        tracing::warn!("cannot install the SIGHUP handler; reload disabled");
+        return;
+    };
+    while hup.recv().await.is_some() {
+        match load(path.as_ref(), &o) {
+            Ok(cfg) => reload(&state, cfg).await,
+            Err(e) => tracing::error!(error = %e, "reload rejected; keeping the running config"),
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! Per-replica background tasks: follow the KV event stream (resume, resnapshot on a gap
+//! or a new epoch), poll the load endpoint, and probe health with a one-token generation
+//! (a late probe does not count while the replica's engine steps keep advancing).
+
+use super::client;
+use crate::body::lines::LineSplitter;
+use crate::replicas::Replica;
+use crate::state::AppState;
+use router_policy::{KvStreamMessage, Observation};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use warmpath_protocol::replica_api::{ReplicaLoad, PATH_KV_EVENTS, PATH_LOAD};
+
+/// Starts the follower, poller and prober of `r` on the control-plane runtime.
+pub fn spawn_all(state: &Arc<AppState>, r: Arc<Replica>) {
+    state.control.spawn(follow_events(state.clone(), r.clone()));
+    state.control.spawn(poll_load(state.clone(), r.clone()));
+    state.control.spawn(probe(state.clone(), r));
+}
+
+fn gone(r: &Replica) -> bool {
+    r.removed.load(Ordering::Acquire)
+}
+
+/// How one connection of the event stream ended.
+enum StreamEnd {
+    /// Closed or failed: reconnect and resume.
+    Resume,
+    /// Lost our place (gap or new epoch): reconnect for a fresh snapshot.
+    Resnapshot,
+    /// The replica was removed.
+    Stop,
+}
+
+async fn follow_events(state: Arc<AppState>, r: Arc<Replica>) {
+    let mut fresh = false;
+    let mut backoff = Duration::from_millis(50);
+    while !gone(&r) {
+        let path = match (fresh, state.router.cursor(r.id)) {
+            (false, Some((epoch, seq))) => {
+                format!("{PATH_KV_EVENTS}?epoch={}&from_seq={}", epoch.0, seq.0)
+            }
+            _ => PATH_KV_EVENTS.to_string(),
+        };
+        fresh = false;
+        let opened = tokio::time::timeout(
+            Duration::from_secs(2),
+            client::open(&r.addr, http::Method::GET, &path, None),
+        )
+        .await;
+        match opened {
+            Ok(Ok((200, body))) => {
+                let opened_at = std::time::Instant::now();
+                let end = read_stream(&state, &r, body).await;
+                // A stream that lived a while resumes quickly; one that keeps ending at once
+                // (a server that answers with a snapshot and closes) backs off like a failure
+                // instead of reconnecting twenty times a second.
+                if opened_at.elapsed() >= Duration::from_secs(1) {
+                    backoff = Duration::from_millis(50);
+                }
+                match end {
+                    StreamEnd::Stop => return,
+                    StreamEnd::Resnapshot => fresh = true,
+                    StreamEnd::Resume => {}
+                }
+            }
+            Ok(Ok((status, _))) => {
+                tracing::warn!(replica = %r.id, status, "kv event stream refused")
+            }
+            Ok(Err(e)) => {
+                tracing::debug!(replica = %r.id, error = %e, "kv event stream connect failed")
+            }
+            Err(_) => tracing::debug!(replica = %r.id, "kv event stream connect timed out"),
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(1));
+    }
+}
+
+async fn read_stream(state: &AppState, r: &Replica, mut body: client::BodyStream) -> StreamEnd {
+    let mut lines = LineSplitter::default();
+    loop {
+        if gone(r) {
+            return StreamEnd::Stop;
+        }
+        let chunk = match tokio::time::timeout(Duration::from_millis(500), body.next_chunk()).await
+        {
+            Err(_) => continue,
+            Ok(Ok(Some(c))) => c,
+            Ok(Ok(None)) => return StreamEnd::Resume,
+            Ok(Err(e)) => {
+                tracing::debug!(replica = %r.id, error = %e, "kv event stream broke");
+                return StreamEnd::Resume;
+            }
+        };
+        for line in lines.push(&chunk) {
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let msg: KvStreamMessage = match serde_json::from_slice(&line) {
+                Ok(m) => m,
+                Err(e) => {
+                    tracing::warn!(replica = %r.id, error = %e, "bad kv event line");
+                    continue;
+                }
+            };
+            let obs = state.router.apply_message(r.id, &msg);
+            let label = match obs {
+                Observation::Apply => "apply",
+                Observation::Duplicate => "duplicate",
+                Observation::Gap { .. } => "gap",
+                Observation::NewEpoch => "new_epoch",
+            };
+            state.metrics.kv_events.with_label_values(&[label]).inc();
+            if matches!(obs, Observation::Gap { .. } | Observation::NewEpoch) {
+                tracing::info!(replica = %r.id, observation = label, "kv event stream resync");
+                return StreamEnd::Resnapshot;
+            }
+        }
+    }
+}
+
+async fn poll_load(state: Arc<AppState>, r: Arc<Replica>) {
+    let mut conn = client::KeptAlive::new(r.addr.clone());
+    while !gone(&r) {
+        let every = Duration::from_millis(state.config().load_poll_ms);
+        match conn
+            .get_json::<ReplicaLoad>(PATH_LOAD, Duration::from_secs(1))
+            .await
+        {
+            Ok(load) => *r.load.lock() = load,
+            Err(e) => tracing::debug!(replica = %r.id, error = %e, "load poll failed"),
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
+async fn probe(state: Arc<AppState>, r: Arc<Replica>) {
+    let body = serde_json::json!({
+        "model": r.info.model, "prompt": "ping", "max_tokens": 1, "temperature": 0.0, "stream": false,
+    })
+    .to_string();
+    while !gone(&r) {
+        let cfg = state.config();
+        tokio::time::sleep(Duration::from_millis(cfg.health.probe_interval_ms)).await;
+        if gone(&r) {
+            return;
+        }
+        let deadline = Duration::from_millis(cfg.health.probe_timeout_ms);
+        let steps_before = r.load.lock().steps;
+        let res = client::request(
+            &r.addr,
+            http::Method::POST,
+            "/v1/completions",
+            Some(body.as_bytes()),
+            deadline,
+        )
+        .await;
+        if let Err(e) = &res {
+            // A busy replica answers the probe only after its queue. If its engine kept
+            // stepping meanwhile (the load poller saw `steps` advance) it is slow, not
+            // broken: neither a failure nor a success is recorded.
+            if r.load.lock().steps > steps_before {
+                tracing::debug!(replica = %r.id, error = %e, "health probe late; replica busy but progressing");
+                continue;
+            }
+            tracing::debug!(replica = %r.id, error = %e, "health probe failed");
+        }
+        state.report(&r, res.is_ok());
+    }
+}

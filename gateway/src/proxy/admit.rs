@@ -1,0 +1,44 @@
+//! Authenticate and admit: the tenant behind the API key, then a reservation of the
+//! request's tokens against that tenant's limits (concurrency, requests and tokens per
+//! minute). Over a limit the client gets 429 with `Retry-After` and the `x-ratelimit-*`
+//! headers.
+
+use super::ctx::Admission;
+use crate::error::GatewayError;
+use crate::state::AppState;
+use crate::tenants::{limits, Tenant};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The tenant whose key is in `authorization` (the header's value), kept in `admission`.
+pub fn authenticate(
+    state: &AppState,
+    admission: &mut Admission,
+    authorization: Option<&[u8]>,
+) -> Result<Arc<Tenant>, GatewayError> {
+    let tenant = state.tenants().authenticate(authorization)?;
+    admission.tenant = Some(tenant.clone());
+    Ok(tenant)
+}
+
+/// Reserves `tokens` (prompt plus the most the request may generate) against `tenant`'s
+/// limits at `now`; the permit and the rate-limit headers go into `admission`, the headers
+/// on refusal too.
+pub fn reserve(
+    admission: &mut Admission,
+    tenant: &Tenant,
+    tokens: u64,
+    now: Instant,
+) -> Result<(), GatewayError> {
+    match limits::reserve(&tenant.limiter, tokens, now) {
+        Ok((permit, headers)) => {
+            admission.rate_headers = headers.headers;
+            admission.permit = Some(permit);
+            Ok(())
+        }
+        Err((e, headers)) => {
+            admission.rate_headers = headers.headers;
+            Err(e)
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! One request's state across Pingora's phases: a few typed parts, each written by the
+//! phase that owns it and read by the later ones.
+//!
+//! | part | written by |
+//! |---|---|
+//! | [`RequestCtx::id`], [`RequestCtx::trace`], [`RequestCtx::start`] | creation, the trace header |
+//! | [`Read`] | [`super::read`]: the route table, the body read, the parse |
+//! | [`Admission`] | [`super::admit`]: the tenant and its limits |
+//! | [`RequestCtx::plan`] | [`super::route`]: the routing decision |
+//! | [`Attempts`] | [`super::route`] (the try order, the first slot), [`super::send`] and [`super::failure`] (each attempt) |
+//! | [`Seen`] | [`super::response`] and the phases that answer locally |
+
+use super::route::{Plan, TryOrder};
+use crate::body::response::ResponseTracker;
+use crate::headers::HeaderPairs;
+use crate::replicas::{Replica, Slot};
+use crate::tenants::limits::Permit;
+use crate::tenants::Tenant;
+use crate::trace::{RequestId, TraceContext};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Per-request state across phases.
+#[derive(Debug)]
+pub struct RequestCtx {
+    /// Request id (the W3C trace id), as text and header value.
+    pub id: RequestId,
+    /// Trace context propagated upstream.
+    pub trace: TraceContext,
+    /// Arrival time.
+    pub start: Instant,
+    /// What was read of the request.
+    pub read: Read,
+    /// The tenant and what its limits granted.
+    pub admission: Admission,
+    /// The routing plan (forwarded requests only).
+    pub plan: Option<Plan>,
+    /// The attempts upstream and the retry state between them.
+    pub attempts: Attempts,
+    /// The response as the client sees it.
+    pub seen: Seen,
+}
+
+/// What the read phase learnt of the request.
+#[derive(Debug)]
+pub struct Read {
+    /// A gateway control endpoint (`/health`, `/ready`): not API traffic, so kept out of
+    /// request metrics, logs and the dashboard.
+    pub control: bool,
+    /// Model asked for (empty until the body is parsed).
+    pub model: Arc<str>,
+    /// The whole body was read: its length (at most `limits.max_body_bytes`).
+    pub body_len: Option<u32>,
+}
+
+/// The authenticated tenant and what its limits granted.
+#[derive(Debug, Default)]
+pub struct Admission {
+    /// Authenticated tenant.
+    pub tenant: Option<Arc<Tenant>>,
+    /// Token reservation, settled when the request ends.
+    pub permit: Option<Permit>,
+    /// `x-ratelimit-*` headers, sent with the answer whatever it is.
+    pub rate_headers: HeaderPairs,
+}
+
+/// The attempts upstream: which replicas are left to try, the slot each holds, and what
+/// the next one must honour.
+#[derive(Debug, Default)]
+pub struct Attempts {
+    /// Replicas in try order, and how many were tried.
+    pub order: TryOrder,
+    /// A slot already held for the next attempt (admission's, or a stale connection's).
+    pub pending: Option<Slot>,
+    /// Slot of the current attempt.
+    pub slot: Option<Slot>,
+    /// Replica of the latest attempt.
+    pub replica: Option<Arc<Replica>>,
+    /// Attempts made.
+    pub count: u32,
+    /// A stale pooled connection was already retried.
+    pub stale_retried: bool,
+    /// Upstream `Retry-After` to honour before the next attempt.
+    pub retry_after: Option<Duration>,
+}
+
+/// The response as the client sees it.
+#[derive(Debug, Default)]
+pub struct Seen {
+    /// The response header went downstream: no more retries.
+    pub started: bool,
+    /// Status sent (0 while none).
+    pub status: u16,
+    /// Error code label when the gateway answered with an error.
+    pub error_code: Option<&'static str>,
+    /// Response observer (usage, `[DONE]`).
+    pub tracker: Option<ResponseTracker>,
+    /// The stream got its terminal error event.
+    pub stream_error_sent: bool,
+}
+
+/// The model of a request not parsed (yet): one shared empty string, not one per request.
+fn no_model() -> Arc<str> {
+    static EMPTY: OnceLock<Arc<str>> = OnceLock::new();
+    EMPTY.get_or_init(|| "".into()).clone()
+}
+
+impl RequestCtx {
+    /// A fresh context with a new root trace.
+    pub fn new() -> Self {
+        let trace = TraceContext::new_root();
+        Self {
+            id: trace.request_id(),
+            trace,
+            start: Instant::now(),
+            read: Read {
+                control: false,
+                model: no_model(),
+                body_len: None,
+            },
+            admission: Admission::default(),
+            plan: None,
+            attempts: Attempts::default(),
+            seen: Seen::default(),
+        }
+    }
+
+    /// Continues the client's trace (`traceparent`): the request id becomes its trace id.
+    pub fn continue_trace(&mut self, trace: TraceContext) {
+        self.id = trace.request_id();
+        self.trace = trace;
+    }
+
+    /// The label of the latest attempt's replica; empty before any attempt.
+    pub fn replica_label(&self) -> &str {
+        self.attempts
+            .replica
+            .as_ref()
+            .map_or("", |r| r.label.as_str())
+    }
+
+    /// Whether the client asked for server-sent events.
+    pub fn is_stream(&self) -> bool {
+        self.plan.as_ref().is_some_and(|p| p.stream)
+    }
+
+    /// Whether another attempt may follow: nothing sent downstream yet, attempts left, and
+    /// a replica left to try.
+    pub fn can_retry(&self, max_attempts: u32) -> bool {
+        !self.seen.started && self.attempts.count < max_attempts && !self.attempts.order.done()
+    }
+}
+
+impl Default for RequestCtx {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,181 @@
+//! Failures after the request phase: a connect that failed, an error while proxying, and
+//! what the client gets when no attempt is left ([`answer`]). Decides what is retried,
+//! what counts against a replica's health, and what is nobody's fault but the client's.
+
+use super::ctx::RequestCtx;
+use super::respond;
+use crate::error::GatewayError;
+use crate::state::AppState;
+use bytes::Bytes;
+use pingora_error::{Error, ErrorSource, ErrorType};
+use pingora_proxy::Session;
+use std::time::Duration;
+
+/// A connect failed: the replica's fault; retried on the next replica if one is allowed.
+pub fn connect_failed(state: &AppState, ctx: &mut RequestCtx, mut e: Box<Error>) -> Box<Error> {
+    if let Some(slot) = ctx.attempts.slot.take() {
+        state.report(slot.replica(), false);
+    }
+    let retry = ctx.can_retry(state.config().retry.max_attempts);
+    if retry {
+        state.metrics.retries.with_label_values(&["connect"]).inc();
+    }
+    e.set_retry(retry);
+    e
+}
+
+/// An error while proxying: a stale pooled connection is retried once on the same replica;
+/// an upstream error counts against the replica and is retried elsewhere while allowed.
+pub fn proxy_failed(
+    state: &AppState,
+    ctx: &mut RequestCtx,
+    mut e: Box<Error>,
+    client_reused: bool,
+) -> Box<Error> {
+    let upstream_status = matches!(e.etype(), ErrorType::HTTPStatus(_));
+    if stale_pooled(&e, client_reused) && !ctx.seen.started && !ctx.attempts.stale_retried {
+        // A pooled connection the replica had already closed: retry the same replica
+        // once on a fresh connection; not a fault, not a budgeted retry.
+        ctx.attempts.stale_retried = true;
+        ctx.attempts.pending = ctx.attempts.slot.take();
+        e.set_retry(ctx.attempts.pending.is_some());
+        return e;
+    }
+    let upstream_fault = e.esource() == &ErrorSource::Upstream;
+    if let Some(slot) = ctx.attempts.slot.take() {
+        // A retryable status is the replica pushing back, and a client that went away
+        // is not the replica's fault: only upstream errors count against its health.
+        if upstream_fault && !upstream_status {
+            state.report(slot.replica(), false);
+        }
+    }
+    let retry =
+        ctx.can_retry(state.config().retry.max_attempts) && (upstream_status || upstream_fault);
+    if retry && !upstream_status {
+        state
+            .metrics
+            .retries
+            .with_label_values(&["upstream_error"])
+            .inc();
+    }
+    e.set_retry(retry);
+    e
+}
+
+/// No attempt left: a stream under way ends with an error event; a client still waiting
+/// gets the error as OpenAI JSON; a client that left gets nothing. Returns the status sent
+/// (0 when none).
+pub async fn answer(
+    state: &AppState,
+    session: &mut Session,
+    e: &Error,
+    ctx: &mut RequestCtx,
+) -> u16 {
+    let err = classify(e);
+    if ctx.seen.started {
+        if ctx.is_stream() && !ctx.seen.stream_error_sent {
+            ctx.seen.stream_error_sent = true;
+            state
+                .metrics
+                .stream_errors
+                .with_label_values(&[err.code()])
+                .inc();
+            let _ = session
+                .write_response_body(Some(Bytes::from(err.to_sse_event())), true)
+                .await;
+        }
+        return 0;
+    }
+    if client_gone(e) {
+        return 0;
+    }
+    ctx.seen.status = err.status();
+    ctx.seen.error_code = Some(err.code());
+    let _ = respond::error(
+        session,
+        &err,
+        &ctx.admission.rate_headers,
+        &ctx.id.header,
+        true,
+    )
+    .await;
+    err.status()
+}
+
+/// The client's connection failed or closed: nobody is left to answer.
+pub fn client_gone(e: &Error) -> bool {
+    client_side(e)
+        && matches!(
+            e.etype(),
+            ErrorType::WriteError | ErrorType::ReadError | ErrorType::ConnectionClosed
+        )
+}
+
+/// The error arose on the client's side of the proxy (its connection gone, or anything
+/// else it did): never held against a replica's health.
+pub fn client_side(e: &Error) -> bool {
+    e.esource() == &ErrorSource::Downstream
+}
+
+/// A pooled upstream connection the replica had already closed: an upstream transport error
+/// on a reused connection. A client that went away meanwhile is not one (nothing would be
+/// there to read a retried answer).
+fn stale_pooled(e: &Error, client_reused: bool) -> bool {
+    client_reused
+        && e.esource() == &ErrorSource::Upstream
+        && !matches!(e.etype(), ErrorType::HTTPStatus(_))
+}
+
+/// Maps a Pingora error to the gateway's error.
+fn classify(e: &Error) -> GatewayError {
+    match e.etype() {
+        ErrorType::ConnectTimedout | ErrorType::ReadTimedout | ErrorType::WriteTimedout => {
+            GatewayError::UpstreamTimeout
+        }
+        ErrorType::HTTPStatus(503) => GatewayError::Overloaded {
+            retry_after: Duration::from_secs(1),
+        },
+        ErrorType::HTTPStatus(429) => GatewayError::Overloaded {
+            retry_after: Duration::from_secs(1),
+        },
+        _ => GatewayError::Upstream(e.etype().as_str().to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_upstream_error_on_a_reused_connection_is_a_stale_pooled_connection() {
+        let closed = || Error::new(ErrorType::ConnectionClosed);
+        assert!(stale_pooled(&closed().into_up(), true));
+        assert!(
+            !stale_pooled(&closed().into_up(), false),
+            "a fresh connection"
+        );
+        assert!(
+            !stale_pooled(&closed().into_down(), true),
+            "the client went away: no second attempt upstream"
+        );
+        assert!(!stale_pooled(
+            &Error::new(ErrorType::HTTPStatus(503)).into_up(),
+            true
+        ));
+    }
+
+    #[test]
+    fn a_client_is_gone_only_when_its_own_connection_failed() {
+        for t in [
+            ErrorType::ConnectionClosed,
+            ErrorType::ReadError,
+            ErrorType::WriteError,
+        ] {
+            assert!(client_gone(&Error::new(t.clone()).into_down()), "{t:?}");
+            assert!(!client_gone(&Error::new(t).into_up()), "the replica's side");
+        }
+        assert!(!client_gone(
+            &Error::new(ErrorType::ReadTimedout).into_down()
+        ));
+    }
+}

@@ -1,0 +1,89 @@
+//! Finish: when a request ends, whatever happened, work out its [`Outcome`] once ([`outcome`]), then
+//! settle the tenant's token reservation, report the replica's health, and hand the same
+//! outcome to the metrics, the access log and the dashboard.
+
+use super::ctx::RequestCtx;
+use super::failure::client_side;
+use crate::dashboard::snapshot::history_point;
+use crate::outcome::{Outcome, CLIENT_CLOSED};
+use crate::state::AppState;
+use pingora_error::Error;
+use std::time::Instant;
+
+/// Runs in Pingora's logging phase, once per request.
+pub fn finish(state: &AppState, e: Option<&Error>, ctx: &mut RequestCtx) {
+    if ctx.read.control {
+        return;
+    }
+    if let Some(t) = ctx.seen.tracker.as_mut() {
+        t.finish();
+    }
+    let permit = ctx.admission.permit.take();
+    let slot = ctx.attempts.slot.take();
+    // One clock read for the settlement, the log line and the dashboard.
+    let now = Instant::now();
+    let outcome = outcome(ctx, e, now);
+    if let Some(mut permit) = permit {
+        permit.settle_at(outcome.charged_tokens, now);
+    }
+    if let (Some(slot), Some(ok)) = (slot, outcome.replica_ok) {
+        state.report(slot.replica(), ok);
+    }
+    state.metrics.record(&outcome);
+    log(ctx, &outcome);
+    state
+        .dashboard
+        .record(&outcome, now, || history_point(state));
+}
+
+/// The access log: one `request` line per request.
+fn log(ctx: &RequestCtx, o: &Outcome<'_>) {
+    tracing::info!(
+        request_id = ctx.id.text(),
+        tenant = o.tenant.unwrap_or(""),
+        model = o.model,
+        replica = o.replica_label(),
+        status = o.status,
+        attempts = o.attempts,
+        prompt_tokens = o.prompt_tokens,
+        charged_tokens = o.charged_tokens,
+        cached_tokens = o.usage.and_then(|u| u.cached_tokens),
+        error = o.error,
+        latency_ms = o.latency.as_millis() as u64,
+        "request"
+    );
+}
+
+/// The outcome of `ctx`, which ended with `e` (if it failed), at `now`.
+pub fn outcome<'a>(ctx: &'a RequestCtx, e: Option<&Error>, now: Instant) -> Outcome<'a> {
+    let prompt_tokens = ctx.plan.as_ref().map_or(0, |p| u64::from(p.prompt_tokens));
+    let tracker = ctx.seen.tracker.as_ref();
+    let charged_tokens = match tracker {
+        Some(t) if ctx.seen.started => t.charged_tokens(prompt_tokens),
+        _ => 0,
+    };
+    let replica = ctx.attempts.replica.as_ref();
+    let predicted_cached_tokens = match (&ctx.plan, replica) {
+        (Some(plan), Some(r)) => Some(u64::from(plan.predicted_cached_tokens(r))),
+        _ => None,
+    };
+    Outcome {
+        status: match ctx.seen.status {
+            0 => CLIENT_CLOSED,
+            s => s,
+        },
+        error: ctx.seen.error_code.or(e.map(|e| e.etype().as_str())),
+        tenant: ctx.admission.tenant.as_ref().map(|t| &*t.id),
+        model: &ctx.read.model,
+        replica,
+        attempts: ctx.attempts.count,
+        prompt_tokens,
+        charged_tokens,
+        usage: tracker.and_then(|t| t.usage()),
+        predicted_cached_tokens,
+        response_started: ctx.seen.started,
+        replica_ok: (!e.is_some_and(client_side))
+            .then(|| e.is_none() && ctx.seen.status < 500 && !ctx.seen.stream_error_sent),
+        latency: now.saturating_duration_since(ctx.start),
+    }
+}

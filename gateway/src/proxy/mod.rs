@@ -1,0 +1,39 @@
+//! The data plane: one request from its connection's accept to its end, as phases in the
+//! order they run. Pingora calls the hooks of [`service::Gateway`], and each hook only
+//! calls its phase.
+//!
+//! 1. [`accept`]: each client connection: a per-IP cap, a total header deadline, then
+//!    Pingora's HTTP/1.1 loop over the proxy.
+//! 2. [`read`]: the route table, framing and size checks, the bounded body read.
+//! 3. [`admit`]: authenticate the API key; reserve the request's tokens against the
+//!    tenant's limits.
+//! 4. [`prepare`]: tokenize exactly as the replica does; hash blocks under the tenant's
+//!    namespace.
+//! 5. [`route`]: the policy's decision and try order, an in-flight slot, the decision
+//!    recorded; every attempt's replica comes from [`route::TryOrder::next_replica`].
+//! 6. [`send`]: each attempt's peer (retries under a budget, with backoff) and the
+//!    header the replica gets; [`upstream`] sends it with its body in one write.
+//! 7. [`response`]: retry or pass on the replica's status; stamp the client's header;
+//!    watch the body as it streams through.
+//! 8. [`finish`]: the request's [`crate::outcome::Outcome`], computed once: settlement,
+//!    health, metrics, access log, dashboard.
+//!
+//! [`request`] runs phases 2 to 5 in order; [`failure`] handles what goes wrong after
+//! them; [`respond`] writes the answers the gateway gives itself. The request's state is
+//! one [`ctx::RequestCtx`], whose parts each belong to one phase.
+
+pub mod accept;
+pub mod admit;
+pub mod ctx;
+pub mod failure;
+pub mod finish;
+pub mod prepare;
+pub mod read;
+pub mod request;
+pub mod respond;
+pub mod response;
+pub mod route;
+pub mod send;
+pub mod service;
+pub mod upstream;
+mod wrapped;

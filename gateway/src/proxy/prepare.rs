@@ -1,0 +1,73 @@
+//! Prepare: tokenize the prompt exactly as the replica will (its published tokenizer,
+//! cached per segment), then hash full blocks under the tenant's namespace (checkpoint and
+//! cache salt in the seed: the shared hashing contract). Nothing is routed or recorded.
+
+use crate::body::request::{ParsedRequest, Prompt};
+use crate::error::GatewayError;
+use crate::replicas::Replica;
+use crate::state::AppState;
+use crate::tenants::Tenant;
+use router_policy::{block_hashes, BlockHash, BlockSize, CheckpointId, TokenId};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Tokenizes `prompt` with the checkpoint's tokenizer.
+pub fn tokenize(replica: &Replica, prompt: &Prompt) -> Result<Vec<TokenId>, GatewayError> {
+    let r = match prompt {
+        Prompt::Chat(msgs) => replica.tokenizer.encode_chat(msgs),
+        Prompt::Text(t) => replica.tokenizer.encode(t, true),
+        Prompt::Tokens(t) => return Ok(t.clone()),
+    };
+    r.map_err(|e| GatewayError::BadRequest(format!("cannot tokenize the prompt: {e}")))
+}
+
+/// A request tokenized and hashed, not yet routed: enough to reserve tokens against the
+/// tenant's limits before anything is decided or recorded.
+#[derive(Debug)]
+pub struct Prepared {
+    /// The checkpoint the request will be served from.
+    pub checkpoint: CheckpointId,
+    /// The replicas serving it now.
+    pub replicas: Vec<Arc<Replica>>,
+    /// Prompt tokens as the replica will count them.
+    pub prompt_tokens: u32,
+    /// Block hashes of the prompt under the tenant's namespace.
+    pub hashes: Vec<BlockHash>,
+    /// Tokens per block.
+    pub block_size: BlockSize,
+    /// Time spent tokenizing and hashing.
+    pub prepare: Duration,
+}
+
+/// Tokenizes and hashes the prompt of `req` for `tenant` (allowlist checked), starting at
+/// `now`. Nothing is routed or recorded yet.
+pub fn prepare(
+    state: &AppState,
+    tenant: &Tenant,
+    req: &ParsedRequest,
+    now: Instant,
+) -> Result<Prepared, GatewayError> {
+    if !tenant.allows(&req.model) {
+        return Err(GatewayError::ModelNotAllowed(req.model.to_string()));
+    }
+    let (checkpoint, replicas) = state
+        .registry
+        .candidates(&req.model, now)
+        .ok_or_else(|| GatewayError::UnknownModel(req.model.to_string()))?;
+    let first = replicas
+        .first()
+        .ok_or_else(|| GatewayError::NoReplica(req.model.to_string()))?;
+    let t0 = now;
+    let tokens = tokenize(first, &req.prompt)?;
+    let block_size = first.info.block_size;
+    let seed = tenant.root_seed(&checkpoint);
+    let hashes = block_hashes(seed, &tokens, block_size);
+    Ok(Prepared {
+        checkpoint,
+        replicas,
+        prompt_tokens: u32::try_from(tokens.len()).unwrap_or(u32::MAX),
+        hashes,
+        block_size,
+        prepare: t0.elapsed(),
+    })
+}

@@ -1,0 +1,309 @@
+//! The request phase, in the order it runs: read (route table, framing, the API key's
+//! header), authenticate, the bounded body read, then [`decide`]: parse, prepare (tokenize
+//! and hash), reserve against the tenant's limits, route, hold a slot, record. Everything
+//! is decided before any byte goes to a replica; a request answered here (an error, a
+//! model list, a health check) never reaches one.
+
+use super::admit;
+use super::ctx::RequestCtx;
+use super::prepare::prepare;
+use super::read::{self, Target};
+use super::respond;
+use super::route::{hold_slot, record, route};
+use crate::body::request::{self, Endpoint};
+use crate::body::response::ResponseTracker;
+use crate::error::GatewayError;
+use crate::state::AppState;
+use crate::tenants::Tenant;
+use pingora_proxy::Session;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What the request phase concluded.
+pub enum Verdict {
+    /// Forward to the planned replica.
+    Forward,
+    /// Already answered locally with this status.
+    Answered(u16),
+}
+
+/// Runs the request phase; on [`Verdict::Forward`] the ctx holds the plan and a slot. An
+/// error is answered here (OpenAI error JSON) and recorded in the ctx's [`super::ctx::Seen`].
+pub async fn run(
+    state: &AppState,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+) -> pingora_error::Result<Verdict> {
+    match intake(state, session, ctx).await {
+        Ok(Some(status)) => Ok(Verdict::Answered(status)),
+        Ok(None) => Ok(Verdict::Forward),
+        Err(e) => {
+            if let GatewayError::RateLimited { kind, .. } = &e {
+                let tenant = ctx.admission.tenant.as_ref().map_or("", |t| &*t.id);
+                state
+                    .metrics
+                    .limit_rejections
+                    .with_label_values(&[tenant, kind.as_str()])
+                    .inc();
+            }
+            // A body we did not read cannot be trusted to be drained: close after answering.
+            let close =
+                e.closes_connection() || (ctx.read.body_len.is_none() && !session.is_body_empty());
+            respond::error(
+                session,
+                &e,
+                &ctx.admission.rate_headers,
+                &ctx.id.header,
+                close,
+            )
+            .await?;
+            ctx.seen.error_code = Some(e.code());
+            Ok(Verdict::Answered(e.status()))
+        }
+    }
+}
+
+/// `Ok(Some(status))`: answered locally; `Ok(None)`: forward.
+async fn intake(
+    state: &AppState,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+) -> Result<Option<u16>, GatewayError> {
+    let cfg = state.config();
+    let endpoint = match read::target(session)? {
+        Target::Generate(endpoint) => Some(endpoint),
+        Target::Models => None,
+        Target::Health => {
+            ctx.read.control = true;
+            let _ = respond::json(session, 200, b"{\"status\":\"ok\"}".to_vec(), &[], false).await;
+            return Ok(Some(200));
+        }
+        Target::Ready => {
+            ctx.read.control = true;
+            let (status, body) = read::readiness(state);
+            let _ = respond::json(session, status, body.to_vec(), &[], false).await;
+            return Ok(Some(status));
+        }
+    };
+    let authorization = read::check_framing(
+        session,
+        cfg.limits.max_body_bytes,
+        cfg.limits.max_header_bytes,
+    )?;
+    let tenant = admit::authenticate(state, &mut ctx.admission, authorization)?;
+    let Some(endpoint) = endpoint else {
+        let models: Vec<String> = state
+            .registry
+            .models()
+            .into_iter()
+            .filter(|m| tenant.allows(m))
+            .collect();
+        let _ = respond::json(session, 200, respond::models_body(&models), &[], false).await;
+        return Ok(Some(200));
+    };
+    let body = read::read_body(
+        session,
+        cfg.limits.max_body_bytes,
+        Duration::from_millis(cfg.timeouts.client_read_ms),
+    )
+    .await?;
+    // The body limit (at most 64 KiB, `config::MAX_BODY_BYTES_CEILING`) fits a u32.
+    ctx.read.body_len = Some(u32::try_from(body.len()).unwrap_or(u32::MAX));
+    decide(state, ctx, &tenant, endpoint, &body).await?;
+    Ok(None)
+}
+
+/// Everything after the body is read, in this order: parse, tokenize and hash, tenant
+/// limits (reserve prompt + completion tokens), route, admission (an in-flight slot), and
+/// only then record the routing decision, so a request rejected by its limits (429) or shed
+/// (503) is never counted or logged as routed. On `Ok` the ctx holds the plan and a slot.
+pub async fn decide(
+    state: &AppState,
+    ctx: &mut RequestCtx,
+    tenant: &Arc<Tenant>,
+    endpoint: Endpoint,
+    body: &[u8],
+) -> Result<(), GatewayError> {
+    let cfg = state.config();
+    let parsed = request::parse(endpoint, body)?;
+    let model: Arc<str> = Arc::from(&*parsed.model);
+    ctx.read.model = model.clone();
+    let now = Instant::now();
+    let prepared = prepare(state, tenant, &parsed, now)?;
+    let max_tokens = u64::from(parsed.max_tokens.unwrap_or(cfg.limits.default_max_tokens));
+    let tokens = u64::from(prepared.prompt_tokens) + max_tokens * u64::from(parsed.n);
+    admit::reserve(&mut ctx.admission, tenant, tokens, now)?;
+    let (plan, mut order) = route(state, prepared, endpoint, &parsed, model)?;
+    let slot = hold_slot(state, &mut order, plan.decided).await?;
+    record(state, &plan, tenant, &ctx.id.header);
+    state.retry_budget.record_request(plan.decided);
+    ctx.attempts.order = order;
+    ctx.attempts.pending = Some(slot);
+    ctx.seen.tracker = Some(ResponseTracker::new(plan.stream));
+    ctx.plan = Some(plan);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Config, TenantConfig, TenantLimits};
+    use crate::replicas::ReplicaAddr;
+    use crate::tenants::hash_key;
+    use crate::testkit::byte_level_spec;
+    use crate::tokenize::CachedTokenizer;
+    use router_policy::{BlockSize, CheckpointId};
+    use warmpath_protocol::replica_api::ReplicaInfo;
+
+    fn state(
+        rt: &tokio::runtime::Runtime,
+        limits: TenantLimits,
+        max_in_flight: u32,
+    ) -> Arc<AppState> {
+        let mut c = Config::default();
+        c.auth.salt_secret = "0123456789abcdef-secret".into();
+        c.tenants = vec![TenantConfig {
+            id: "t".into(),
+            api_key_sha256: vec![hash_key("k")],
+            models: vec!["*".into()],
+            limits,
+        }];
+        c.admission.max_in_flight_per_replica = max_in_flight;
+        c.admission.queue_timeout_ms = 20;
+        let state = AppState::new(c, rt.handle().clone());
+        let tok = CachedTokenizer::new(&byte_level_spec(), 64, 1).unwrap();
+        let info = ReplicaInfo {
+            model: "m".into(),
+            checkpoint: CheckpointId::new("m@1"),
+            block_size: BlockSize(16),
+            hash_scheme: router_policy::SCHEME_VERSION,
+            capacity_blocks: 1 << 16,
+            max_context: 1 << 16,
+            region: None,
+            device: "cpu".into(),
+        };
+        let addr = ReplicaAddr::parse("http://127.0.0.1:9").unwrap();
+        state.registry.insert(addr, info, Arc::new(tok)).unwrap();
+        state
+    }
+
+    fn decisions_counted(state: &AppState) -> u64 {
+        let policy = state.router.policy_name();
+        router_policy::Branch::ALL
+            .iter()
+            .map(|b| state.metrics.routing_branch(policy, *b).get())
+            .sum()
+    }
+
+    const BODY: &[u8] = br#"{"model":"m","max_tokens":4,"messages":[{"role":"user","content":"a prompt long enough for two blocks of the byte tokenizer"}]}"#;
+
+    /// Runs `n` requests, keeping every admitted context (and so its slot) alive.
+    fn run(
+        state: &Arc<AppState>,
+        rt: &tokio::runtime::Runtime,
+        n: usize,
+    ) -> (Vec<RequestCtx>, Vec<GatewayError>) {
+        let tenant = state.tenants().authenticate(Some(b"Bearer k")).unwrap();
+        let (mut ok, mut rejected) = (Vec::new(), Vec::new());
+        for _ in 0..n {
+            let mut ctx = RequestCtx::new();
+            match rt.block_on(decide(state, &mut ctx, &tenant, Endpoint::Chat, BODY)) {
+                Ok(()) => ok.push(ctx),
+                Err(e) => rejected.push(e),
+            }
+        }
+        (ok, rejected)
+    }
+
+    #[test]
+    fn requests_rejected_by_limits_are_never_recorded_as_routed() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let limits = TenantLimits {
+            requests_per_minute: 1,
+            request_burst: 2,
+            ..Default::default()
+        };
+        let state = state(&rt, limits, 64);
+        let (ok, rejected) = run(&state, &rt, 5);
+        assert_eq!(ok.len(), 2);
+        assert_eq!(rejected.len(), 3);
+        assert!(rejected
+            .iter()
+            .all(|e| matches!(e, GatewayError::RateLimited { .. })));
+        assert!(ok
+            .iter()
+            .all(|c| c.plan.is_some() && c.attempts.pending.is_some()));
+        let log = state.router.recent(100);
+        assert_eq!(
+            log.len(),
+            2,
+            "only admitted requests are in the decision log"
+        );
+        let ids: Vec<&str> = ok.iter().map(|c| c.id.text()).collect();
+        assert!(log
+            .iter()
+            .all(|r| ids.contains(&r.request_id.to_str().unwrap())));
+        assert_eq!(decisions_counted(&state), 2);
+    }
+
+    #[test]
+    fn requests_over_the_token_limit_or_shed_are_never_recorded_as_routed() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        // Each request reserves its prompt plus 4 tokens: the limit fits two, not three.
+        let probe = state(&rt, TenantLimits::default(), 64);
+        let (ok, _) = run(&probe, &rt, 1);
+        let reserve = u64::from(ok[0].plan.as_ref().unwrap().prompt_tokens) + 4;
+        let limits = TenantLimits {
+            tokens_per_minute: reserve * 5 / 2,
+            ..Default::default()
+        };
+        let state = state(&rt, limits, 64);
+        let (ok, rejected) = run(&state, &rt, 3);
+        assert_eq!((ok.len(), rejected.len()), (2, 1));
+        assert!(matches!(rejected[0], GatewayError::RateLimited { .. }));
+        assert_eq!(state.router.recent(100).len(), 2);
+        assert_eq!(decisions_counted(&state), 2);
+
+        // One slot per replica: the second request is shed (503) after routing, unrecorded.
+        let state = self::state(&rt, TenantLimits::default(), 1);
+        let (ok, rejected) = run(&state, &rt, 2);
+        assert_eq!((ok.len(), rejected.len()), (1, 1));
+        assert!(matches!(rejected[0], GatewayError::Overloaded { .. }));
+        assert_eq!(state.router.recent(100).len(), 1);
+        assert_eq!(decisions_counted(&state), 1);
+    }
+
+    #[test]
+    fn ready_only_while_a_replica_is_routable() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let state = state(&rt, TenantLimits::default(), 4);
+        assert_eq!(
+            read::readiness(&state).0,
+            200,
+            "a fresh healthy replica is routable"
+        );
+        for r in state.registry.all() {
+            r.draining.store(true, std::sync::atomic::Ordering::Release);
+        }
+        let (status, body) = read::readiness(&state);
+        assert_eq!(status, 503, "every replica draining: not ready");
+        assert!(std::str::from_utf8(body)
+            .unwrap()
+            .contains("no_routable_replica"));
+        let empty = AppState::new(Config::default(), rt.handle().clone());
+        assert_eq!(
+            read::readiness(&empty).0,
+            503,
+            "no replica registered: not ready"
+        );
+    }
+}

@@ -1,0 +1,101 @@
+//! Read the response: the replica's status decides between a retry (429 and 502-504,
+//! while one is allowed) and passing it on ([`upstream_status`]); the client's header gets
+//! the gateway's headers ([`stamp_response`]); the body is watched as it streams through,
+//! never delayed, and a stream that ends without `[DONE]` gets a terminal error event
+//! ([`watch_body`]).
+
+use super::ctx::RequestCtx;
+use crate::error::GatewayError;
+use crate::headers;
+use crate::state::AppState;
+use bytes::Bytes;
+use http::HeaderValue;
+use pingora_error::{Error, ErrorType, Result};
+use pingora_http::ResponseHeader;
+use std::time::Duration;
+
+/// The replica's status: a retryable one becomes an error Pingora retries (honouring its
+/// `Retry-After`); anything else starts the response.
+pub fn upstream_status(
+    state: &AppState,
+    resp: &ResponseHeader,
+    ctx: &mut RequestCtx,
+) -> Result<()> {
+    let status = resp.status.as_u16();
+    let max_attempts = state.config().retry.max_attempts;
+    if matches!(status, 429 | 502 | 503 | 504) && ctx.can_retry(max_attempts) {
+        ctx.attempts.retry_after = resp
+            .headers
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let label = if status == 429 {
+            "upstream_429"
+        } else {
+            "upstream_5xx"
+        };
+        state.metrics.retries.with_label_values(&[label]).inc();
+        let mut e = Error::explain(ErrorType::HTTPStatus(status), "retryable upstream status");
+        e.set_retry(true);
+        return Err(e);
+    }
+    ctx.seen.started = true;
+    ctx.seen.status = status;
+    Ok(())
+}
+
+/// The gateway's headers on the client's response: the replica, the predicted cached
+/// tokens (each when configured), the rate-limit headers and the request id.
+pub fn stamp_response(state: &AppState, resp: &mut ResponseHeader, ctx: &RequestCtx) {
+    let cfg = state.config();
+    let h = headers::caseless_response(resp);
+    h.reserve(ctx.admission.rate_headers.len() + 3);
+    if let (Some(plan), Some(slot)) = (&ctx.plan, &ctx.attempts.slot) {
+        if cfg.headers.replica {
+            h.insert(headers::REPLICA, slot.replica().label_header.clone());
+        }
+        if cfg.headers.predicted_cached_tokens {
+            let n = plan.predicted_cached_tokens(slot.replica());
+            h.insert(headers::PREDICTED_CACHED, HeaderValue::from(u64::from(n)));
+        }
+    }
+    for (k, v) in &ctx.admission.rate_headers {
+        h.insert(k.clone(), v.clone());
+    }
+    h.insert(headers::REQUEST_ID, ctx.id.header.clone());
+}
+
+/// Watches one body chunk; at the end of a stream without `[DONE]` (or with an error
+/// event), appends the terminal error event.
+pub fn watch_body(
+    state: &AppState,
+    body: &mut Option<Bytes>,
+    end_of_stream: bool,
+    ctx: &mut RequestCtx,
+) {
+    if let (Some(t), Some(b)) = (ctx.seen.tracker.as_mut(), body.as_ref()) {
+        t.observe(b);
+    }
+    if end_of_stream && ctx.is_stream() && ctx.seen.started && !ctx.seen.stream_error_sent {
+        let done = ctx
+            .seen
+            .tracker
+            .as_ref()
+            .is_some_and(|t| t.saw_done() && !t.saw_error());
+        if !done {
+            // The replica ended the stream without [DONE]: finish with an error event.
+            let ev =
+                GatewayError::Upstream("the replica ended the stream early".into()).to_sse_event();
+            let mut out = body.take().map(|b| b.to_vec()).unwrap_or_default();
+            out.extend_from_slice(&ev);
+            *body = Some(Bytes::from(out));
+            ctx.seen.stream_error_sent = true;
+            state
+                .metrics
+                .stream_errors
+                .with_label_values(&["truncated"])
+                .inc();
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! Route: run the policy over a prepared request ([`route`]), hold an in-flight slot on
+//! the first replica in the decision's order that has room ([`hold_slot`]: admission
+//! control, with a bounded wait), and only then count and log the decision ([`record`]).
+//! Every attempt, the first and each retry, takes its replica from the same
+//! [`TryOrder::next_replica`].
+
+use super::prepare::Prepared;
+use crate::body::request::{Endpoint, ParsedRequest};
+use crate::error::GatewayError;
+use crate::replicas::{Registry, Replica, Slot};
+use crate::routing::DecisionRecord;
+use crate::state::AppState;
+use crate::tenants::Tenant;
+use router_policy::{BlockHash, BlockSize, ClusterView, Decision, RouteRequest};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Everything decided about a request before it is forwarded.
+#[derive(Debug)]
+pub struct Plan {
+    /// Endpoint.
+    pub endpoint: Endpoint,
+    /// Model name.
+    pub model: Arc<str>,
+    /// SSE requested.
+    pub stream: bool,
+    /// Prompt tokens as the replica will count them.
+    pub prompt_tokens: u32,
+    /// Block hashes of the prompt under the tenant's namespace.
+    pub hashes: Vec<BlockHash>,
+    /// Tokens per block.
+    pub block_size: BlockSize,
+    /// The policy's decision (shared with the decision log).
+    pub decision: Arc<Decision>,
+    /// Time spent tokenizing and hashing.
+    pub prepare: Duration,
+    /// Time spent in the policy.
+    pub select: Duration,
+    /// When the policy decided (the clock read that ended `select`, reused after it).
+    pub decided: Instant,
+}
+
+impl Plan {
+    /// Cached prompt tokens predicted for `replica`.
+    pub fn predicted_cached_tokens(&self, replica: &Replica) -> u32 {
+        let blocks = if replica.id == self.decision.replica {
+            self.decision.predicted_cached_blocks
+        } else {
+            self.decision
+                .explanation
+                .candidate(replica.id)
+                .map_or(0, |c| c.matched_blocks)
+        };
+        (blocks * self.block_size.0).min(self.prompt_tokens)
+    }
+}
+
+/// The replicas a request may be sent to, in the order to try them (the policy's choice,
+/// then its fallbacks), and how many have been tried.
+#[derive(Debug, Default)]
+pub struct TryOrder {
+    replicas: Vec<Arc<Replica>>,
+    tried: usize,
+}
+
+impl TryOrder {
+    /// `replicas` in try order, none tried yet.
+    pub fn new(replicas: Vec<Arc<Replica>>) -> Self {
+        Self { replicas, tried: 0 }
+    }
+
+    /// Whether every replica has been tried.
+    pub fn done(&self) -> bool {
+        self.tried >= self.replicas.len()
+    }
+
+    /// The replicas in try order; the tried ones first, in the order they were tried.
+    pub fn replicas(&self) -> &[Arc<Replica>] {
+        &self.replicas
+    }
+
+    /// The replica for the next attempt: the first one not yet tried that is healthy (or
+    /// half-open) at `now` and has a free in-flight slot (below `max`). It moves up to
+    /// the tried ones; the ones it passed stay untried for a later attempt. `None` when
+    /// no untried replica has room.
+    pub fn next_replica(&mut self, registry: &Registry, max: u32, now: Instant) -> Option<Slot> {
+        let (i, slot) = self.replicas[self.tried..]
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.health.lock().routable(now))
+            .find_map(|(i, r)| registry.try_acquire(r, max).map(|s| (self.tried + i, s)))?;
+        if i > self.tried {
+            let r = self.replicas.remove(i);
+            self.replicas.insert(self.tried, r);
+        }
+        self.tried += 1;
+        Some(slot)
+    }
+}
+
+/// Runs the policy over a prepared request: the plan and the replicas in try order.
+/// Records nothing: [`record`] does, once the request holds a slot.
+pub fn route(
+    state: &AppState,
+    prepared: Prepared,
+    endpoint: Endpoint,
+    req: &ParsedRequest,
+    model: Arc<str>,
+) -> Result<(Plan, TryOrder), GatewayError> {
+    let Prepared {
+        checkpoint,
+        replicas,
+        prompt_tokens,
+        hashes,
+        block_size,
+        prepare,
+    } = prepared;
+    let t1 = Instant::now();
+    let view = ClusterView::new(replicas.iter().map(|r| r.snapshot(t1)).collect());
+    let route = RouteRequest {
+        checkpoint: &checkpoint,
+        hashes: &hashes,
+        prompt_tokens,
+        block_size,
+        now: state.millis_at(t1),
+    };
+    let decision = state
+        .router
+        .select(&route, &view)
+        .map_err(|_| GatewayError::NoReplica(req.model.to_string()))?;
+    let decided = Instant::now();
+    let select = decided.saturating_duration_since(t1);
+    let mut candidates: Vec<Arc<Replica>> = Vec::with_capacity(1 + decision.fallbacks.len());
+    for id in std::iter::once(decision.replica).chain(decision.fallbacks.iter().copied()) {
+        if let Some(r) = replicas.iter().find(|r| r.id == id) {
+            if !candidates.iter().any(|c| c.id == id) {
+                candidates.push(r.clone());
+            }
+        }
+    }
+    if candidates.is_empty() {
+        return Err(GatewayError::NoReplica(req.model.to_string()));
+    }
+    let plan = Plan {
+        endpoint,
+        model,
+        stream: req.stream,
+        prompt_tokens,
+        hashes,
+        block_size,
+        decision: Arc::new(decision),
+        prepare,
+        select,
+        decided,
+    };
+    Ok((plan, TryOrder::new(candidates)))
+}
+
+/// Records a routed request's decision: the routing-branch counter, the stage latencies
+/// and the admin decision log. Requests rejected by limits or shed never get here.
+pub fn record(state: &AppState, plan: &Plan, tenant: &Tenant, request_id: &http::HeaderValue) {
+    let m = &state.metrics;
+    m.route_tokenize_hash.observe(plan.prepare.as_secs_f64());
+    m.route_select.observe(plan.select.as_secs_f64());
+    m.routing_branch(
+        plan.decision.explanation.policy,
+        plan.decision.explanation.branch,
+    )
+    .inc();
+    state.router.log_decision(DecisionRecord {
+        request_id: request_id.clone(),
+        unix_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
+        tenant: tenant.id.clone(),
+        model: plan.model.clone(),
+        prompt_tokens: plan.prompt_tokens,
+        blocks: plan.hashes.len(),
+        prepare_us: plan.prepare.as_micros() as u64,
+        select_us: plan.select.as_micros() as u64,
+        decision: plan.decision.clone(),
+    });
+}
+
+/// Holds a slot for the first attempt ([`TryOrder::next_replica`]); when every replica
+/// is full, waits in the bounded global queue; 503 when the queue is full or the wait
+/// times out. Nothing reaches a replica until a slot is held. `decided` is the clock read
+/// that ended the policy, reused for the first try.
+pub async fn hold_slot(
+    state: &AppState,
+    order: &mut TryOrder,
+    decided: Instant,
+) -> Result<Slot, GatewayError> {
+    let cfg = state.config();
+    let max = cfg.admission.max_in_flight_per_replica;
+    let deadline = decided + Duration::from_millis(cfg.admission.queue_timeout_ms);
+    let mut queued = false;
+    let mut now = decided;
+    let result = loop {
+        if let Some(slot) = order.next_replica(&state.registry, max, now) {
+            break Ok(slot);
+        }
+        if !queued {
+            let q = state.queued.fetch_add(1, Ordering::AcqRel);
+            queued = true;
+            state.metrics.queued.inc();
+            if q >= cfg.admission.max_queue {
+                break Err(GatewayError::Overloaded {
+                    retry_after: Duration::from_secs(1),
+                });
+            }
+        }
+        let left = deadline.saturating_duration_since(now);
+        if left.is_zero() {
+            break Err(GatewayError::Overloaded {
+                retry_after: Duration::from_secs(1),
+            });
+        }
+        state
+            .registry
+            .wait_for_free_slot(left.min(Duration::from_millis(50)))
+            .await;
+        now = Instant::now();
+    };
+    if queued {
+        state.queued.fetch_sub(1, Ordering::AcqRel);
+        state.metrics.queued.dec();
+    }
+    if result.is_err() {
+        state.metrics.shed.inc();
+    }
+    result
+}

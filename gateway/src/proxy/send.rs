@@ -1,0 +1,123 @@
+//! Send upstream: each attempt's replica and connection options ([`peer`]): the slot the
+//! request phase held, or for a retry, once the retry budget allows and the backoff has
+//! passed, the next replica in the try order with room; then the headers the replica gets
+//! ([`stamp_request`]).
+
+use super::ctx::RequestCtx;
+use super::upstream;
+use crate::headers;
+use crate::retry::backoff;
+use crate::state::AppState;
+use http::HeaderValue;
+use pingora_core::upstreams::peer::HttpPeer;
+use pingora_error::{Error, ErrorType, Result};
+use pingora_http::RequestHeader;
+use std::time::{Duration, Instant};
+
+fn internal(msg: &'static str) -> Box<Error> {
+    Error::explain(ErrorType::InternalError, msg)
+}
+
+/// The peer of the next attempt, holding its slot in the ctx.
+pub async fn peer(state: &AppState, ctx: &mut RequestCtx) -> Result<Box<HttpPeer>> {
+    let cfg = state.config();
+    let slot = match ctx.attempts.pending.take() {
+        Some(s) => s,
+        None => {
+            // A retry: budget, backoff, then the next replica with room.
+            let now = Instant::now();
+            if !state.retry_budget.try_retry(
+                now,
+                cfg.retry.budget_ratio,
+                cfg.retry.budget_floor_per_s,
+            ) {
+                state.metrics.retry_budget_exhausted.inc();
+                return Err(Error::explain(
+                    ErrorType::HTTPStatus(503),
+                    "retry budget exhausted",
+                ));
+            }
+            let wait = backoff(
+                ctx.attempts.count,
+                Duration::from_millis(cfg.retry.backoff_base_ms),
+                Duration::from_millis(cfg.retry.backoff_max_ms),
+                ctx.attempts.retry_after.take(),
+            );
+            tokio::time::sleep(wait).await;
+            if ctx.plan.is_none() {
+                return Err(internal("no routing plan"));
+            }
+            let max = cfg.admission.max_in_flight_per_replica;
+            ctx.attempts
+                .order
+                .next_replica(&state.registry, max, Instant::now())
+                .ok_or_else(|| {
+                    Error::explain(ErrorType::HTTPStatus(503), "no replica left to retry on")
+                })?
+        }
+    };
+    ctx.attempts.count += 1;
+    let r = slot.replica().clone();
+    ctx.attempts.replica = Some(r.clone());
+    ctx.attempts.slot = Some(slot);
+    let mut peer = match r.socket_addr {
+        Some(addr) => HttpPeer::new(addr, false, String::new()),
+        None => HttpPeer::new(r.addr.authority(), false, String::new()),
+    };
+    upstream::mark(&mut peer);
+    let connect = Duration::from_millis(cfg.timeouts.connect_ms);
+    peer.options.connection_timeout = Some(connect);
+    peer.options.total_connection_timeout = Some(connect);
+    // Streams: the idle bound applies to every read (first token included); plain
+    // responses arrive whole, so their bound is the first-token (= response) deadline.
+    let read = if ctx.is_stream() {
+        cfg.timeouts.idle_ms
+    } else {
+        cfg.timeouts.first_token_ms
+    };
+    peer.options.read_timeout = Some(Duration::from_millis(read));
+    peer.options.write_timeout = Some(Duration::from_millis(cfg.timeouts.idle_ms));
+    Ok(Box::new(peer))
+}
+
+/// The request header as the replica gets it: no `Authorization`, the tenant's cache
+/// salt, the trace and request id, the replica's `Host`, and a chunked body (read whole)
+/// framed by its length. Records the prefix as routed there (the approximate index).
+pub fn stamp_request(
+    state: &AppState,
+    upstream: &mut RequestHeader,
+    ctx: &RequestCtx,
+) -> Result<()> {
+    let tenant = ctx
+        .admission
+        .tenant
+        .as_ref()
+        .ok_or_else(|| internal("no tenant"))?;
+    let h = headers::caseless_request(upstream);
+    h.remove(http::header::AUTHORIZATION);
+    if let Some(len) = ctx.read.body_len {
+        if h.remove(http::header::TRANSFER_ENCODING).is_some() {
+            // A chunked body was read whole: the replica gets it framed by its length,
+            // and in one send with the header (`super::upstream`).
+            h.insert(http::header::CONTENT_LENGTH, HeaderValue::from(len));
+        }
+    }
+    // Inserting replaces whatever the client sent under this name.
+    h.insert(headers::CACHE_SALT, tenant.salt_header.clone());
+    h.insert(headers::TRACEPARENT, ctx.trace.header_value());
+    h.insert(headers::REQUEST_ID, ctx.id.header.clone());
+    if let (Some(plan), Some(slot)) = (&ctx.plan, &ctx.attempts.slot) {
+        h.insert(http::header::HOST, slot.replica().host_header.clone());
+        let now = Instant::now();
+        state
+            .router
+            .record_routed(slot.replica().id, &plan.hashes, state.millis_at(now));
+        if ctx.attempts.count == 1 {
+            state
+                .metrics
+                .added_latency_for(plan.endpoint)
+                .observe(now.saturating_duration_since(ctx.start).as_secs_f64());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,239 @@
+//! The replica set: every registered replica, the tokenizer shared per checkpoint, and the
+//! in-flight slots that bound what each replica is sent.
+
+use super::addr::ReplicaAddr;
+use super::replica::{InsertError, Replica};
+use crate::routing::Router;
+use crate::tokenize::CachedTokenizer;
+use parking_lot::{Mutex, RwLock};
+use router_policy::{CheckpointId, ReplicaId};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+use warmpath_protocol::replica_api::ReplicaInfo;
+
+/// A held in-flight slot on a replica; released on drop.
+#[derive(Debug)]
+pub struct Slot {
+    replica: Arc<Replica>,
+    freed: Arc<Notify>,
+}
+
+impl Slot {
+    /// The replica this slot is on.
+    pub fn replica(&self) -> &Arc<Replica> {
+        &self.replica
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.replica.in_flight.fetch_sub(1, Ordering::AcqRel);
+        self.freed.notify_waiters();
+    }
+}
+
+/// All replicas.
+pub struct Registry {
+    replicas: RwLock<Vec<Arc<Replica>>>,
+    next_id: AtomicU32,
+    tokenizers: Mutex<HashMap<CheckpointId, Arc<CachedTokenizer>>>,
+    freed: Arc<Notify>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("replicas", &self.replicas.read().len())
+            .finish()
+    }
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self {
+            replicas: RwLock::new(Vec::new()),
+            next_id: AtomicU32::new(0),
+            tokenizers: Mutex::new(HashMap::new()),
+            freed: Arc::new(Notify::new()),
+        }
+    }
+
+    /// Every registered replica (draining included).
+    pub fn all(&self) -> Vec<Arc<Replica>> {
+        self.replicas.read().clone()
+    }
+
+    /// The replica with id `id`.
+    pub fn get(&self, id: ReplicaId) -> Option<Arc<Replica>> {
+        self.replicas.read().iter().find(|r| r.id == id).cloned()
+    }
+
+    /// The tokenizer already built for `checkpoint`, if a replica of it registered before.
+    pub fn tokenizer(&self, checkpoint: &CheckpointId) -> Option<Arc<CachedTokenizer>> {
+        self.tokenizers.lock().get(checkpoint).cloned()
+    }
+
+    /// Keeps `t` as the tokenizer of `checkpoint` unless one is there already; returns the
+    /// one kept, shared by every replica of the checkpoint.
+    pub fn share_tokenizer(
+        &self,
+        checkpoint: &CheckpointId,
+        t: CachedTokenizer,
+    ) -> Arc<CachedTokenizer> {
+        self.tokenizers
+            .lock()
+            .entry(checkpoint.clone())
+            .or_insert_with(|| Arc::new(t))
+            .clone()
+    }
+
+    /// Whether a replica at `addr` is registered.
+    pub fn contains(&self, addr: &ReplicaAddr) -> bool {
+        self.replicas.read().iter().any(|r| &r.addr == addr)
+    }
+
+    /// Registers a replica whose info and tokenizer are already known (no discovery).
+    pub fn insert(
+        &self,
+        addr: ReplicaAddr,
+        info: ReplicaInfo,
+        tokenizer: Arc<CachedTokenizer>,
+    ) -> Result<Arc<Replica>, InsertError> {
+        let id = ReplicaId(self.next_id.fetch_add(1, Ordering::AcqRel));
+        let replica = Arc::new(Replica::new(id, addr, info, tokenizer)?);
+        {
+            let mut list = self.replicas.write();
+            if list.iter().any(|r| r.addr == replica.addr) {
+                return Err(InsertError::Duplicate(replica.addr.url()));
+            }
+            list.push(replica.clone());
+        }
+        tracing::info!(replica = %replica.id, url = %replica.addr.url(), model = %replica.info.model,
+            checkpoint = %replica.info.checkpoint, block_size = replica.info.block_size.0, "registered replica");
+        Ok(replica)
+    }
+
+    /// Stops sending new requests to a replica; in-flight ones finish.
+    pub fn drain(&self, id: ReplicaId) -> bool {
+        match self.get(id) {
+            Some(r) => {
+                r.draining.store(true, Ordering::Release);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Removes a replica: it leaves routing and the index; its tasks stop.
+    pub fn remove(&self, id: ReplicaId, router: &Router) -> bool {
+        let mut list = self.replicas.write();
+        let Some(pos) = list.iter().position(|r| r.id == id) else {
+            return false;
+        };
+        let r = list.remove(pos);
+        r.removed.store(true, Ordering::Release);
+        drop(list);
+        router.forget_replica(id);
+        true
+    }
+
+    /// Models served by at least one replica, sorted.
+    pub fn models(&self) -> Vec<String> {
+        let mut m: Vec<String> = self
+            .replicas
+            .read()
+            .iter()
+            .map(|r| r.info.model.clone())
+            .collect();
+        m.sort();
+        m.dedup();
+        m
+    }
+
+    /// The replicas that may serve `model` now: one checkpoint (the one with the most
+    /// routable replicas; ties go to the lexically greatest id, i.e. usually the newest),
+    /// not draining. `None` when no replica serves the model at all.
+    pub fn candidates(
+        &self,
+        model: &str,
+        now: std::time::Instant,
+    ) -> Option<(CheckpointId, Vec<Arc<Replica>>)> {
+        let list = self.replicas.read();
+        let serving = || list.iter().filter(|r| r.info.model == model);
+        let first = serving().next()?;
+        let best = if serving().all(|r| r.info.checkpoint == first.info.checkpoint) {
+            // The usual case: one checkpoint per model, nothing to count.
+            first.info.checkpoint.clone()
+        } else {
+            // Mid-rollout: the checkpoint with the most routable replicas. A replica set has
+            // few checkpoints, so a small vector beats a hash map here.
+            let mut counts: Vec<(&CheckpointId, usize)> = Vec::with_capacity(2);
+            for r in serving() {
+                let ok = r.routable(now);
+                match counts.iter_mut().find(|(c, _)| *c == &r.info.checkpoint) {
+                    Some((_, n)) => *n += usize::from(ok),
+                    None => counts.push((&r.info.checkpoint, usize::from(ok))),
+                }
+            }
+            counts
+                .iter()
+                .max_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(b.0)))
+                .map(|(c, _)| (*c).clone())?
+        };
+        let reps = serving()
+            .filter(|r| r.info.checkpoint == best && !r.draining.load(Ordering::Acquire))
+            .cloned()
+            .collect();
+        Some((best, reps))
+    }
+
+    /// Takes an in-flight slot on `r` if it is below `max`.
+    pub fn try_acquire(&self, r: &Arc<Replica>, max: u32) -> Option<Slot> {
+        let prev = r.in_flight.fetch_add(1, Ordering::AcqRel);
+        let slot = Slot {
+            replica: r.clone(),
+            freed: self.freed.clone(),
+        };
+        if prev >= max {
+            drop(slot);
+            return None;
+        }
+        Some(slot)
+    }
+
+    /// Waits until some slot is released (or `timeout` passes).
+    pub async fn wait_for_free_slot(&self, timeout: Duration) -> bool {
+        tokio::time::timeout(timeout, self.freed.notified())
+            .await
+            .is_ok()
+    }
+
+    /// Counts replicas currently ejected.
+    pub fn ejected_count(&self, now: std::time::Instant) -> usize {
+        self.replicas
+            .read()
+            .iter()
+            .filter(|r| !r.health.lock().routable(now))
+            .count()
+    }
+
+    /// Number of registered replicas.
+    pub fn len(&self) -> usize {
+        self.replicas.read().len()
+    }
+
+    /// True when no replica is registered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

@@ -1,0 +1,125 @@
+//! One registered replica: where it listens, what it serves, its polled load, its health
+//! and the requests the gateway has in flight to it.
+
+use super::addr::ReplicaAddr;
+use super::health::HealthState;
+use crate::tokenize::CachedTokenizer;
+use http::HeaderValue;
+use parking_lot::Mutex;
+use router_policy::{Health, ReplicaId, ReplicaSnapshot};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use warmpath_protocol::replica_api::{ReplicaInfo, ReplicaLoad};
+
+/// Why a replica could not join the set.
+#[derive(Debug, thiserror::Error)]
+pub enum InsertError {
+    /// Its address does not make a valid header value.
+    #[error("{0}")]
+    Url(String),
+    /// Already registered.
+    #[error("replica {0} is already registered")]
+    Duplicate(String),
+}
+
+/// One registered replica.
+#[derive(Debug)]
+pub struct Replica {
+    /// Dense id, assigned at registration.
+    pub id: ReplicaId,
+    /// Where it listens.
+    pub addr: ReplicaAddr,
+    /// The id as text (`r0`, ...): metric label and response header, formatted once.
+    pub label: String,
+    /// [`Self::label`] as a header value.
+    pub label_header: HeaderValue,
+    /// `host:port` as the upstream `Host` header value.
+    pub host_header: HeaderValue,
+    /// The socket address when the host is an IP literal (no per-request parsing or lookup).
+    pub socket_addr: Option<std::net::SocketAddr>,
+    /// What it serves (discovered at registration).
+    pub info: ReplicaInfo,
+    /// Tokenizer shared by every replica of the checkpoint.
+    pub tokenizer: Arc<CachedTokenizer>,
+    /// Last polled load.
+    pub load: Mutex<ReplicaLoad>,
+    /// Requests the gateway has in flight to it.
+    pub(super) in_flight: AtomicU32,
+    /// Health / ejection state.
+    pub health: Mutex<HealthState>,
+    /// Draining: no new requests.
+    pub draining: AtomicBool,
+    /// Removed: background tasks stop.
+    pub removed: AtomicBool,
+}
+
+impl Replica {
+    /// A replica with fresh load, health and in-flight state.
+    pub fn new(
+        id: ReplicaId,
+        addr: ReplicaAddr,
+        info: ReplicaInfo,
+        tokenizer: Arc<CachedTokenizer>,
+    ) -> Result<Self, InsertError> {
+        let label = id.to_string();
+        let header = |v: &str| {
+            HeaderValue::from_str(v)
+                .map_err(|_| InsertError::Url(format!("{v:?}: not a valid header value")))
+        };
+        let authority = addr.authority();
+        Ok(Self {
+            id,
+            label_header: header(&label)?,
+            host_header: header(&authority)?,
+            socket_addr: authority.parse().ok(),
+            label,
+            addr,
+            info,
+            tokenizer,
+            load: Mutex::new(ReplicaLoad::default()),
+            in_flight: AtomicU32::new(0),
+            health: Mutex::new(HealthState::default()),
+            draining: AtomicBool::new(false),
+            removed: AtomicBool::new(false),
+        })
+    }
+
+    /// Requests in flight from this gateway.
+    pub fn in_flight(&self) -> u32 {
+        self.in_flight.load(Ordering::Acquire)
+    }
+
+    /// Whether a request may be sent here now: not draining, and healthy or half-open.
+    pub fn routable(&self, now: std::time::Instant) -> bool {
+        !self.draining.load(Ordering::Acquire) && self.health.lock().routable(now)
+    }
+
+    /// The snapshot a policy sees.
+    pub fn snapshot(&self, now: std::time::Instant) -> ReplicaSnapshot {
+        let load = self.load.lock().clone();
+        let health = if self.draining.load(Ordering::Acquire) {
+            Health::Draining
+        } else if self.health.lock().routable(now) {
+            Health::Healthy
+        } else {
+            Health::Unhealthy
+        };
+        ReplicaSnapshot {
+            id: self.id,
+            health,
+            checkpoint: self.info.checkpoint.clone(),
+            region: self.info.region.clone(),
+            running: load.running,
+            waiting: load.waiting,
+            queued_prefill_tokens: load.queued_prefill_tokens,
+            in_flight: self.in_flight(),
+            kv_used_blocks: load.kv_used_blocks,
+            kv_capacity_blocks: if load.kv_total_blocks > 0 {
+                load.kv_total_blocks
+            } else {
+                self.info.capacity_blocks
+            },
+            prefill_tokens_per_s: load.prefill_tokens_per_s,
+        }
+    }
+}
