@@ -11,6 +11,9 @@
 #   PGO=1 scripts/bench-gateway.sh      # gateway and passthrough both from scripts/build-pgo.sh;
 #                                       # writes the `## gateway, PGO build` section instead
 #   PGO=1 PGO_BIN=DIR scripts/bench-gateway.sh   # reuse what build-pgo.sh printed before
+#   BASELINE_GATEWAY=FILE scripts/bench-gateway.sh  # also runs another gateway binary (an
+#                                       # earlier commit's build) in every round, interleaved,
+#                                       # and reports this gateway against it (before/after)
 #
 # The upstream publishes SmolLM2's tokenizer (taken from a short-lived `replica serve` on
 # the model that scripts/fetch-model.sh provides), so the gateway tokenizes as it would in
@@ -50,7 +53,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-UP=19100; PT=19101; NG=19102; GW=19103; ADM=19104; REP=19105; PC=19106
+UP=19100; PT=19101; NG=19102; GW=19103; ADM=19104; REP=19105; PC=19106; GB=19107; ADMB=19108
 SPEC_ARGS=()
 tokenizer_spec "$WORK/spec.json" "$BIN" "$PROFILE" $REP
 [ -s "$WORK/spec.json" ] && SPEC_ARGS=("$WORK/spec.json")
@@ -79,9 +82,16 @@ NGINX
 nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" & NG_MASTER=$!; PIDS+=($NG_MASTER)
 write_gateway_yaml "$WORK/gateway.yaml" $GW $ADM $UP "$THREADS"
 RUST_LOG=warn "$PROXY_BIN/gateway" --config "$WORK/gateway.yaml" >/dev/null 2>"$WORK/gateway.log" & GW_PID=$!; PIDS+=($GW_PID)
+BASELINE=${BASELINE_GATEWAY:-}
+if [ -n "$BASELINE" ]; then
+  [ -x "$BASELINE" ] || { echo "BASELINE_GATEWAY=$BASELINE: not an executable" >&2; exit 1; }
+  write_gateway_yaml "$WORK/baseline.yaml" $GB $ADMB $UP "$THREADS"
+  RUST_LOG=warn "$BASELINE" --config "$WORK/baseline.yaml" >/dev/null 2>"$WORK/baseline.log" & GB_PID=$!; PIDS+=($GB_PID)
+fi
 for i in $(seq 100); do
   if curl -sf "http://127.0.0.1:$ADM/admin/replicas" | grep -q '"id"' && curl -sf http://127.0.0.1:$PT/ >/dev/null 2>&1 \
-    && curl -sf http://127.0.0.1:$PC/ >/dev/null 2>&1; then break; fi
+    && curl -sf http://127.0.0.1:$PC/ >/dev/null 2>&1 \
+    && { [ -z "$BASELINE" ] || curl -sf "http://127.0.0.1:$ADMB/admin/replicas" | grep -q '"id"'; }; then break; fi
   sleep 0.2
 done
 
@@ -112,7 +122,7 @@ run_wrk() {
 }
 
 # Sanity: every front answers 200.
-for p in $PT $PC $NG $GW; do
+for p in $PT $PC $NG $GW ${BASELINE:+$GB}; do
   code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' -d "$SHORT" http://127.0.0.1:$p/v1/chat/completions)
   [ "$code" = 200 ] || { echo "port $p answered $code" >&2; cat "$WORK/gateway.log" >&2; exit 1; }
 done
@@ -123,11 +133,16 @@ NG_PID=$(pgrep -P "$NG_MASTER" | head -1)
 # rounds; every round is listed under the tables.
 ROUNDS=${ROUNDS:-3}
 : > "$WORK/rounds.txt"
+MEASURES=("D1 1 short.lua $UP $UP_PID"
+  "G8 8 short.lua $GW $GW_PID" "P8 8 short.lua $PT $PT_PID" "C8 8 short.lua $PC $PC_PID" "N8 8 short.lua $NG $NG_PID"
+  "G1 1 short.lua $GW $GW_PID" "P1 1 short.lua $PT $PT_PID" "C1 1 short.lua $PC $PC_PID" "N1 1 short.lua $NG $NG_PID"
+  "GL 8 long.lua $GW $GW_PID" "PL 8 long.lua $PT $PT_PID" "CL 8 long.lua $PC $PC_PID" "NL 8 long.lua $NG $NG_PID")
+if [ -n "$BASELINE" ]; then
+  # The baseline gateway runs right after this one in each measurement's slot.
+  MEASURES+=("B8 8 short.lua $GB $GB_PID" "B1 1 short.lua $GB $GB_PID" "BL 8 long.lua $GB $GB_PID")
+fi
 for round in $(seq "$ROUNDS"); do
-  for m in "D1 1 short.lua $UP $UP_PID" \
-           "G8 8 short.lua $GW $GW_PID" "P8 8 short.lua $PT $PT_PID" "C8 8 short.lua $PC $PC_PID" "N8 8 short.lua $NG $NG_PID" \
-           "G1 1 short.lua $GW $GW_PID" "P1 1 short.lua $PT $PT_PID" "C1 1 short.lua $PC $PC_PID" "N1 1 short.lua $NG $NG_PID" \
-           "GL 8 long.lua $GW $GW_PID" "PL 8 long.lua $PT $PT_PID" "CL 8 long.lua $PC $PC_PID" "NL 8 long.lua $NG $NG_PID"; do
+  for m in "${MEASURES[@]}"; do
     set -- $m
     echo "$round $1 $(run_wrk "$2" "$3" "$4" "$5")" >> "$WORK/rounds.txt"
   done
@@ -157,6 +172,24 @@ RATIOL=$(calc "$GL_RPS / $PL_RPS")
 RATIO8C=$(calc "$G8_RPS / $C8_RPS"); RATIO_ADDC=$(calc "($G1_P50 - $D1_P50) / max($C1_P50 - $D1_P50, 0.001)")
 RATIOLC=$(calc "$GL_RPS / $CL_RPS"); CPU8C=$(calc "$C8_CPU / max($G8_CPU, 0.001)")
 CPU8=$(calc "$P8_CPU / max($G8_CPU, 0.001)"); CPUL=$(calc "$PL_CPU / max($GL_CPU, 0.001)")
+BASELINE_MD=""
+if [ -n "$BASELINE" ]; then
+  B_ADD=$(calc "$B1_P50 - $D1_P50")
+  BRATIO8=$(calc "$B8_RPS / $P8_RPS"); BRATIO_ADD=$(calc "($B1_P50 - $D1_P50) / max($P1_P50 - $D1_P50, 0.001)")
+  BRATIOL=$(calc "$BL_RPS / $PL_RPS")
+  BASELINE_MD=$(cat <<BMD
+
+Before and after, interleaved in the same rounds: "baseline" is \`$BASELINE\`.
+
+| gateway build | req/s c=8 | CPU µs/req c=8 | added p50 c=1 (µs) | req/s long | c=8 ratio | c=1 added-p50 ratio | long ratio |
+|---|---|---|---|---|---|---|---|
+| this build | $G8_RPS | $G8_CPU | $G_ADD | $GL_RPS | $RATIO8 | $RATIO_ADD | $RATIOL |
+| baseline | $B8_RPS | $B8_CPU | $B_ADD | $BL_RPS | $BRATIO8 | $BRATIO_ADD | $BRATIOL |
+
+(ratios against the bare passthrough of the same rounds, as above)
+BMD
+)
+fi
 ROUND_LINES=$(awk '{printf "round %s %s: %s req/s, p50 %s us, %s CPU us/req\n", $1, $2, $3, $4, $5}' "$WORK/rounds.txt")
 SECTION=$(cat <<MD
 ## $TITLE
@@ -193,10 +226,12 @@ Added latency = p50 through the proxy minus p50 straight to the upstream (${D1_P
 - gateway / passthrough req/s at c=8, long body: **$RATIOL** (goal >= 0.5); CPU per request ratio: $CPUL. The system prompt is tokenized once and
   then served from the per-segment token cache (one content hash per request).
 
+$BASELINE_MD
+
 Routing decision for an 8k-token prompt (\`gateway/examples/route_bench.rs\`, 8 replicas, one holding the prefix, p50 µs):
 \`$ROUTE\`
 
-<details><summary>Every round (D1 = straight to the upstream, G/P/C/N = gateway/passthrough/one-send passthrough/nginx, 8/1 = connections, L = long body)</summary>
+<details><summary>Every round (D1 = straight to the upstream, G/P/C/N = gateway/passthrough/one-send passthrough/nginx, B = the baseline gateway when given, 8/1 = connections, L = long body)</summary>
 
 \`\`\`
 $ROUND_LINES
