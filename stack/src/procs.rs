@@ -130,6 +130,11 @@ impl Proc {
         self.child.id()
     }
 
+    /// SIGKILL, then reap it.
+    pub async fn kill(&mut self) {
+        let _ = self.child.kill().await;
+    }
+
     /// SIGINT (the graceful stop of both `replica serve` and `gateway`), then SIGKILL if it
     /// is still running after `grace`. Returns how it ended.
     pub async fn stop(&mut self, grace: Duration) -> String {
