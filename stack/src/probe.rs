@@ -173,7 +173,10 @@ mod tests {
         let head = srv.await.expect("server").to_ascii_lowercase();
         assert!(head.starts_with("post /x http/1.1\r\n"), "{head}");
         assert!(head.contains("authorization: bearer k\r\n"), "{head}");
-        assert!(head.contains("content-type: application/json\r\n"), "{head}");
+        assert!(
+            head.contains("content-type: application/json\r\n"),
+            "{head}"
+        );
 
         let (addr, _srv) =
             serve_once(b"HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\nX-A: b\r\n\r\nno").await;
@@ -198,7 +201,10 @@ mod tests {
         let hold = tokio::spawn(async move { l.accept().await.map(|(s, _)| s) });
         let t0 = std::time::Instant::now();
         let e = request(&addr, "GET", "/", &[], None, Duration::from_millis(300)).await;
-        assert!(matches!(&e, Err(StackError::Http(m)) if m.contains("timed out")), "{e:?}");
+        assert!(
+            matches!(&e, Err(StackError::Http(m)) if m.contains("timed out")),
+            "{e:?}"
+        );
         assert!(t0.elapsed() < Duration::from_secs(3));
         hold.abort();
     }

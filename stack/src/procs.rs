@@ -20,6 +20,8 @@ pub struct Proc {
     /// Its log file.
     pub log: PathBuf,
     child: Child,
+    /// The pid it was started with, kept after it is reaped (for log lines).
+    started_pid: Option<u32>,
 }
 
 fn open_log(path: &Path) -> Result<std::fs::File, StackError> {
@@ -89,6 +91,7 @@ impl Proc {
             Self {
                 name: name.to_string(),
                 log,
+                started_pid: child.id(),
                 child,
             },
             rx,
@@ -123,6 +126,11 @@ impl Proc {
     /// Waits for the process to exit.
     pub async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
         self.child.wait().await
+    }
+
+    /// The pid it was started with, also after it exited (never use it to signal).
+    pub fn started_pid(&self) -> Option<u32> {
+        self.started_pid
     }
 
     /// OS process id (None once reaped).

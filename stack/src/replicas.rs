@@ -311,9 +311,7 @@ fn crashed(slot: &mut Slot, policy: &RestartPolicy, dashboard: &str, now: Instan
                  health: {dashboard}",
                 delay.as_secs_f64()
             ));
-            slot.state = State::Waiting {
-                until: now + delay,
-            };
+            slot.state = State::Waiting { until: now + delay };
             false
         }
         Verdict::GiveUp { crashes } => {
@@ -338,7 +336,8 @@ fn mark_restart(dir: &Path, index: usize) {
 }
 
 fn pid_text(p: &Proc) -> String {
-    p.pid().map_or_else(|| "?".to_string(), |n| n.to_string())
+    p.started_pid()
+        .map_or_else(|| "?".to_string(), |n| n.to_string())
 }
 
 /// The port of `host:port`.

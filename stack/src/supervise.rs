@@ -215,7 +215,10 @@ mod tests {
         let t1 = t0 + Duration::from_secs(100);
         h.started(t1);
         let v = h.crashed(t1 + Duration::from_secs(29));
-        assert!(matches!(v, Verdict::Restart { delay, .. } if delay == ms(4000)), "{v:?}");
+        assert!(
+            matches!(v, Verdict::Restart { delay, .. } if delay == ms(4000)),
+            "{v:?}"
+        );
         // Up for 30 s: back to the first delay.
         let t2 = t1 + Duration::from_secs(40);
         h.started(t2);

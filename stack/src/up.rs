@@ -199,7 +199,8 @@ pub async fn run(args: UpArgs) -> Result<(), StackError> {
     let dashboard = format!("http://127.0.0.1:{admin_port}/dashboard");
     let mut replicas = Replicas::new(spec, policy, dashboard);
     let mut gateway = None;
-    let result = start_and_serve(&args, admin_port, &gateway_bin, &mut replicas, &mut gateway).await;
+    let result =
+        start_and_serve(&args, admin_port, &gateway_bin, &mut replicas, &mut gateway).await;
     if let Err(e) = &result {
         say(format!("error: {e}"));
     }

@@ -22,6 +22,9 @@ const BACK_WITHIN: Duration = Duration::from_secs(20);
 /// Requests started this long after the kill must all succeed.
 const GRACE: Duration = Duration::from_millis(500);
 const CLIENTS: usize = 4;
+/// Each client sends at most one request per this period: 8 requests/s in all, under the
+/// dev tenant's 600 requests/minute.
+const PACE: Duration = Duration::from_millis(500);
 const KEY: &str = "sk-warmpath-restarttest";
 
 /// One request of the load.
@@ -37,11 +40,11 @@ struct Outcome {
 
 /// A chat completion through the gateway; streaming ones must end with `[DONE]` and carry
 /// no error event.
-fn chat(addr: &str, stream: bool, n: usize) -> Outcome {
+fn chat(addr: &str, model: &str, stream: bool, n: usize) -> Outcome {
     let body = serde_json::json!({
-        "model": "dummy-tiny",
+        "model": model,
         "messages": [{"role": "user", "content": format!("request {n}: say something short")}],
-        "max_tokens": 8, "temperature": 0, "stream": stream,
+        "max_tokens": 64, "temperature": 0, "stream": stream,
     })
     .to_string();
     let auth = format!("Bearer {KEY}");
@@ -78,7 +81,7 @@ fn chat(addr: &str, stream: bool, n: usize) -> Outcome {
     }
 }
 
-/// Client threads sending requests back to back until stopped.
+/// Client threads sending paced requests until stopped.
 struct Load {
     stop: Arc<AtomicBool>,
     in_flight: Arc<AtomicUsize>,
@@ -87,22 +90,29 @@ struct Load {
 }
 
 impl Load {
-    fn start(addr: &str) -> Self {
+    fn start(addr: &str, model: &str) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let in_flight = Arc::new(AtomicUsize::new(0));
         let done = Arc::new(Mutex::new(Vec::new()));
         let threads = (0..CLIENTS)
             .map(|c| {
-                let (addr, stop, in_flight, done) =
-                    (addr.to_string(), stop.clone(), in_flight.clone(), done.clone());
+                let (addr, model, stop, in_flight, done) = (
+                    addr.to_string(),
+                    model.to_string(),
+                    stop.clone(),
+                    in_flight.clone(),
+                    done.clone(),
+                );
                 std::thread::spawn(move || {
                     let mut n = c;
                     while !stop.load(Ordering::Acquire) {
                         in_flight.fetch_add(1, Ordering::AcqRel);
-                        let o = chat(&addr, n % 2 == 0, n);
+                        let o = chat(&addr, &model, n % 2 == 0, n);
                         in_flight.fetch_sub(1, Ordering::AcqRel);
+                        let next = o.start + PACE;
                         done.lock().unwrap().push(o);
                         n += CLIENTS;
+                        std::thread::sleep(next.saturating_duration_since(Instant::now()));
                     }
                 })
             })
@@ -136,13 +146,33 @@ fn listening(text: &str, index: usize) -> Option<(String, u32)> {
     let rest = line.split(&marker).nth(1)?;
     let addr = rest.split_whitespace().next()?.to_string();
     let pid = rest.split("(pid ").nth(1)?;
-    let pid = pid.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()?;
+    let pid = pid
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()?;
     Some((addr, pid))
 }
 
 /// The gateway's id of the replica at `addr` (`rN`, as in `x-warmpath-replica`) and its
 /// health state, from `/admin/replicas`.
 fn replica_state(admin: &str, addr: &str) -> (String, String) {
+    let r = replica_entry(admin, addr);
+    (
+        format!("r{}", r["id"]),
+        r["health"]["state"].as_str().unwrap_or("").to_string(),
+    )
+}
+
+/// The blocks the gateway's prefix index holds for the replica at `addr`.
+fn indexed_blocks(admin: &str, addr: &str) -> u64 {
+    replica_entry(admin, addr)["indexed_blocks"]
+        .as_u64()
+        .unwrap()
+}
+
+/// `/admin/replicas`'s entry of the replica at `addr`.
+fn replica_entry(admin: &str, addr: &str) -> serde_json::Value {
     let v = block_on(probe::get(admin, "/admin/replicas"))
         .unwrap()
         .json()
@@ -154,20 +184,16 @@ fn replica_state(admin: &str, addr: &str) -> (String, String) {
         .find(|r| r["url"] == format!("http://{addr}"))
         .unwrap_or_else(|| panic!("{addr} not registered: {v}"))
         .clone();
-    (
-        format!("r{}", r["id"]),
-        r["health"]["state"].as_str().unwrap_or("").to_string(),
-    )
+    r
 }
 
-/// The gateway's `kv_event_messages_total{observation="new_epoch"}`.
-fn new_epochs(admin: &str) -> u64 {
-    let text = String::from_utf8(block_on(probe::get(admin, "/metrics")).unwrap().body).unwrap();
-    text.lines()
-        .filter(|l| l.contains("kv_event_messages_total") && l.contains("\"new_epoch\""))
-        .filter_map(|l| l.split_whitespace().last()?.parse::<f64>().ok())
-        .map(|v| v as u64)
-        .sum()
+/// The model the replicas serve, as the gateway lists it.
+fn model_of(admin: &str) -> String {
+    let v = block_on(probe::get(admin, "/admin/replicas"))
+        .unwrap()
+        .json()
+        .unwrap();
+    v["replicas"][0]["model"].as_str().unwrap().to_string()
 }
 
 fn start_stack(extra: &[&str]) -> (Stack, u16, String) {
@@ -191,7 +217,12 @@ fn start_stack(extra: &[&str]) -> (Stack, u16, String) {
     let mut stack = Stack::start(&args);
     let banner = stack.read_until("Press Ctrl-C", BANNER_TIMEOUT);
     stack.record_children();
-    assert_eq!(stack.kids.len(), 3, "2 replicas + gateway: {:?}", stack.kids);
+    assert_eq!(
+        stack.kids.len(),
+        3,
+        "2 replicas + gateway: {:?}",
+        stack.kids
+    );
     (stack, port, banner)
 }
 
@@ -215,10 +246,15 @@ fn killed_replica_is_restarted_while_the_gateway_keeps_serving() {
         .unwrap();
     let help = String::from_utf8_lossy(&help.stdout);
     for want in ["Exit status", "3  the gateway exited", "--restart-limit"] {
-        assert!(help.contains(want), "`warmpath up --help` lacks {want:?}:\n{help}");
+        assert!(
+            help.contains(want),
+            "`warmpath up --help` lacks {want:?}:\n{help}"
+        );
     }
 
-    let (mut stack, port, banner) = start_stack(&[]);
+    // Round robin: the prefix-aware default rightly keeps a light load on the replica that
+    // holds its shared prefix, so a restarted (cold) replica could wait long for a request.
+    let (mut stack, port, banner) = start_stack(&["--policy", "round_robin"]);
     let addr = format!("127.0.0.1:{port}");
     let admin = format!("127.0.0.1:{}", port + 1);
     assert!(
@@ -228,10 +264,9 @@ fn killed_replica_is_restarted_while_the_gateway_keeps_serving() {
     let (victim_addr, victim_pid) = listening(&banner, 1).expect("replica 1's pid");
     let (victim_id, state) = replica_state(&admin, &victim_addr);
     assert_eq!(state, "healthy");
-    let epochs_before = new_epochs(&admin);
 
     // Steady load until both replicas have served.
-    let load = Load::start(&addr);
+    let load = Load::start(&addr, &model_of(&admin));
     let warm_until = Instant::now() + Duration::from_secs(20);
     while !load
         .outcomes()
@@ -242,6 +277,8 @@ fn killed_replica_is_restarted_while_the_gateway_keeps_serving() {
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_millis(500));
+    let blocks_before = indexed_blocks(&admin, &victim_addr);
+    assert!(blocks_before > 0, "nothing indexed for {victim_id}");
 
     let killed_at = Instant::now();
     let in_flight = load.in_flight.load(Ordering::Acquire);
@@ -253,14 +290,24 @@ fn killed_replica_is_restarted_while_the_gateway_keeps_serving() {
     let relistened = killed_at.elapsed();
     assert_eq!(new_addr, victim_addr, "restarted on another port:\n{text}");
     assert_ne!(new_pid, victim_pid);
-    assert!(text.contains(&format!("http://{admin}/dashboard")), "{text}");
     assert!(
-        text.contains(&format!("replica 1 (port {}", victim_addr.rsplit(':').next().unwrap())),
+        text.contains(&format!("http://{admin}/dashboard")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "replica 1 (port {}",
+            victim_addr.rsplit(':').next().unwrap()
+        )),
         "the exit line names the replica and its port:\n{text}"
     );
     stack.record_children();
     let relisten_at = killed_at + relistened;
+    // The gateway's index follows the new process (a snapshot in a fresh epoch replaces the
+    // old process's blocks): the count drops below what the dead process had.
+    let mut fewest_blocks = u64::MAX;
     let serving_at = loop {
+        fewest_blocks = fewest_blocks.min(indexed_blocks(&admin, &victim_addr));
         let served = load
             .outcomes()
             .iter()
@@ -276,13 +323,16 @@ fn killed_replica_is_restarted_while_the_gateway_keeps_serving() {
             BACK_WITHIN.as_secs(),
             replica_state(&admin, &victim_addr)
         );
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(50));
     };
     let back_after = serving_at - killed_at;
     assert_eq!(replica_state(&admin, &victim_addr).1, "healthy");
-    assert!(start_time(victim_pid).is_none(), "the killed replica is gone");
-    // A little more load on both replicas after the restart.
-    std::thread::sleep(Duration::from_secs(1));
+    assert!(
+        start_time(victim_pid).is_none(),
+        "the killed replica is gone"
+    );
+    // More load on both replicas after the restart.
+    std::thread::sleep(Duration::from_secs(3));
     let outcomes = load.finish();
 
     let failed: Vec<&Outcome> = outcomes.iter().filter(|o| !o.ok).collect();
@@ -296,42 +346,49 @@ fn killed_replica_is_restarted_while_the_gateway_keeps_serving() {
         "{} failures, {in_flight} in flight at the kill: {failed:#?}",
         failed.len()
     );
-    assert!(late.is_empty(), "requests sent after the kill failed: {late:#?}");
+    assert!(
+        late.is_empty(),
+        "requests sent after the kill failed: {:?}",
+        late.iter().map(|o| &o.detail).collect::<Vec<_>>()
+    );
     let after_restart = outcomes
         .iter()
         .filter(|o| o.start >= serving_at && o.replica.as_deref() == Some(&victim_id))
         .count();
     assert!(after_restart >= 1);
-    // The gateway followed the restart's fresh KV event epoch.
-    let epochs = new_epochs(&admin);
     assert!(
-        epochs > epochs_before,
-        "no new KV event epoch seen ({epochs_before} -> {epochs})"
+        fewest_blocks < blocks_before,
+        "the index kept the dead process's {blocks_before} blocks (fewest seen {fewest_blocks})"
     );
 
     stop_cleanly(stack);
-    assert!(start_time(new_pid).is_none(), "the restarted replica still runs");
+    assert!(
+        start_time(new_pid).is_none(),
+        "the restarted replica still runs"
+    );
     eprintln!(
         "replica restart: {} requests ({} streaming), {} failed ({in_flight} in flight at the kill), \
          replica listening again after {:.2} s, serving again after {:.2} s ({after_restart} \
-         requests on it since), new KV epochs {}",
+         requests on it since), its indexed blocks {blocks_before} before the kill, {fewest_blocks} \
+         fewest after the restart",
         outcomes.len(),
         outcomes.iter().filter(|o| o.stream).count(),
         failed.len(),
         relistened.as_secs_f64(),
         back_after.as_secs_f64(),
-        epochs - epochs_before
     );
 }
 
 #[test]
 fn crashing_replica_is_given_up_and_the_gateway_exit_stops_the_stack() {
-    let (mut stack, port, banner) = start_stack(&["--restart-limit", "2", "--restart-backoff-ms", "100"]);
+    let (mut stack, port, banner) =
+        start_stack(&["--restart-limit", "2", "--restart-backoff-ms", "100"]);
     let addr = format!("127.0.0.1:{port}");
     let admin = format!("127.0.0.1:{}", port + 1);
     let (a0, _) = listening(&banner, 0).unwrap();
     let (_, first) = listening(&banner, 1).unwrap();
     let (r0, _) = replica_state(&admin, &a0);
+    let model = model_of(&admin);
 
     kill(Pid::from_raw(first as i32), Signal::SIGKILL).unwrap();
     let text = stack.read_until("replica 1 listening on", BACK_WITHIN);
@@ -344,11 +401,14 @@ fn crashing_replica_is_given_up_and_the_gateway_exit_stops_the_stack() {
 
     // The stack serves on replica 0 alone.
     for n in 0..6 {
-        let o = chat(&addr, n % 2 == 1, n);
+        let o = chat(&addr, &model, n % 2 == 1, n);
         assert!(o.ok, "request {n} failed after the give-up: {o:?}");
         assert_eq!(o.replica.as_deref(), Some(r0.as_str()), "{o:?}");
     }
-    assert!(stack.child.try_wait().unwrap().is_none(), "warmpath stopped");
+    assert!(
+        stack.child.try_wait().unwrap().is_none(),
+        "warmpath stopped"
+    );
 
     // The gateway's exit stops the stack with status 3 and stops replica 0.
     stack.record_children();
@@ -357,11 +417,14 @@ fn crashing_replica_is_given_up_and_the_gateway_exit_stops_the_stack() {
         .iter()
         .map(|k| k.0)
         .find(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "gateway")
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim() == "gateway")
         })
         .expect("the gateway's pid");
     kill(Pid::from_raw(gw as i32), Signal::SIGKILL).unwrap();
-    let status = stack.wait(STOP_TIMEOUT).expect("warmpath exits after the gateway died");
+    let status = stack
+        .wait(STOP_TIMEOUT)
+        .expect("warmpath exits after the gateway died");
     assert_eq!(status.code(), Some(3), "{status}");
     let live = stack.live_children();
     assert!(live.is_empty(), "children still running: {live:?}");

@@ -202,4 +202,3 @@ impl Drop for Stack {
         }
     }
 }
-
