@@ -50,6 +50,16 @@ pub enum StackError {
         /// The end of the log.
         tail: String,
     },
+    /// The gateway exited while the stack was serving (this stops the stack).
+    #[error("the gateway exited ({status}) while serving; last lines of {}:\n{tail}", log.display())]
+    GatewayExited {
+        /// Its exit status.
+        status: String,
+        /// Its log file.
+        log: PathBuf,
+        /// The end of the log.
+        tail: String,
+    },
     /// A process did not become ready in time.
     #[error("{what} was not ready after {secs} s; last lines of {}:\n{tail}", log.display())]
     NotReady {
@@ -75,7 +85,20 @@ pub enum StackError {
     },
 }
 
+/// Exit status of `warmpath up` when it could not start the stack.
+pub const EXIT_START_FAILED: u8 = 1;
+/// Exit status of `warmpath up` when the gateway exited while serving.
+pub const EXIT_GATEWAY_EXITED: u8 = 3;
+
 impl StackError {
+    /// The exit status `warmpath` ends with after this error (see `warmpath up --help`).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            StackError::GatewayExited { .. } => EXIT_GATEWAY_EXITED,
+            _ => EXIT_START_FAILED,
+        }
+    }
+
     /// An I/O error with context.
     pub fn io(what: impl Into<String>, source: std::io::Error) -> Self {
         StackError::Io {

@@ -6,17 +6,35 @@
 //! registered and healthy, prints the endpoint, a curl example, the dashboard URL and the
 //! API key, and stops everything it started on Ctrl-C, SIGTERM or SIGHUP.
 //!
+//! While it serves, a replica that exits is a fault to survive: `warmpath` logs its exit
+//! status and the end of its log and restarts it on the same port after a capped
+//! exponential backoff (0.5 s doubling to 10 s by default, reset after 30 s up), giving up
+//! on it only after 5 crashes within 60 s (`--restart-*` flags). The gateway ejects the
+//! dead replica, serves on the others, and re-admits the restarted one once its health
+//! probe passes. Only the gateway's exit or a stop signal stops the stack.
+//!
+//! Exit status: 0 stopped by a signal, 1 could not start, 2 command-line usage error, 3
+//! the gateway exited while serving ([`up::EXIT_CODES`]).
+//!
 //! # Layout
 //! - [`up`]: the command ([`up::UpArgs`], [`up::run`]).
+//! - [`replicas`]: the replica processes, supervised and restarted.
+//! - [`supervise`]: the restart policy (backoff, giving up) as pure logic.
 //! - [`config`]: the generated gateway config and API keys.
 //! - [`procs`]: child processes (own process group, log files, SIGINT then SIGKILL).
-//! - [`probe`]: a minimal loopback HTTP client for readiness checks.
+//! - [`signals`]: the stop signals.
+//! - [`probe`]: a loopback HTTP client (hyper) for readiness checks.
+//! - [`console`]: progress lines on stdout.
 //! - [`error`]: the crate's error type, [`StackError`].
 
 pub mod config;
+pub mod console;
 pub mod error;
 pub mod probe;
 pub mod procs;
+pub mod replicas;
+pub mod signals;
+pub mod supervise;
 pub mod up;
 
 pub use error::StackError;

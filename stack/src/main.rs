@@ -14,6 +14,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Start the gateway and N CPU replicas on 127.0.0.1 until Ctrl-C.
+    #[command(after_help = up::EXIT_CODES)]
     Up(UpArgs),
 }
 
@@ -35,6 +36,6 @@ fn main() -> std::process::ExitCode {
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(_) => std::process::ExitCode::FAILURE,
+        Err(e) => std::process::ExitCode::from(e.exit_code()),
     }
 }

@@ -1,11 +1,15 @@
-//! A minimal HTTP/1.1 client for loopback health checks: one request per connection.
+//! A loopback HTTP client for readiness checks, on hyper's HTTP/1.1 client: one request
+//! per connection, the whole body read (hyper removes any chunked framing).
 
 use crate::error::StackError;
+use bytes::Bytes;
+use http::header::{CONTENT_TYPE, HOST};
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// A response: status and de-chunked body.
+/// A response: status, headers and the whole body.
 #[derive(Clone, Debug)]
 pub struct Reply {
     /// Status code.
@@ -36,7 +40,8 @@ impl Reply {
     }
 }
 
-/// Sends `method path` to `addr` (`127.0.0.1:PORT`) with optional JSON body and headers.
+/// Sends `method path` to `addr` (`127.0.0.1:PORT`) with optional JSON body and headers;
+/// the whole exchange (connect, request, body) must finish within `timeout`.
 pub async fn request(
     addr: &str,
     method: &str,
@@ -45,64 +50,73 @@ pub async fn request(
     body: Option<&str>,
     timeout: Duration,
 ) -> Result<Reply, StackError> {
-    let fut = async {
-        let mut s = TcpStream::connect(addr)
-            .await
-            .map_err(|e| StackError::Http(format!("connect {addr}: {e}")))?;
-        let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-        for (k, v) in headers {
-            req.push_str(&format!("{k}: {v}\r\n"));
-        }
-        if let Some(b) = body {
-            req.push_str(&format!(
-                "Content-Type: application/json\r\nContent-Length: {}\r\n",
-                b.len()
-            ));
-        }
-        req.push_str("\r\n");
-        req.push_str(body.unwrap_or(""));
-        s.write_all(req.as_bytes())
-            .await
-            .map_err(|e| StackError::Http(format!("write {addr}: {e}")))?;
-        let mut raw = Vec::new();
-        s.read_to_end(&mut raw)
-            .await
-            .map_err(|e| StackError::Http(format!("read {addr}: {e}")))?;
-        parse(&raw)
-    };
-    tokio::time::timeout(timeout, fut)
+    tokio::time::timeout(timeout, exchange(addr, method, path, headers, body))
         .await
         .map_err(|_| StackError::Http(format!("{method} {addr}{path}: timed out")))?
 }
 
-/// `GET path`.
+/// `GET path`, within 5 s.
 pub async fn get(addr: &str, path: &str) -> Result<Reply, StackError> {
     request(addr, "GET", path, &[], None, Duration::from_secs(5)).await
 }
 
-fn parse(raw: &[u8]) -> Result<Reply, StackError> {
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| StackError::Http("no response header".into()))?;
-    let head = String::from_utf8_lossy(&raw[..split]);
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| StackError::Http(format!("bad status line in {head:?}")))?;
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    let mut body = raw[split + 4..].to_vec();
-    if headers
-        .iter()
-        .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"))
-    {
-        body = dechunk(&body);
+async fn exchange(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> Result<Reply, StackError> {
+    let fail = |what: &str, e: &dyn std::fmt::Display| {
+        StackError::Http(format!("{what} {method} {addr}{path}: {e}"))
+    };
+    let mut req = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header(HOST, addr);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
     }
+    if body.is_some() {
+        req = req.header(CONTENT_TYPE, "application/json");
+    }
+    let req = req
+        .body(Full::new(Bytes::copy_from_slice(
+            body.unwrap_or_default().as_bytes(),
+        )))
+        .map_err(|e| fail("build", &e))?;
+    let stream = TcpStream::connect(addr)
+        .await
+        .map_err(|e| fail("connect", &e))?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| fail("handshake", &e))?;
+    // The connection task ends with the exchange (the sender and body are dropped).
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let resp = sender
+        .send_request(req)
+        .await
+        .map_err(|e| fail("send", &e))?;
+    let status = resp.status().as_u16();
+    let headers = resp
+        .headers()
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.as_str().to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| fail("read", &e))?
+        .to_bytes()
+        .to_vec();
     Ok(Reply {
         status,
         headers,
@@ -110,35 +124,88 @@ fn parse(raw: &[u8]) -> Result<Reply, StackError> {
     })
 }
 
-fn dechunk(mut b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    while let Some(eol) = b.windows(2).position(|w| w == b"\r\n") {
-        let size = std::str::from_utf8(&b[..eol])
-            .ok()
-            .and_then(|s| usize::from_str_radix(s.split(';').next().unwrap_or("").trim(), 16).ok())
-            .unwrap_or(0);
-        b = &b[eol + 2..];
-        if size == 0 || b.len() < size {
-            break;
-        }
-        out.extend_from_slice(&b[..size]);
-        b = b.get(size + 2..).unwrap_or(&[]);
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
 
-    #[test]
-    fn parses_chunked_and_plain_bodies() {
-        let r = parse(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n")
-            .unwrap();
+    /// A one-shot server on a free loopback port: reads one request head, answers `raw`,
+    /// and hands back what it read.
+    async fn serve_once(raw: &'static [u8]) -> (String, tokio::task::JoinHandle<String>) {
+        let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = l.local_addr().expect("addr").to_string();
+        let task = tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.expect("accept");
+            let mut got = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = s.read(&mut buf).await.expect("read");
+                if n == 0 {
+                    break;
+                }
+                got.extend_from_slice(&buf[..n]);
+            }
+            s.write_all(raw).await.expect("write");
+            s.shutdown().await.expect("shutdown");
+            String::from_utf8_lossy(&got).into_owned()
+        });
+        (addr, task)
+    }
+
+    #[tokio::test]
+    async fn reads_chunked_and_plain_bodies_and_sends_headers() {
+        let (addr, srv) = serve_once(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+        )
+        .await;
+        let r = request(
+            &addr,
+            "POST",
+            "/x",
+            &[("Authorization", "Bearer k")],
+            Some("{}"),
+            Duration::from_secs(5),
+        )
+        .await
+        .expect("reply");
         assert_eq!((r.status, r.body.as_slice()), (200, &b"abcde"[..]));
-        let r = parse(b"HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\nX-A: b\r\n\r\nno").unwrap();
+        let head = srv.await.expect("server").to_ascii_lowercase();
+        assert!(head.starts_with("post /x http/1.1\r\n"), "{head}");
+        assert!(head.contains("authorization: bearer k\r\n"), "{head}");
+        assert!(
+            head.contains("content-type: application/json\r\n"),
+            "{head}"
+        );
+
+        let (addr, _srv) =
+            serve_once(b"HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\nX-A: b\r\n\r\nno").await;
+        let r = get(&addr, "/").await.expect("reply");
         assert_eq!((r.status, r.body.as_slice()), (404, &b"no"[..]));
         assert_eq!(r.header("x-a"), Some("b"));
-        assert!(parse(b"garbage").is_err());
+    }
+
+    #[tokio::test]
+    async fn garbage_refusal_and_silence_are_errors() {
+        let (addr, _srv) = serve_once(b"garbage\r\n\r\n").await;
+        assert!(get(&addr, "/").await.is_err());
+        // A port with nothing listening: bind, note the port, close.
+        let closed = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            l.local_addr().expect("addr").to_string()
+        };
+        assert!(get(&closed, "/").await.is_err());
+        // A server that accepts and never answers: the timeout ends the exchange.
+        let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = l.local_addr().expect("addr").to_string();
+        let hold = tokio::spawn(async move { l.accept().await.map(|(s, _)| s) });
+        let t0 = std::time::Instant::now();
+        let e = request(&addr, "GET", "/", &[], None, Duration::from_millis(300)).await;
+        assert!(
+            matches!(&e, Err(StackError::Http(m)) if m.contains("timed out")),
+            "{e:?}"
+        );
+        assert!(t0.elapsed() < Duration::from_secs(3));
+        hold.abort();
     }
 }

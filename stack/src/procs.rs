@@ -20,6 +20,8 @@ pub struct Proc {
     /// Its log file.
     pub log: PathBuf,
     child: Child,
+    /// The pid it was started with, kept after it is reaped (for log lines).
+    started_pid: Option<u32>,
 }
 
 fn open_log(path: &Path) -> Result<std::fs::File, StackError> {
@@ -89,6 +91,7 @@ impl Proc {
             Self {
                 name: name.to_string(),
                 log,
+                started_pid: child.id(),
                 child,
             },
             rx,
@@ -125,9 +128,19 @@ impl Proc {
         self.child.wait().await
     }
 
+    /// The pid it was started with, also after it exited (never use it to signal).
+    pub fn started_pid(&self) -> Option<u32> {
+        self.started_pid
+    }
+
     /// OS process id (None once reaped).
     pub fn pid(&self) -> Option<u32> {
         self.child.id()
+    }
+
+    /// SIGKILL, then reap it.
+    pub async fn kill(&mut self) {
+        let _ = self.child.kill().await;
     }
 
     /// SIGINT (the graceful stop of both `replica serve` and `gateway`), then SIGKILL if it

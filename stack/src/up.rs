@@ -1,15 +1,33 @@
 //! `warmpath up`: start N replicas and the gateway on loopback, wait until all are
-//! healthy, print how to use them, and stop everything on Ctrl-C / SIGTERM / SIGHUP.
+//! healthy, print how to use them, then supervise: a replica that exits is restarted
+//! ([`crate::replicas`]); the gateway's exit, Ctrl-C, SIGTERM or SIGHUP stop everything.
+//!
+//! Exit status: 0 after a stop signal, 1 when the stack could not start, 2 on a
+//! command-line usage error, 3 when the gateway exited while serving ([`EXIT_CODES`]).
 
 use crate::config::{generate_api_key, random_hex, StackConfig, DEV_TENANT};
-use crate::error::StackError;
+use crate::console::{out, say};
+use crate::error::{log_tail, StackError};
 use crate::probe;
 use crate::procs::Proc;
+use crate::replicas::{ReplicaSpec, Replicas};
+use crate::signals::{stopped, Stops};
+use crate::supervise::RestartArgs;
 use clap::Args;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use tokio::signal::unix::{signal, SignalKind};
-use tokio::sync::oneshot;
+
+/// The exit statuses of `warmpath up`, as `--help` shows them.
+pub const EXIT_CODES: &str = "\
+Replicas that exit are restarted on the same port (see --restart-*); only the gateway's \
+exit or a stop signal stops the stack. Replica health: the dashboard, \
+http://127.0.0.1:<admin port>/dashboard.
+
+Exit status:
+  0  stopped by Ctrl-C, SIGTERM or SIGHUP
+  1  could not start (bad flag value, missing binary, port in use, a process failed to start)
+  2  command-line usage error
+  3  the gateway exited while serving";
 
 /// First replica start: may include fetching the default model.
 const FIRST_REPLICA_TIMEOUT: Duration = Duration::from_secs(600);
@@ -19,6 +37,8 @@ const REPLICA_TIMEOUT: Duration = Duration::from_secs(180);
 const GATEWAY_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a stopping process may take before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(10);
+/// How often the serving loop checks the processes.
+const SUPERVISE_EVERY: Duration = Duration::from_millis(250);
 
 /// Flags of `warmpath up`.
 #[derive(Args, Clone, Debug)]
@@ -45,6 +65,9 @@ pub struct UpArgs {
     /// Compute threads per replica (0 = the machine's cores divided among the replicas).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
+    /// When to restart a replica that exited.
+    #[command(flatten)]
+    pub restart: RestartArgs,
 }
 
 /// Where the sibling binaries are: next to the running executable.
@@ -75,68 +98,6 @@ fn check_port(port: u16, what: &'static str, flag: &'static str) -> Result<(), S
     std::net::TcpListener::bind(("127.0.0.1", port))
         .map(drop)
         .map_err(|_| StackError::PortInUse { port, what, flag })
-}
-
-/// Prints a progress line on stdout, flushed. Errors are ignored: a closed stdout (the
-/// reader of a pipe went away) must not panic `warmpath` before it stops its children.
-fn say(msg: impl std::fmt::Display) {
-    out(&format!("warmpath: {msg}"));
-}
-
-/// Writes `text` and a newline to stdout and flushes, ignoring errors (see [`say`]).
-fn out(text: &str) {
-    use std::io::Write;
-    let mut o = std::io::stdout().lock();
-    let _ = writeln!(o, "{text}");
-    let _ = o.flush();
-}
-
-fn spawn_replica(
-    bin: &Path,
-    index: usize,
-    model: &str,
-    threads: usize,
-    dir: &Path,
-) -> Result<(Proc, oneshot::Receiver<String>), StackError> {
-    let mut args = vec!["serve".to_string()];
-    if !model.is_empty() {
-        args.extend(["--model".to_string(), model.to_string()]);
-    }
-    args.extend(["--port", "0", "--threads"].map(String::from));
-    args.push(threads.to_string());
-    let log = dir.join(format!("replica-{index}.log"));
-    let (p, rx) = Proc::spawn(&format!("replica {index}"), bin, &args, log, true)?;
-    let rx = rx.ok_or_else(|| StackError::Http("replica stdout not captured".into()))?;
-    Ok((p, rx))
-}
-
-/// Waits for the replica's `listening on ADDR` line; returns ADDR.
-async fn wait_listening(
-    p: &mut Proc,
-    rx: oneshot::Receiver<String>,
-    timeout: Duration,
-) -> Result<String, StackError> {
-    let started = Instant::now();
-    let mut rx = Box::pin(rx);
-    loop {
-        tokio::select! {
-            addr = &mut rx => return match addr {
-                Ok(a) => Ok(a),
-                Err(_) => {
-                    let status = p.wait().await.map_err(|e| StackError::io("wait replica", e))?;
-                    Err(p.exited(status))
-                }
-            },
-            _ = tokio::time::sleep(Duration::from_millis(500)) => {
-                if let Some(s) = p.try_exited() {
-                    return Err(p.exited(s));
-                }
-                if started.elapsed() > timeout {
-                    return Err(p.not_ready(timeout));
-                }
-            }
-        }
-    }
 }
 
 /// Waits until the gateway answers `/health` and lists `n` healthy replicas.
@@ -182,6 +143,7 @@ pub fn banner(cfg: &StackConfig, model: &str, n: usize, logs: &Path) -> String {
          \x20 metrics    http://127.0.0.1:{admin}/metrics\n\
          \x20 API key    {key}   (tenant \"{tenant}\")\n\
          \x20 logs       {logs}\n\n\
+         Replicas that exit are restarted; watch their health on the dashboard.\n\n\
          Try it (run it twice: the second answer reports cached prompt tokens):\n\n\
          \x20 curl -s http://127.0.0.1:{port}/v1/chat/completions \\\n\
          \x20   -H 'Authorization: Bearer {key}' -H 'Content-Type: application/json' \\\n\
@@ -197,11 +159,13 @@ pub fn banner(cfg: &StackConfig, model: &str, n: usize, logs: &Path) -> String {
     )
 }
 
-/// Runs `warmpath up` until a stop signal or a process failure.
+/// Runs `warmpath up` until a stop signal, a startup failure or the gateway's exit. A
+/// replica's exit is not among them: [`Replicas`] restarts it.
 pub async fn run(args: UpArgs) -> Result<(), StackError> {
     if args.replicas == 0 || args.replicas > 64 {
         return Err(StackError::Args("--replicas must be in 1..=64".into()));
     }
+    let policy = args.restart.policy().map_err(StackError::Args)?;
     let admin_port = match args.admin_port {
         Some(p) => p,
         None => args.port.checked_add(1).ok_or_else(|| {
@@ -219,33 +183,33 @@ pub async fn run(args: UpArgs) -> Result<(), StackError> {
     let dir = std::env::temp_dir().join(format!("warmpath-up-{}", std::process::id()));
     std::fs::create_dir_all(&dir)
         .map_err(|e| StackError::io(format!("create {}", dir.display()), e))?;
-    let model = args.model.clone().unwrap_or_default();
     let threads = if args.threads > 0 {
         args.threads
     } else {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         (cores / args.replicas).max(1)
     };
-    let mut procs: Vec<Proc> = Vec::new();
-    let result = start_and_wait(
-        &args,
-        admin_port,
-        &model,
+    let spec = ReplicaSpec {
+        bin: replica_bin,
+        model: args.model.clone().unwrap_or_default(),
         threads,
-        &replica_bin,
-        &gateway_bin,
-        &dir,
-        &mut procs,
-    )
-    .await;
+        dir: dir.clone(),
+        ready_timeout: REPLICA_TIMEOUT,
+    };
+    let dashboard = format!("http://127.0.0.1:{admin_port}/dashboard");
+    let mut replicas = Replicas::new(spec, policy, dashboard);
+    let mut gateway = None;
+    let result =
+        start_and_serve(&args, admin_port, &gateway_bin, &mut replicas, &mut gateway).await;
     if let Err(e) = &result {
         say(format!("error: {e}"));
     }
     say("stopping");
-    for p in procs.iter_mut().rev() {
-        let how = p.stop(STOP_GRACE).await;
-        say(format!("{}: {how}", p.name));
+    if let Some(gw) = gateway.as_mut() {
+        let how = gw.stop(STOP_GRACE).await;
+        say(format!("{}: {how}", gw.name));
     }
+    replicas.stop_all(STOP_GRACE).await;
     if result.is_ok() {
         let _ = std::fs::remove_dir_all(&dir);
     } else {
@@ -254,18 +218,15 @@ pub async fn run(args: UpArgs) -> Result<(), StackError> {
     result
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn start_and_wait(
+async fn start_and_serve(
     args: &UpArgs,
     admin_port: u16,
-    model: &str,
-    threads: usize,
-    replica_bin: &Path,
     gateway_bin: &Path,
-    dir: &Path,
-    procs: &mut Vec<Proc>,
+    replicas: &mut Replicas,
+    gateway: &mut Option<Proc>,
 ) -> Result<(), StackError> {
     let mut stop = Stops::install()?;
+    let (model, dir) = (&replicas.spec().model, replicas.spec().dir.clone());
     if model.is_empty() && !default_model_path().is_file() {
         say(format!(
             "fetching SmolLM2-135M-Instruct (Q4_1, ~90 MB, first run only) into {}",
@@ -275,27 +236,24 @@ async fn start_and_wait(
     say(format!(
         "starting {} replica(s) ({} thread(s) each), logs in {}",
         args.replicas,
-        threads,
+        replicas.spec().threads,
         dir.display()
     ));
     // The first replica alone (it fetches the default model if needed), then the rest.
     let mut urls = Vec::new();
-    let (p, rx) = spawn_replica(replica_bin, 0, model, threads, dir)?;
-    procs.push(p);
+    let rx = replicas.launch()?;
     let first_addr = tokio::select! {
-        r = wait_listening(&mut procs[0], rx, FIRST_REPLICA_TIMEOUT) => r?,
+        r = replicas.wait_ready(0, rx, FIRST_REPLICA_TIMEOUT) => r?,
         sig = stop.recv() => return stopped(sig),
     };
     urls.push(format!("http://{first_addr}"));
     let mut pending = Vec::new();
-    for i in 1..args.replicas {
-        let (p, rx) = spawn_replica(replica_bin, i, model, threads, dir)?;
-        procs.push(p);
-        pending.push(rx);
+    for _ in 1..args.replicas {
+        pending.push(replicas.launch()?);
     }
     for (i, rx) in pending.into_iter().enumerate() {
         let addr = tokio::select! {
-            r = wait_listening(&mut procs[i + 1], rx, REPLICA_TIMEOUT) => r?,
+            r = replicas.wait_ready(i + 1, rx, REPLICA_TIMEOUT) => r?,
             sig = stop.recv() => return stopped(sig),
         };
         urls.push(format!("http://{addr}"));
@@ -322,59 +280,28 @@ async fn start_and_wait(
         dir.join("gateway.log"),
         false,
     )?;
-    procs.push(gw);
+    let gw = gateway.insert(gw);
     let addr = format!("127.0.0.1:{}", args.port);
     let admin = format!("127.0.0.1:{admin_port}");
-    let n = procs.len() - 1;
-    let gw = procs
-        .last_mut()
-        .ok_or_else(|| StackError::Http("no gateway".into()))?;
+    let n = args.replicas;
     tokio::select! {
         r = wait_gateway(gw, &addr, &admin, n) => r?,
         sig = stop.recv() => return stopped(sig),
     }
-    out(&banner(&cfg, &model_name, n, dir));
+    out(&banner(&cfg, &model_name, n, &dir));
     loop {
         tokio::select! {
             sig = stop.recv() => return stopped(sig),
-            _ = tokio::time::sleep(Duration::from_millis(500)) => {
-                for p in procs.iter_mut() {
-                    if let Some(s) = p.try_exited() {
-                        return Err(p.exited(s));
-                    }
+            _ = tokio::time::sleep(SUPERVISE_EVERY) => {
+                if let Some(status) = gw.try_exited() {
+                    return Err(StackError::GatewayExited {
+                        status: status.to_string(),
+                        log: gw.log.clone(),
+                        tail: log_tail(&gw.log, 15),
+                    });
                 }
+                replicas.tick(Instant::now()).await;
             }
-        }
-    }
-}
-
-fn stopped(sig: &str) -> Result<(), StackError> {
-    say(format!("{sig} received"));
-    Ok(())
-}
-
-/// The stop signals: SIGINT (Ctrl-C), SIGTERM, SIGHUP (terminal closed).
-struct Stops {
-    int: tokio::signal::unix::Signal,
-    term: tokio::signal::unix::Signal,
-    hup: tokio::signal::unix::Signal,
-}
-
-impl Stops {
-    fn install() -> Result<Self, StackError> {
-        let s = |k: SignalKind| signal(k).map_err(|e| StackError::io("install signal handler", e));
-        Ok(Self {
-            int: s(SignalKind::interrupt())?,
-            term: s(SignalKind::terminate())?,
-            hup: s(SignalKind::hangup())?,
-        })
-    }
-
-    async fn recv(&mut self) -> &'static str {
-        tokio::select! {
-            _ = self.int.recv() => "SIGINT",
-            _ = self.term.recv() => "SIGTERM",
-            _ = self.hup.recv() => "SIGHUP",
         }
     }
 }
