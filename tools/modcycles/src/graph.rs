@@ -8,6 +8,7 @@ use anyhow::Result;
 use petgraph::algo::tarjan_scc;
 use petgraph::graph::{DiGraph, NodeIndex};
 
+use crate::layers::{self, Rule, Violation};
 use crate::refs;
 use crate::resolve::{resolve, Aliases};
 use crate::tree::ModTree;
@@ -36,10 +37,24 @@ pub struct Report {
     pub modules: usize,
     pub edges: usize,
     pub cycles: Vec<Cycle>,
+    /// Layering rules broken (see [`crate::layers`]).
+    pub violations: Vec<Violation>,
+}
+
+impl Report {
+    /// Whether the crate passes: no cycle and no broken rule.
+    pub fn ok(&self) -> bool {
+        self.cycles.is_empty() && self.violations.is_empty()
+    }
 }
 
 /// Reads the crate whose root file is `root` and finds its module cycles.
 pub fn check(root: &Path) -> Result<Report> {
+    check_with(root, &[])
+}
+
+/// [`check`], and also the layering `rules`.
+pub fn check_with(root: &Path, rules: &[Rule]) -> Result<Report> {
     let tree = ModTree::load(root)?;
     let edges = edges(&tree);
     let mut graph = DiGraph::<usize, ()>::new();
@@ -76,11 +91,21 @@ pub fn check(root: &Path) -> Result<Report> {
             .cmp(&a.modules.len())
             .then(a.modules.cmp(&b.modules))
     });
+    let named = edges
+        .iter()
+        .map(|(&(from, to), example)| {
+            (
+                (tree.modules[from].name(), tree.modules[to].name()),
+                example.clone(),
+            )
+        })
+        .collect();
     Ok(Report {
         root: root.to_path_buf(),
         modules: tree.modules.len(),
         edges: edges.len(),
         cycles,
+        violations: layers::check(rules, &named),
     })
 }
 
@@ -146,6 +171,9 @@ impl fmt::Display for Report {
                 )?;
             }
         }
+        for v in &self.violations {
+            write!(f, "{v}")?;
+        }
         write!(
             f,
             "modcycles: {}: {} modules, {} edges, {} cycles",
@@ -153,6 +181,10 @@ impl fmt::Display for Report {
             self.modules,
             self.edges,
             self.cycles.len()
-        )
+        )?;
+        if !self.violations.is_empty() {
+            write!(f, ", {} layering rules broken", self.violations.len())?;
+        }
+        Ok(())
     }
 }

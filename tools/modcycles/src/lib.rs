@@ -13,15 +13,19 @@
 //!   module (`crate::proxy::ctx::RequestCtx` -> `proxy::ctx`).
 //! - [`graph`]: the dependency graph and its cycles (strongly connected components of
 //!   more than one module), each edge with one example `file:line`.
+//! - [`layers`]: layering rules (`--forbid control=proxy`): no module under one path may
+//!   depend on one under another, directly or through others.
 //!
 //! A `main.rs` next to a `lib.rs` is a separate crate whose `crate_name::` paths name
 //! the library as an external crate; check it as its own root when it has modules.
 
 pub mod cfg;
 pub mod graph;
+pub mod layers;
 pub mod refs;
 pub mod resolve;
 pub mod tokens;
 pub mod tree;
 
-pub use graph::{check, Cycle, EdgeExample, Report};
+pub use graph::{check, check_with, Cycle, EdgeExample, Report};
+pub use layers::{Rule, Violation};

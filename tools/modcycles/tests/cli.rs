@@ -51,3 +51,21 @@ fn an_unreadable_root_exits_2_with_the_reason() {
     assert!(err.contains("reading no/such/lib.rs"), "{err}");
     assert_eq!(run(&[]).status.code(), Some(2));
 }
+
+#[test]
+fn a_forbidden_dependency_fails_with_the_chain_that_makes_it() {
+    // In `acyclic`, b -> c::d: b depends on c (through its child d).
+    let out = run(&["--forbid", "b=c", "acyclic/src/lib.rs"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("layering: b must not depend on c"), "{text}");
+    assert!(text.contains("b -> c::d  (acyclic/src/b.rs:"), "{text}");
+    assert!(text.ends_with(", 1 layering rules broken\n"), "{text}");
+    // a reaches c through b and directly; c reaches nothing under a.
+    let chain = stdout(&run(&["--forbid", "a=c::d", "acyclic/src/lib.rs"]));
+    assert!(chain.contains("layering: a must not depend on c::d"), "{chain}");
+    let ok = run(&["--forbid", "c=a", "acyclic/src/lib.rs"]);
+    assert_eq!(ok.status.code(), Some(0), "{}", stdout(&ok));
+    let bad = run(&["--forbid", "c", "acyclic/src/lib.rs"]);
+    assert_eq!(bad.status.code(), Some(2));
+}
