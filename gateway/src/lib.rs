@@ -25,7 +25,6 @@
 //! - [`routing`], [`retry`], [`metrics`], [`trace`], [`logging`], [`admin`], [`state`],
 //!   [`server`].
 //! - [`dashboard`]: the routing dashboard on the admin listener.
-//! - [`testkit`]: a byte-level tokenizer fixture for tests and the benchmark upstream.
 
 pub mod accounting;
 pub mod admin;
@@ -53,7 +52,6 @@ mod scan;
 pub mod server;
 pub mod state;
 pub mod tenants;
-pub mod testkit;
 pub mod tokenize;
 pub mod trace;
 pub mod upstream;

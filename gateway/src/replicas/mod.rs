@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
 use warmpath_protocol::replica_api::{ReplicaInfo, ReplicaLoad, PATH_INFO, PATH_TOKENIZER};
-use warmpath_protocol::text::TokenizerSpec;
+use warmpath_text::TokenizerSpec;
 
 /// One registered replica.
 #[derive(Debug)]

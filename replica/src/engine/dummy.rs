@@ -1,13 +1,13 @@
 //! `dummy:NAME` models: real architectures with seeded random weights and a byte-level
 //! tokenizer, for benchmarks, tests and GPU checks where no model file is available.
 
-use super::bytelevel::byte_level_spec;
 use super::config::{ModelConfig, RopeStyle};
 use super::matrix::{Bytes, Matrix};
 use super::quant::{quantize_row, QuantKind};
 use super::weights::{LayerWeights, ModelWeights};
 use super::EngineError;
-use warmpath_protocol::text::TokenizerSpec;
+use warmpath_text::bytelevel::byte_level_spec;
+use warmpath_text::TokenizerSpec;
 
 /// A dummy model: config, weights and tokenizer.
 pub(crate) struct DummyModel {
