@@ -63,7 +63,7 @@ fn main() -> anyhow::Result<()> {
     let threads = args.get(2).and_then(|t| t.parse().ok()).unwrap_or(1);
     let tokenizer = match args.get(3) {
         Some(path) => std::fs::read(path)?,
-        None => serde_json::to_vec(&gateway::testkit::byte_level_spec())?,
+        None => serde_json::to_vec(&warmpath_text::bytelevel::chatml_bpe_spec())?,
     };
     let info = ReplicaInfo {
         model: "fixed".into(),

@@ -6,14 +6,14 @@
 //! without one, the byte-level fixture is used (one token per byte).
 
 use gateway::routing::Router;
-use gateway::testkit::byte_level_spec;
 use gateway::tokenize::CachedTokenizer;
 use router_policy::{
     block_hashes, BlockSize, CacheSalt, CheckpointId, ClusterView, Epoch, HashNamespace,
     KvStreamMessage, Millis, PolicyConfig, ReplicaId, ReplicaSnapshot, RouteRequest, SeqNo,
 };
 use std::time::Instant;
-use warmpath_protocol::text::{ChatMessage, TokenizerSpec};
+use warmpath_text::bytelevel::chatml_bpe_spec;
+use warmpath_text::{ChatMessage, TokenizerSpec};
 
 /// English-like text of about `tokens` tokens under `tok`.
 fn system_prompt(tok: &CachedTokenizer, tokens: usize) -> anyhow::Result<String> {
@@ -50,7 +50,7 @@ fn main() -> anyhow::Result<()> {
     let iters: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(500);
     let spec: TokenizerSpec = match args.get(3) {
         Some(path) => serde_json::from_slice(&std::fs::read(path)?)?,
-        None => byte_level_spec(),
+        None => chatml_bpe_spec(),
     };
     let tok = CachedTokenizer::new(&spec, 4096, 256)?;
     let system = system_prompt(&tok, tokens)?;

@@ -25,7 +25,6 @@
 //!   (cached, replica-identical tokenization), [`headers`], [`trace`].
 //! - The admin listener: [`admin`] and the routing [`dashboard`]; [`logging`]; [`server`]
 //!   assembles and runs it all.
-//! - [`testkit`]: a byte-level tokenizer fixture for tests and the benchmark upstream.
 
 pub mod admin;
 pub mod body;
@@ -44,7 +43,6 @@ pub mod routing;
 pub mod server;
 pub mod state;
 pub mod tenants;
-pub mod testkit;
 pub mod tokenize;
 pub mod trace;
 

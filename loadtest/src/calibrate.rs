@@ -14,6 +14,7 @@ use crate::run::client::{call, resolve_model, CallResult, CallSpec};
 use crate::sim::CostProfile;
 use anyhow::{bail, Context};
 use std::time::Duration;
+use warmpath_protocol::replica_api::{ReplicaInfo, PATH_INFO};
 
 /// Runs the calibration on a fresh tokio runtime and writes the profile.
 pub fn run_blocking(args: &CalibrateArgs) -> anyhow::Result<()> {
@@ -192,8 +193,8 @@ where
 
 /// `(block_size, capacity_blocks)` from the replica's info endpoint, if it has one.
 async fn replica_info(client: &reqwest::Client, args: &CalibrateArgs) -> Option<(u32, u64)> {
-    let url = format!("{}/v1/replica/info", args.endpoint.trim_end_matches('/'));
-    let v: serde_json::Value = client
+    let url = format!("{}{PATH_INFO}", args.endpoint.trim_end_matches('/'));
+    let info: ReplicaInfo = client
         .get(url)
         .send()
         .await
@@ -203,7 +204,5 @@ async fn replica_info(client: &reqwest::Client, args: &CalibrateArgs) -> Option<
         .json()
         .await
         .ok()?;
-    let bs = v.get("block_size")?.as_u64()? as u32;
-    let cap = v.get("capacity_blocks")?.as_u64()?;
-    Some((bs, cap))
+    Some((info.block_size.0, info.capacity_blocks))
 }

@@ -5,7 +5,7 @@
 //! sends the matching pseudo-word text, one common English word per token, so the real
 //! tokenizer's count is close to the target and equal prefixes tokenize equally.
 
-use crate::rng::{mix, Rng};
+use crate::rng::{mix, seeded, Draw};
 use router_policy::hash::block_hash;
 use router_policy::{BlockHash, BlockSize, ChainHasher, RootSeed, TokenId};
 use std::collections::HashMap;
@@ -34,7 +34,7 @@ impl Segment {
 
     /// The segment's token ids.
     pub fn token_ids(&self) -> impl Iterator<Item = TokenId> {
-        let mut rng = Rng::new(self.key);
+        let mut rng = seeded(self.key);
         (0..self.tokens)
             .map(move |_| TokenId(WORD_TOKEN_BASE + rng.below(WORDS.len() as u64) as u32))
     }

@@ -1,13 +1,15 @@
 //! # warmpath-protocol
 //!
 //! Wire types that both the gateway and the replica speak, defined once. The two binaries
-//! never depend on each other; they depend on this crate and on `router-policy`.
+//! never depend on each other; they depend on this crate and on `router-policy`. A light
+//! leaf: serde shapes only, so clients such as the load tester read the typed documents
+//! without pulling in a tokenizer (that lives in `warmpath-text`).
 //!
 //! # Layout
 //! - [`openai`]: OpenAI-compatible request, response and error shapes.
 //! - [`replica_api`]: endpoint paths, headers, replica info and load documents.
-//! - [`text`]: the shared tokenizer spec, chat template rendering and stream decoding.
+//! - [`tokenizer_spec`]: the tokenizer and chat template a replica publishes.
 
 pub mod openai;
 pub mod replica_api;
-pub mod text;
+pub mod tokenizer_spec;

@@ -10,7 +10,7 @@ pub const PATH_LOAD: &str = "/v1/replica/load";
 /// `GET`: KV event stream, newline-delimited JSON of `router_policy::KvStreamMessage`.
 /// Query `?from_seq=N&epoch=E` resumes after N when the epoch still matches, else a snapshot.
 pub const PATH_KV_EVENTS: &str = "/v1/kv/events";
-/// `GET`: the tokenizer and chat template the replica uses (a `TokenizerSpec`), so the
+/// `GET`: the tokenizer and chat template the replica uses (a [`TokenizerSpec`](crate::tokenizer_spec::TokenizerSpec)), so the
 /// gateway tokenizes exactly as the replica does.
 pub const PATH_TOKENIZER: &str = "/v1/replica/tokenizer";
 

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use serve_support::*;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-use warmpath_protocol::text::{ChatTokenizer, TokenizerSpec};
+use warmpath_text::{ChatTokenizer, TokenizerSpec};
 
 async fn model_and_tokenizer(addr: SocketAddr) -> (String, ChatTokenizer) {
     let model = get(addr, "/v1/models").await.json()["data"][0]["id"]

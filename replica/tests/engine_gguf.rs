@@ -2,11 +2,11 @@
 //! GGUF loading: a small llama file written here loads and runs; truncated, corrupt and
 //! unsupported files give clear errors (never a panic).
 
-use replica::engine::bytelevel::byte_to_char;
 use replica::engine::quant::{quantize_row, QuantKind};
 use replica::engine::{Engine, EngineError, EngineOptions, ModelSource, PageId, StepItem};
 use router_policy::TokenId;
 use std::path::PathBuf;
+use warmpath_text::bytelevel::BYTE_CHARS;
 
 const DIM: usize = 32;
 const FFN: usize = 64;
@@ -150,7 +150,7 @@ fn f16_tensor(name: &str, rows: usize, cols: usize, seed: u32) -> Tensor {
 }
 
 fn tiny_model(attn_q_type: Option<u32>) -> Vec<u8> {
-    let mut tokens: Vec<String> = byte_to_char().iter().map(|c| c.to_string()).collect();
+    let mut tokens: Vec<String> = BYTE_CHARS.iter().map(|c| c.to_string()).collect();
     tokens.extend(["<|endoftext|>", "<|im_start|>", "<|im_end|>"].map(String::from));
     let mut types = vec![1i32; 256];
     types.extend([3, 3, 3]);

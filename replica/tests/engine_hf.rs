@@ -3,12 +3,12 @@
 //! bf16, tokenizer files) loads, and its logits match a naive reference forward pass
 //! written independently in this test (HF `rotate_half` RoPE, GQA, SwiGLU).
 
-use replica::engine::bytelevel::byte_level_spec;
 use replica::engine::{Engine, EngineOptions, ModelSource, PageId, StepItem};
 use router_policy::TokenId;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use warmpath_text::bytelevel::byte_level_spec;
 
 const H: usize = 32;
 const HEADS: usize = 4;
@@ -260,10 +260,7 @@ fn check(bf16: bool) {
     assert!(rel < 1e-4, "bf16={bf16}: relative L2 error {rel}");
     let chat = e
         .tokenizer()
-        .render_chat(
-            &[warmpath_protocol::text::ChatMessage::new("user", "hi")],
-            true,
-        )
+        .render_chat(&[warmpath_text::ChatMessage::new("user", "hi")], true)
         .expect("template");
     assert!(chat.ends_with("<|im_start|>assistant\n"), "{chat}");
 }

@@ -60,7 +60,7 @@ fn chat_template_renders_like_fixture() {
     let f = fixtures();
     let e = engine(1);
     for p in f.prompts.iter().filter(|p| p.kind == "chat") {
-        let msg = warmpath_protocol::text::ChatMessage::new("user", p.message.clone());
+        let msg = warmpath_text::ChatMessage::new("user", p.message.clone());
         let text = e
             .tokenizer()
             .render_chat(std::slice::from_ref(&msg), true)

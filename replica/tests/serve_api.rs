@@ -186,9 +186,9 @@ async fn control_endpoints_report_model_state() {
     assert_eq!(load["running"], 0);
 
     // The tokenizer endpoint rebuilds a tokenizer that agrees with the server.
-    let spec: warmpath_protocol::text::TokenizerSpec =
+    let spec: warmpath_text::TokenizerSpec =
         serde_json::from_slice(&get(addr, "/v1/replica/tokenizer").await.body).unwrap();
-    let tok = warmpath_protocol::text::ChatTokenizer::from_spec(&spec).unwrap();
+    let tok = warmpath_text::ChatTokenizer::from_spec(&spec).unwrap();
     let model = model_name(addr).await;
     let prompt = "count the tokens";
     let ids = tok.encode(prompt, true).unwrap();

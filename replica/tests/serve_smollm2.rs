@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use serve_support::*;
 use std::net::SocketAddr;
 use std::time::Duration;
-use warmpath_protocol::text::{ChatTokenizer, TokenizerSpec};
+use warmpath_text::{ChatTokenizer, TokenizerSpec};
 
 async fn tokenizer(addr: SocketAddr) -> ChatTokenizer {
     let spec: TokenizerSpec =

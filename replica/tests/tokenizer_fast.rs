@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used)]
-//! The fast byte-level BPE path ([`warmpath_protocol::text::FastByteLevel`]) gives exactly
+//! The fast byte-level BPE path ([`warmpath_text::FastByteLevel`]) gives exactly
 //! the HF tokenizer's ids on the real SmolLM2 tokenizer, for random text built from the
 //! characters that decide the GPT-2 split: letters and digits of several scripts,
 //! contractions, punctuation, and runs of every kind of whitespace.
@@ -7,7 +7,7 @@
 use proptest::prelude::*;
 use replica::engine::{Engine, EngineOptions, ModelSource};
 use std::sync::OnceLock;
-use warmpath_protocol::text::ChatTokenizer;
+use warmpath_text::ChatTokenizer;
 
 fn smollm2() -> &'static ChatTokenizer {
     static TOK: OnceLock<ChatTokenizer> = OnceLock::new();

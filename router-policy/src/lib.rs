@@ -12,6 +12,7 @@
 //! - [`cluster`]: the per-replica snapshot policies read.
 //! - [`policy`]: the routing policies behind one trait, selected by [`PolicyConfig`].
 //! - [`decision`]: the choice, retry fallbacks and the explanation.
+//! - [`rng`]: the seeded generators and draws every crate of the workspace uses.
 //!
 //! # Use
 //! ```
@@ -36,6 +37,7 @@ pub mod hash;
 pub mod ids;
 pub mod index;
 pub mod policy;
+pub mod rng;
 
 pub use cluster::{ClusterView, Health, ReplicaSnapshot};
 pub use decision::{Branch, CandidateScore, Decision, Explanation, Terms};

@@ -159,7 +159,7 @@ fn serve(mut s: TcpStream, sh: &Shared) -> std::io::Result<()> {
         ("GET", "/v1/replica/tokenizer") => write_json(
             &mut s,
             200,
-            &serde_json::to_string(&gateway::testkit::byte_level_spec())?,
+            &serde_json::to_string(&warmpath_text::bytelevel::chatml_bpe_spec())?,
         ),
         ("GET", "/v1/replica/load") => write_json(
             &mut s,

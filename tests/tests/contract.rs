@@ -17,7 +17,7 @@ use warmpath_e2e::fixtures::smollm2_model;
 use warmpath_e2e::http::{first_ndjson_line, get, post_json};
 use warmpath_e2e::ReplicaProc;
 use warmpath_protocol::replica_api::{ReplicaInfo, HEADER_CACHE_SALT};
-use warmpath_protocol::text::{ChatMessage, TokenizerSpec};
+use warmpath_text::{ChatMessage, TokenizerSpec};
 
 fn snapshot(addr: &str) -> HashSet<BlockHash> {
     let line = first_ndjson_line(addr, "/v1/kv/events").expect("event stream");

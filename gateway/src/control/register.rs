@@ -11,7 +11,7 @@ use router_policy::ReplicaId;
 use std::sync::Arc;
 use std::time::Duration;
 use warmpath_protocol::replica_api::{ReplicaInfo, PATH_INFO, PATH_TOKENIZER};
-use warmpath_protocol::text::TokenizerSpec;
+use warmpath_text::TokenizerSpec;
 
 /// Registration failure.
 #[derive(Debug, thiserror::Error)]

@@ -150,10 +150,10 @@ mod tests {
     use crate::config::{Config, TenantConfig, TenantLimits};
     use crate::replicas::ReplicaAddr;
     use crate::tenants::hash_key;
-    use crate::testkit::byte_level_spec;
     use crate::tokenize::CachedTokenizer;
     use router_policy::{BlockSize, CheckpointId};
     use warmpath_protocol::replica_api::ReplicaInfo;
+    use warmpath_text::bytelevel::chatml_bpe_spec as byte_level_spec;
 
     fn state(
         rt: &tokio::runtime::Runtime,

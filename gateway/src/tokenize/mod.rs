@@ -23,7 +23,7 @@ use parking_lot::Mutex;
 use router_policy::TokenId;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
-use warmpath_protocol::text::{ChatMessage, ChatTokenizer, TextError, TokenizerSpec};
+use warmpath_text::{ChatMessage, ChatTokenizer, TextError, TokenizerSpec};
 use xxhash_rust::xxh3::{xxh3_128, Xxh3};
 
 impl ChatText for ChatMessage {
@@ -362,8 +362,8 @@ fn build_splitter(tokenizer: &serde_json::Value) -> Option<(AhoCorasick, Vec<Tok
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testkit::byte_level_spec;
     use rand::{Rng, SeedableRng};
+    use warmpath_text::bytelevel::chatml_bpe_spec as byte_level_spec;
 
     fn random_text(rng: &mut rand::rngs::StdRng, len: usize) -> String {
         const WORDS: &[&str] = &[

@@ -18,7 +18,7 @@
 use super::chat_text::ChatText;
 use aho_corasick::AhoCorasick;
 use std::sync::Arc;
-use warmpath_protocol::text::{ChatMessage, ChatTokenizer, TextError};
+use warmpath_text::{ChatMessage, ChatTokenizer, TextError};
 use xxhash_rust::xxh3::Xxh3;
 
 /// A long chat goes through a skeleton when one of its contents is at least this long.

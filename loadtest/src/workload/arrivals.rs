@@ -1,7 +1,7 @@
 //! Arrival processes: open loop (Poisson, trace timestamps, all at once) or closed loop.
 
 use super::{RequestSpec, WorkloadArgs, WorkloadError};
-use crate::rng::{mix, Rng};
+use crate::rng::{mix, seeded, Draw};
 
 /// How requests are issued.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
@@ -74,7 +74,7 @@ pub fn assign_arrivals(requests: &mut [RequestSpec], shape: &LoadShape, seed: u6
             requests.iter_mut().for_each(|r| r.arrival_ms *= time_scale)
         }
         LoadShape::Poisson { rate } => {
-            let mut rng = Rng::new(mix(&[seed, 0xA77])); // arrivals stream, independent of content
+            let mut rng = seeded(mix(&[seed, 0xA77])); // arrivals stream, independent of content
             let mut t = 0.0;
             for r in requests.iter_mut() {
                 r.arrival_ms = t;

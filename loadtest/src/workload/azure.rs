@@ -4,7 +4,7 @@
 
 use super::{scale_len, RequestSpec, WorkloadArgs, WorkloadError};
 use crate::prompt::{Prompt, Segment};
-use crate::rng::{mix, Rng};
+use crate::rng::{mix, seeded, Draw};
 use crate::trace::{parse_azure, read_trace_text};
 use std::path::Path;
 
@@ -25,7 +25,7 @@ pub(super) fn build(
     let rows = parse_azure(path, &read_trace_text(path)?)?;
     let start = args.start_index.min(rows.len());
     let t0 = rows.get(start).map_or(0.0, |r| r.offset_ms);
-    let mut rng = Rng::new(mix(&[seed, 0xA2A2]));
+    let mut rng = seeded(mix(&[seed, 0xA2A2]));
     let v = rows[start..]
         .iter()
         .enumerate()

@@ -3,7 +3,7 @@
 
 use super::{RequestSpec, WorkloadArgs, WorkloadError};
 use crate::prompt::{Prompt, Segment};
-use crate::rng::{mix, Rng};
+use crate::rng::{mix, seeded, Draw};
 
 const TAG_SYSTEM: u64 = 0x5157;
 const TAG_QUESTION: u64 = 0x5158;
@@ -38,7 +38,7 @@ pub(super) fn build(args: &WorkloadArgs, seed: u64) -> Result<Vec<RequestSpec>, 
         }
     }
     if !args.ordered {
-        Rng::new(mix(&[seed, 0x5AFF])).shuffle(&mut v);
+        seeded(mix(&[seed, 0x5AFF])).shuffle(&mut v);
     }
     Ok(v)
 }

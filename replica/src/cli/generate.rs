@@ -6,7 +6,7 @@ use crate::engine::sampling::SamplingParams;
 use crate::engine::{Engine, EngineOptions};
 use clap::Args;
 use serde::Serialize;
-use warmpath_protocol::text::ChatMessage;
+use warmpath_text::ChatMessage;
 
 /// Upper bound on the bytes a chat template adds around one user message.
 const CHAT_OVERHEAD_BYTES: usize = 1024;

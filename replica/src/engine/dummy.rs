@@ -1,13 +1,14 @@
 //! `dummy:NAME` models: real architectures with seeded random weights and a byte-level
 //! tokenizer, for benchmarks, tests and GPU checks where no model file is available.
 
-use super::bytelevel::byte_level_spec;
 use super::config::{ModelConfig, RopeStyle};
 use super::matrix::{Bytes, Matrix};
 use super::quant::{quantize_row, QuantKind};
 use super::weights::{LayerWeights, ModelWeights};
 use super::EngineError;
-use warmpath_protocol::text::TokenizerSpec;
+use router_policy::rng::{Draw, SeedableRng, SplitMix64};
+use warmpath_text::bytelevel::byte_level_spec;
+use warmpath_text::TokenizerSpec;
 
 /// A dummy model: config, weights and tokenizer.
 pub(crate) struct DummyModel {
@@ -17,28 +18,9 @@ pub(crate) struct DummyModel {
     pub(crate) seed: u64,
 }
 
-/// Small deterministic PRNG (SplitMix64).
-pub(crate) struct SplitMix(u64);
-
-impl SplitMix {
-    pub(crate) fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-    pub(crate) fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in `[0, 1)`.
-    pub(crate) fn next_f32(&mut self) -> f32 {
-        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
-    }
-    /// Uniform in `[-a, a)`.
-    fn sym(&mut self, a: f32) -> f32 {
-        (self.next_f32() * 2.0 - 1.0) * a
-    }
+/// Uniform in `[-a, a)`.
+fn sym(rng: &mut SplitMix64, a: f32) -> f32 {
+    (rng.next_f32() * 2.0 - 1.0) * a
 }
 
 /// The architecture behind a dummy name, and whether its matrices are quantised.
@@ -114,9 +96,9 @@ pub(crate) fn build(spec: &str) -> Result<DummyModel, EngineError> {
         None => (spec, 0),
     };
     let (config, quant) = dummy_config(name)?;
-    let mut rng = SplitMix::new(seed ^ 0x5eed);
+    let mut rng = SplitMix64::seed_from_u64(seed ^ 0x5eed);
     let mut mat = |rows: usize, cols: usize, scale: f32| {
-        let w: Vec<f32> = (0..rows * cols).map(|_| rng.sym(scale)).collect();
+        let w: Vec<f32> = (0..rows * cols).map(|_| sym(&mut rng, scale)).collect();
         match quant {
             None => Matrix::F32 { w, rows, cols },
             Some(kind) => {

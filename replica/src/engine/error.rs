@@ -56,7 +56,7 @@ pub enum EngineError {
     Fetch(String),
     /// Tokenizer construction or use failed.
     #[error(transparent)]
-    Text(#[from] warmpath_protocol::text::TextError),
+    Text(#[from] warmpath_text::TextError),
     /// A step request is inconsistent (bad page table, empty item, out-of-range id).
     #[error("invalid step: {0}")]
     InvalidStep(String),

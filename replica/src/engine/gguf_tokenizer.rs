@@ -1,10 +1,10 @@
 //! Building a [`TokenizerSpec`] from GGUF `tokenizer.ggml.*` metadata.
 
-use super::bytelevel::{bpe_tokenizer_json, smollm_pre_tokenizer};
 use super::gguf::{GgufFile, Value};
 use super::EngineError;
 use serde_json::{json, Value as Json};
-use warmpath_protocol::text::TokenizerSpec;
+use warmpath_text::bytelevel::{bpe_tokenizer_json, smollm_pre_tokenizer};
+use warmpath_text::TokenizerSpec;
 
 /// llama.cpp token types that are matched as whole special tokens in text.
 const TYPE_CONTROL: i64 = 3;

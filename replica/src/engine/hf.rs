@@ -12,7 +12,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use warmpath_protocol::text::TokenizerSpec;
+use warmpath_text::TokenizerSpec;
 
 fn read_json(path: &Path) -> Result<Value, EngineError> {
     let text = std::fs::read_to_string(path).map_err(|e| EngineError::io(path, e))?;

@@ -9,7 +9,7 @@
 //! - [`source`]: [`ModelSource`] parsing and loading dispatch; `fetch`: the default model.
 //! - `gguf`, `gguf_model`, `gguf_tokenizer`: GGUF parsing, weights and tokenizer.
 //! - `hf`: HF `config.json` + safetensors directories.
-//! - `dummy`, `bytelevel`: seeded random models and a byte-level tokenizer.
+//! - `dummy`: seeded random models with a byte-level tokenizer (`warmpath_text::bytelevel`).
 //! - `quant`, `kernels`, `matrix`: quantised formats and SIMD dot products.
 //! - `forward`, `kv`, [`backend`]: the forward pass, KV pool and compute backend trait.
 //! - [`sampling`]: token sampling.
@@ -17,7 +17,6 @@
 
 mod attention;
 pub mod backend;
-pub mod bytelevel;
 mod config;
 #[cfg(feature = "cuda")]
 pub mod cuda;
@@ -48,7 +47,7 @@ pub use backend::Device;
 
 use backend::{ComputeBackend, CpuBackend};
 use router_policy::{CheckpointId, TokenId};
-use warmpath_protocol::text::ChatTokenizer;
+use warmpath_text::ChatTokenizer;
 
 /// One sequence's part of a step.
 #[derive(Clone, Copy, Debug)]

@@ -1,6 +1,6 @@
 //! Token sampling: greedy, temperature, top-k, top-p, seeded; plus stop-string checks.
 
-use super::dummy::SplitMix;
+use router_policy::rng::{Draw, SeedableRng, SplitMix64};
 use router_policy::TokenId;
 use serde::{Deserialize, Serialize};
 
@@ -40,7 +40,7 @@ impl Default for SamplingParams {
 /// Stateful sampler for one sequence.
 pub struct Sampler {
     params: SamplingParams,
-    rng: SplitMix,
+    rng: SplitMix64,
 }
 
 impl Sampler {
@@ -54,7 +54,7 @@ impl Sampler {
         });
         Self {
             params: params.clone(),
-            rng: SplitMix::new(seed),
+            rng: SplitMix64::seed_from_u64(seed),
         }
     }
 

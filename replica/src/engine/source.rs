@@ -6,7 +6,7 @@ use super::{dummy, fetch, gguf_model, hf, EngineError};
 use router_policy::{BlockSize, CheckpointId};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use warmpath_protocol::text::TokenizerSpec;
+use warmpath_text::TokenizerSpec;
 
 /// A model to load.
 #[derive(Clone, Debug, PartialEq, Eq)]

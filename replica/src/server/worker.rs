@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedSender;
 use warmpath_protocol::replica_api::ReplicaLoad;
-use warmpath_protocol::text::ChatTokenizer;
+use warmpath_text::ChatTokenizer;
 
 /// Why a sequence stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,5 +1,5 @@
 //! Helpers shared by the policies: eligibility, candidate scoring, rendezvous hashing,
-//! bounded load, a small RNG and the fallback order.
+//! bounded load and the fallback order.
 
 use super::RouteRequest;
 use crate::cluster::{ClusterView, ReplicaSnapshot, INLINE_REPLICAS};
@@ -172,26 +172,6 @@ pub(crate) fn least_loaded(replicas: &[&ReplicaSnapshot]) -> usize {
         .unwrap_or(0)
 }
 
-/// Small deterministic RNG (SplitMix64); no dependency and `Send`.
-#[derive(Clone, Debug)]
-pub(crate) struct Rng(u64);
-
-impl Rng {
-    pub(crate) fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-
-    pub(crate) fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        mix64(self.0)
-    }
-
-    /// Uniform in `0..n` (n > 0), by Lemire's multiply-shift.
-    pub(crate) fn below(&mut self, n: usize) -> usize {
-        ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
-    }
-}
-
 /// Load terms shared by the load-only policies.
 pub(crate) fn load_terms(r: &ReplicaSnapshot) -> Terms {
     Terms::new()
@@ -203,6 +183,7 @@ pub(crate) fn load_terms(r: &ReplicaSnapshot) -> Terms {
 mod tests {
     use super::*;
     use crate::ids::CheckpointId;
+    use crate::rng::{Draw, SeedableRng, SplitMix64};
 
     #[test]
     fn load_cap_admits_someone() {
@@ -245,10 +226,10 @@ mod tests {
 
     #[test]
     fn rng_below_is_in_range_and_covers() {
-        let mut rng = Rng::new(3);
+        let mut rng = SplitMix64::seed_from_u64(3);
         let mut seen = [false; 5];
         for _ in 0..200 {
-            let v = rng.below(5);
+            let v = rng.below(5) as usize;
             assert!(v < 5);
             seen[v] = true;
         }

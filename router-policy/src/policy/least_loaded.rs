@@ -5,12 +5,13 @@
 //!
 //! [`ReplicaSnapshot::load`]: crate::cluster::ReplicaSnapshot::load
 
-use super::common::{decide, load_terms, Eligible, Rng};
+use super::common::{decide, load_terms, Eligible};
 use super::{Policy, RouteRequest};
 use crate::cluster::ClusterView;
 use crate::decision::{Branch, Decision};
 use crate::error::RouteError;
 use crate::index::PrefixIndex;
+use crate::rng::{Draw, SeedableRng, SplitMix64};
 use serde::{Deserialize, Serialize};
 
 /// Parameters of `least_loaded`.
@@ -49,14 +50,14 @@ impl LeastLoadedConfig {
 #[derive(Debug)]
 pub struct LeastLoaded {
     cfg: LeastLoadedConfig,
-    rng: Rng,
+    rng: SplitMix64,
     scratch: Vec<usize>,
 }
 
 impl LeastLoaded {
     /// A policy with its own seeded RNG.
     pub fn new(cfg: LeastLoadedConfig) -> Self {
-        let rng = Rng::new(cfg.seed);
+        let rng = SplitMix64::seed_from_u64(cfg.seed);
         Self {
             cfg,
             rng,
@@ -83,7 +84,7 @@ impl Policy for LeastLoaded {
         self.scratch.clear();
         self.scratch.extend(0..n);
         for i in 0..d {
-            let j = i + self.rng.below(n - i);
+            let j = i + self.rng.below((n - i) as u64) as usize;
             self.scratch.swap(i, j);
         }
         let chosen = self.scratch[..d]

@@ -1,23 +1,24 @@
 //! `random`: a uniform choice among eligible replicas, from a seeded RNG.
 
-use super::common::{decide, load_terms, Eligible, Rng};
+use super::common::{decide, load_terms, Eligible};
 use super::{Policy, RouteRequest};
 use crate::cluster::ClusterView;
 use crate::decision::{Branch, Decision};
 use crate::error::RouteError;
 use crate::index::PrefixIndex;
+use crate::rng::{Draw, SeedableRng, SplitMix64};
 
 /// Uniform random routing.
 #[derive(Debug)]
 pub struct RandomPolicy {
-    rng: Rng,
+    rng: SplitMix64,
 }
 
 impl RandomPolicy {
     /// A policy whose choices are a deterministic function of `seed` and the call sequence.
     pub fn new(seed: u64) -> Self {
         Self {
-            rng: Rng::new(seed),
+            rng: SplitMix64::seed_from_u64(seed),
         }
     }
 }
@@ -34,7 +35,7 @@ impl Policy for RandomPolicy {
         index: &PrefixIndex,
     ) -> Result<Decision, RouteError> {
         let el = Eligible::gather(req, view, index)?;
-        let chosen = self.rng.below(el.replicas.len());
+        let chosen = self.rng.below(el.replicas.len() as u64) as usize;
         let candidates = el
             .replicas
             .iter()

@@ -244,6 +244,7 @@ pub(crate) fn dot_q8_0_scalar(row: &[u8], x: &[Q8Block]) -> f32 {
 mod tests {
     use super::super::quant::{quantize_activation, quantize_row};
     use super::*;
+    use router_policy::rng::{Draw, SeedableRng, SplitMix64};
 
     #[test]
     fn ggml_expf_is_accurate_and_simd_matches() {
@@ -271,7 +272,7 @@ mod tests {
 
     /// Deterministic pseudo-random values in `[-1, 1)` with a few large outliers.
     fn values(n: usize, seed: u64) -> Vec<f32> {
-        let mut r = crate::engine::dummy::SplitMix::new(seed);
+        let mut r = SplitMix64::seed_from_u64(seed);
         (0..n)
             .map(|i| {
                 let v = r.next_f32() * 2.0 - 1.0;

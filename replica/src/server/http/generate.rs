@@ -16,7 +16,7 @@ use warmpath_protocol::openai::{
     ChatCompletionRequest, CompletionRequest, PromptInput, SamplingFields,
 };
 use warmpath_protocol::replica_api::HEADER_CACHE_SALT;
-use warmpath_protocol::text::ChatMessage;
+use warmpath_text::ChatMessage;
 
 /// Parses a request body; a missing field or a wrong type names the field's path.
 fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {

@@ -18,7 +18,7 @@ use warmpath_protocol::openai::{
     ChatChoice, ChatChunkChoice, ChatCompletionChunk, ChatCompletionResponse, ChatDelta,
     CompletionChoice, CompletionResponse, PromptTokensDetails, ResponseMessage, Usage,
 };
-use warmpath_protocol::text::StreamDecoder;
+use warmpath_text::StreamDecoder;
 
 /// Which API shape to answer in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,9 +1,9 @@
-//! The serialisable description of a tokenizer and chat template.
+//! The serialisable description of a tokenizer and chat template, as a replica publishes it.
 
 use serde::{Deserialize, Serialize};
 
-/// Everything needed to rebuild a [`super::ChatTokenizer`]: served by the replica at
-/// `warmpath_protocol::replica_api::PATH_TOKENIZER`.
+/// Everything needed to rebuild a replica's tokenizer (`warmpath_text::ChatTokenizer`):
+/// served by the replica at [`crate::replica_api::PATH_TOKENIZER`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TokenizerSpec {
     /// A Hugging Face `tokenizer.json` document (model, pre-tokenizer, decoder, added tokens).
@@ -23,23 +23,4 @@ pub struct TokenizerSpec {
     /// Whether `encode(.., add_special = true)` prepends the BOS token.
     #[serde(default)]
     pub add_bos: bool,
-}
-
-/// One chat message, as in the OpenAI API.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChatMessage {
-    /// `system`, `user`, `assistant`, ...
-    pub role: String,
-    /// Message text.
-    pub content: String,
-}
-
-impl ChatMessage {
-    /// Builds a message.
-    pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
-        Self {
-            role: role.into(),
-            content: content.into(),
-        }
-    }
 }

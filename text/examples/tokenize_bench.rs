@@ -4,7 +4,7 @@
 //! `/v1/replica/tokenizer`). Prints one JSON line.
 
 use std::time::Instant;
-use warmpath_protocol::text::{ChatTokenizer, TokenizerSpec};
+use warmpath_text::{ChatTokenizer, TokenizerSpec};
 
 fn main() -> anyhow::Result<()> {
     let path = std::env::args()

@@ -1,7 +1,7 @@
 //! Chat template rendering with `minijinja`, in the way HF `apply_chat_template` does
 //! (`trim_blocks` and `lstrip_blocks` on, `raise_exception` available).
 
-use super::{ChatMessage, TextError};
+use crate::{ChatMessage, TextError};
 use minijinja::{context, Environment};
 
 /// A compiled chat template.

@@ -1,6 +1,6 @@
 //! Incremental detokenisation that never splits a UTF-8 character.
 
-use super::ChatTokenizer;
+use crate::ChatTokenizer;
 use router_policy::TokenId;
 
 /// Turns generated ids into text pieces; a piece is only yielded once its bytes form

@@ -1,26 +1,33 @@
+//! # warmpath-text
+//!
 //! Tokenizer and chat template shared by the gateway and the replica.
 //!
 //! The replica builds a [`TokenizerSpec`] from its model files (GGUF metadata, a HF
 //! `tokenizer.json`, or a synthetic byte-level vocabulary) and serves it as JSON; the
 //! gateway rebuilds the identical [`ChatTokenizer`] from that JSON, so both sides produce
-//! the same token ids (and so the same block hashes) for the same request.
+//! the same token ids (and so the same block hashes) for the same request. The spec itself
+//! is a wire type of `warmpath-protocol`, re-exported here.
 //!
 //! # Layout
-//! - [`spec`]: the serialisable [`TokenizerSpec`] and [`ChatMessage`].
+//! - [`ChatMessage`]: one conversation turn, the chat template's input.
 //! - [`tokenizer`]: [`ChatTokenizer`], encode/decode and chat rendering.
 //! - [`fast_bpe`]: [`FastByteLevel`], the byte-level BPE split without the backtracking regex.
 //! - [`stream`]: [`StreamDecoder`], incremental decoding that only yields complete UTF-8.
+//! - [`bytelevel`]: GPT-2's byte alphabet and byte-level BPE specs built in code (dummy
+//!   models, mock replicas, benchmarks and tests).
 
+pub mod bytelevel;
 mod fast_bpe;
-mod spec;
+mod message;
 mod stream;
 mod template;
 mod tokenizer;
 
 pub use fast_bpe::FastByteLevel;
-pub use spec::{ChatMessage, TokenizerSpec};
+pub use message::ChatMessage;
 pub use stream::StreamDecoder;
 pub use tokenizer::ChatTokenizer;
+pub use warmpath_protocol::tokenizer_spec::TokenizerSpec;
 
 /// Errors from building or using a tokenizer.
 #[derive(Debug, thiserror::Error)]

@@ -18,6 +18,7 @@
 //! the run has two or more characters and text follows, giving the last character back
 //! yields the same splits.
 
+use crate::bytelevel::BYTE_CHARS;
 use regex::Regex;
 use router_policy::TokenId;
 use std::sync::{Arc, LazyLock};
@@ -28,23 +29,6 @@ use tokenizers::{Model, Tokenizer};
 static SPLIT: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+")
         .expect("the GPT-2 split pattern compiles")
-});
-
-/// The byte-level alphabet: byte `b` is written as `BYTE_CHARS[b]`.
-static BYTE_CHARS: LazyLock<[char; 256]> = LazyLock::new(|| {
-    let printable = |b: u32| (33..=126).contains(&b) || (161..=172).contains(&b) || b >= 174;
-    let mut out = ['\0'; 256];
-    let mut next = 256u32;
-    for b in 0..256u32 {
-        let c = if printable(b) {
-            b
-        } else {
-            next += 1;
-            next - 1
-        };
-        out[b as usize] = char::from_u32(c).expect("byte-level chars are below U+0200");
-    }
-    out
 });
 
 /// How digits are split off before the byte-level split (`Digits` pre-tokenizer).
@@ -211,14 +195,6 @@ fn split_words(text: &str) -> impl Iterator<Item = &str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn byte_alphabet_matches_gpt2() {
-        assert_eq!(BYTE_CHARS[b'a' as usize], 'a');
-        assert_eq!(BYTE_CHARS[b' ' as usize], '\u{120}');
-        assert_eq!(BYTE_CHARS[b'\n' as usize], '\u{10a}');
-        assert_eq!(BYTE_CHARS[0xAD], '\u{143}');
-    }
 
     #[test]
     fn whitespace_runs_give_back_their_last_character() {

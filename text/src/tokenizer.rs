@@ -1,8 +1,8 @@
 //! [`ChatTokenizer`]: a HF `tokenizers` tokenizer plus chat template and special tokens.
 
-use super::fast_bpe::FastByteLevel;
-use super::template::ChatTemplate;
-use super::{ChatMessage, StreamDecoder, TextError, TokenizerSpec};
+use crate::fast_bpe::FastByteLevel;
+use crate::template::ChatTemplate;
+use crate::{ChatMessage, StreamDecoder, TextError, TokenizerSpec};
 use router_policy::TokenId;
 use std::str::FromStr;
 use std::sync::Arc;
