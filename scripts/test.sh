@@ -31,8 +31,12 @@ cargo deny --offline --locked check bans licenses sources
 
 # tools/modcycles: fails on any cycle between the library's modules (#[cfg(test)] code
 # left out), printing each cycle's edges with a file:line that makes them.
-step "module cycles (gateway)"
-cargo run -q -p modcycles -- gateway/src/lib.rs
+# The layering rules: the control plane and the shared state never reach the data plane
+# (proxy/), even through another module.
+step "module cycles and layering (gateway)"
+cargo run -q -p modcycles -- gateway/src/lib.rs \
+  --forbid control=proxy --forbid state=proxy --forbid replicas=proxy --forbid routing=proxy \
+  --forbid tenants=proxy --forbid metrics=proxy --forbid outcome=proxy --forbid dashboard=proxy
 
 step "tests"
 cargo test --workspace --no-fail-fast

@@ -63,7 +63,10 @@ fn a_forbidden_dependency_fails_with_the_chain_that_makes_it() {
     assert!(text.ends_with(", 1 layering rules broken\n"), "{text}");
     // a reaches c through b and directly; c reaches nothing under a.
     let chain = stdout(&run(&["--forbid", "a=c::d", "acyclic/src/lib.rs"]));
-    assert!(chain.contains("layering: a must not depend on c::d"), "{chain}");
+    assert!(
+        chain.contains("layering: a must not depend on c::d"),
+        "{chain}"
+    );
     let ok = run(&["--forbid", "c=a", "acyclic/src/lib.rs"]);
     assert_eq!(ok.status.code(), Some(0), "{}", stdout(&ok));
     let bad = run(&["--forbid", "c", "acyclic/src/lib.rs"]);
