@@ -12,6 +12,8 @@
 #       without it the upstream publishes the byte-level fixture tokenizer
 #
 #   BODY=long scripts/gateway-instructions.sh   # the long body (25 KB shared system prompt)
+#   BIN_DIR=DIR scripts/gateway-instructions.sh # binaries built before (DIR/gateway,
+#       DIR/examples/{passthrough,fixed_upstream}): counts another build without building
 #
 # Prints one line per proxy: requests measured, instructions per request, allocations per
 # request; then the ratio. Counters are zeroed after a warm-up, so start-up is not counted.
@@ -24,8 +26,14 @@ DURATION=${DURATION:-8}
 for tool in valgrind callgrind_control callgrind_annotate wrk; do
   command -v $tool >/dev/null || { echo "$tool missing: apt-get install valgrind wrk" >&2; exit 1; }
 done
-cargo build --release -p gateway --bin gateway --example passthrough --example fixed_upstream
-BIN=$CARGO_TARGET_DIR/release
+# BIN_DIR: binaries built earlier (gateway, examples/passthrough, examples/fixed_upstream),
+# e.g. another commit's, to count before and after a change; nothing is built then.
+if [ -n "${BIN_DIR:-}" ]; then
+  BIN=$BIN_DIR
+else
+  cargo build --release -p gateway --bin gateway --example passthrough --example fixed_upstream
+  BIN=$CARGO_TARGET_DIR/release
+fi
 WORK=$(mktemp -d)
 PIDS=()
 cleanup() {

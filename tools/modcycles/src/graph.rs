@@ -8,19 +8,11 @@ use anyhow::Result;
 use petgraph::algo::tarjan_scc;
 use petgraph::graph::{DiGraph, NodeIndex};
 
+pub use crate::edge::EdgeExample;
 use crate::layers::{self, Rule, Violation};
 use crate::refs;
 use crate::resolve::{resolve, Aliases};
 use crate::tree::ModTree;
-
-/// One dependency edge and the first place (by file, then line) that makes it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EdgeExample {
-    pub from: String,
-    pub to: String,
-    pub file: PathBuf,
-    pub line: usize,
-}
 
 /// A strongly connected component of more than one module: its modules by name, and
 /// every edge between them.
@@ -161,14 +153,7 @@ impl fmt::Display for Report {
                 cycle.modules.join(", ")
             )?;
             for e in &cycle.edges {
-                writeln!(
-                    f,
-                    "  {} -> {}  ({}:{})",
-                    e.from,
-                    e.to,
-                    e.file.display(),
-                    e.line
-                )?;
+                writeln!(f, "  {e}")?;
             }
         }
         for v in &self.violations {

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 
-use crate::graph::EdgeExample;
+use crate::edge::EdgeExample;
 
 /// One rule, as given on the command line (`control=proxy`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,14 +103,7 @@ impl fmt::Display for Violation {
             self.rule.from, self.rule.to
         )?;
         for e in &self.chain {
-            writeln!(
-                f,
-                "  {} -> {}  ({}:{})",
-                e.from,
-                e.to,
-                e.file.display(),
-                e.line
-            )?;
+            writeln!(f, "  {e}")?;
         }
         Ok(())
     }

@@ -20,6 +20,7 @@
 //! the library as an external crate; check it as its own root when it has modules.
 
 pub mod cfg;
+pub mod edge;
 pub mod graph;
 pub mod layers;
 pub mod refs;
