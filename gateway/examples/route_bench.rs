@@ -7,6 +7,7 @@
 
 use gateway::routing::Router;
 use gateway::tokenize::CachedTokenizer;
+use router_policy::rng::{Draw, SeedableRng, Xoshiro256StarStar};
 use router_policy::{
     block_hashes, BlockSize, CacheSalt, CheckpointId, ClusterView, Epoch, HashNamespace,
     KvStreamMessage, Millis, PolicyConfig, ReplicaId, ReplicaSnapshot, RouteRequest, SeqNo,
@@ -23,14 +24,11 @@ fn system_prompt(tok: &CachedTokenizer, tokens: usize) -> anyhow::Result<String>
         "replicas", "serve", "tenants", "with", "care", "7", "42", "tokens,", "quietly.",
     ];
     let mut text = String::new();
-    let mut i = 0usize;
+    let mut rng = Xoshiro256StarStar::seed_from_u64(0);
     loop {
         // Grow in steps, then check the real token count.
         for _ in 0..256 {
-            i = i
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            text.push_str(WORDS[(i >> 33) % WORDS.len()]);
+            text.push_str(WORDS[rng.below(WORDS.len() as u64) as usize]);
             text.push(' ');
         }
         if tok.inner().encode(&text, false)?.len() >= tokens {

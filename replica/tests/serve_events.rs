@@ -5,6 +5,7 @@
 
 mod serve_support;
 
+use router_policy::rng::{Draw, SeedableRng, Xoshiro256StarStar};
 use router_policy::{
     block_hashes, BlockHash, BlockSize, CacheSalt, CheckpointId, HashNamespace, KvEvent,
     KvStreamMessage, Observation, StreamCursor, TokenId,
@@ -141,15 +142,14 @@ async fn completion(
     r.json()
 }
 
-/// Tiny deterministic PRNG for the workload.
-struct Lcg(u64);
-impl Lcg {
+/// The workload's deterministic draws: the workspace's seeded generator.
+struct Workload(Xoshiro256StarStar);
+impl Workload {
+    fn new(seed: u64) -> Self {
+        Self(Xoshiro256StarStar::seed_from_u64(seed))
+    }
     fn next(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % n
+        self.0.below(n)
     }
 }
 
@@ -165,7 +165,7 @@ async fn followers_from_any_point_hold_the_cached_block_set() {
     let model = info["model"].as_str().unwrap().to_string();
     let checkpoint = CheckpointId::new(info["checkpoint"].as_str().unwrap());
     let mut early = Follower::connect(addr, "").await;
-    let mut rng = Lcg(7);
+    let mut rng = Workload::new(7);
     let prefixes: Vec<Vec<u32>> = (0..3)
         .map(|p| (0..64).map(|i| 40 + ((i * 13 + p * 29) % 200)).collect())
         .collect();

@@ -352,7 +352,7 @@ fn check(endpoint: Endpoint, doc: &[u8], tally: &mut Tally) {
 fn reader_matches_serde_on_generated_bodies() {
     const BODIES: usize = 6_000;
     let mut g = Gen {
-        r: Rng(0xD1B5_4A32_D192_ED03),
+        r: Rng::new(0xD1B5_4A32_D192_ED03),
         wild: false,
     };
     for endpoint in [Endpoint::Chat, Endpoint::Completions] {

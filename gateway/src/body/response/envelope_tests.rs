@@ -42,7 +42,7 @@ impl Tally {
 #[test]
 fn scanner_matches_a_value_lookup_on_generated_documents() {
     const DOCS: usize = 10_000;
-    let mut r = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut r = Rng::new(0x9E37_79B9_7F4A_7C15);
     let (mut whole, mut broken) = (Tally::default(), Tally::default());
     for _ in 0..DOCS {
         let doc = document(&mut r);
@@ -75,7 +75,7 @@ fn scanner_matches_a_value_lookup_on_generated_documents() {
 fn body_usage_matches_a_value_lookup_on_valid_documents() {
     use crate::body::tail::last_members;
     const DOCS: usize = 10_000;
-    let mut r = Rng(0x2545_F491_4F6C_DD1D);
+    let mut r = Rng::new(0x2545_F491_4F6C_DD1D);
     let (mut valid, mut found, mut broken) = (0, 0, 0);
     for _ in 0..DOCS {
         let doc = document(&mut r);

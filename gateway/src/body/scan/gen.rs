@@ -2,18 +2,19 @@
 //! reader, the response envelope): valid documents built from fields the gateway reads,
 //! plus broken variants of them.
 
-/// xorshift64*: small, deterministic, good enough to pick shapes.
-pub(crate) struct Rng(pub(crate) u64);
+use router_policy::rng::{Draw, SeedableRng, Xoshiro256StarStar};
+
+/// The workspace's seeded generator (`router_policy::rng`) with the draws the generators
+/// below use.
+pub(crate) struct Rng(Xoshiro256StarStar);
 
 impl Rng {
-    pub(crate) fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    /// A generator seeded with `seed`: the same documents every run.
+    pub(crate) fn new(seed: u64) -> Self {
+        Self(Xoshiro256StarStar::seed_from_u64(seed))
     }
     pub(crate) fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        self.0.below(n as u64) as usize
     }
     pub(crate) fn one_in(&mut self, n: usize) -> bool {
         self.below(n) == 0
@@ -217,7 +218,7 @@ pub(crate) fn mutate(r: &mut Rng, doc: &mut Vec<u8>) {
     for _ in 0..1 + r.below(3) {
         let at = r.below(doc.len() + 1);
         let byte = if r.one_in(4) {
-            r.next() as u8
+            r.below(256) as u8
         } else {
             *r.pick(NOISE)
         };
