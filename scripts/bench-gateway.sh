@@ -133,15 +133,23 @@ NG_PID=$(pgrep -P "$NG_MASTER" | head -1)
 # rounds; every round is listed under the tables.
 ROUNDS=${ROUNDS:-3}
 : > "$WORK/rounds.txt"
-MEASURES=("D1 1 short.lua $UP $UP_PID"
-  "G8 8 short.lua $GW $GW_PID" "P8 8 short.lua $PT $PT_PID" "C8 8 short.lua $PC $PC_PID" "N8 8 short.lua $NG $NG_PID"
-  "G1 1 short.lua $GW $GW_PID" "P1 1 short.lua $PT $PT_PID" "C1 1 short.lua $PC $PC_PID" "N1 1 short.lua $NG $NG_PID"
-  "GL 8 long.lua $GW $GW_PID" "PL 8 long.lua $PT $PT_PID" "CL 8 long.lua $PC $PC_PID" "NL 8 long.lua $NG $NG_PID")
-if [ -n "$BASELINE" ]; then
-  # The baseline gateway runs right after this one in each measurement's slot.
-  MEASURES+=("B8 8 short.lua $GB $GB_PID" "B1 1 short.lua $GB $GB_PID" "BL 8 long.lua $GB $GB_PID")
-fi
+# measures ROUND: this round's measurements, in order. With a baseline gateway, each of its
+# runs sits next to the same run of this gateway, first on even rounds and second on odd
+# ones, so neither build always follows the same neighbour (caches, the run before it).
+measures() {
+  local g8="G8 8 short.lua $GW $GW_PID" g1="G1 1 short.lua $GW $GW_PID" gl="GL 8 long.lua $GW $GW_PID"
+  if [ -n "$BASELINE" ]; then
+    local b8="B8 8 short.lua $GB $GB_PID" b1="B1 1 short.lua $GB $GB_PID" bl="BL 8 long.lua $GB $GB_PID"
+    if [ $(($1 % 2)) = 0 ]; then
+      g8="$b8|$g8"; g1="$b1|$g1"; gl="$bl|$gl"
+    else
+      g8="$g8|$b8"; g1="$g1|$b1"; gl="$gl|$bl"
+    fi
+  fi
+  echo "D1 1 short.lua $UP $UP_PID|$g8|P8 8 short.lua $PT $PT_PID|C8 8 short.lua $PC $PC_PID|N8 8 short.lua $NG $NG_PID|$g1|P1 1 short.lua $PT $PT_PID|C1 1 short.lua $PC $PC_PID|N1 1 short.lua $NG $NG_PID|$gl|PL 8 long.lua $PT $PT_PID|CL 8 long.lua $PC $PC_PID|NL 8 long.lua $NG $NG_PID"
+}
 for round in $(seq "$ROUNDS"); do
+  IFS='|' read -r -a MEASURES <<< "$(measures "$round")"
   for m in "${MEASURES[@]}"; do
     set -- $m
     echo "$round $1 $(run_wrk "$2" "$3" "$4" "$5")" >> "$WORK/rounds.txt"
