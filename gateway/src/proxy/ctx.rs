@@ -131,14 +131,6 @@ impl RequestCtx {
         self.trace = trace;
     }
 
-    /// The label of the latest attempt's replica; empty before any attempt.
-    pub fn replica_label(&self) -> &str {
-        self.attempts
-            .replica
-            .as_ref()
-            .map_or("", |r| r.label.as_str())
-    }
-
     /// Whether the client asked for server-sent events.
     pub fn is_stream(&self) -> bool {
         self.plan.as_ref().is_some_and(|p| p.stream)

@@ -75,11 +75,6 @@ impl TryOrder {
         self.tried >= self.replicas.len()
     }
 
-    /// The replicas in try order; the tried ones first, in the order they were tried.
-    pub fn replicas(&self) -> &[Arc<Replica>] {
-        &self.replicas
-    }
-
     /// The replica for the next attempt: the first one not yet tried that is healthy (or
     /// half-open) at `now` and has a free in-flight slot (below `max`). It moves up to
     /// the tried ones; the ones it passed stay untried for a later attempt. `None` when
