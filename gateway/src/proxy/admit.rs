@@ -30,7 +30,7 @@ pub fn reserve(
     tokens: u64,
     now: Instant,
 ) -> Result<(), GatewayError> {
-    match limits::reserve(&tenant.limiter, tokens, now) {
+    match limits::reserve(&tenant.limiter, &tenant.id, tokens, now) {
         Ok((permit, headers)) => {
             admission.rate_headers = headers.headers;
             admission.permit = Some(permit);

@@ -3,7 +3,7 @@
 //! outcome to the metrics, the access log and the dashboard.
 
 use super::ctx::RequestCtx;
-use super::failure::client_side;
+use super::failure::{client_gone, client_side};
 use crate::dashboard::snapshot::history_point;
 use crate::outcome::{Outcome, CLIENT_CLOSED};
 use crate::state::AppState;
@@ -60,6 +60,9 @@ pub fn outcome<'a>(ctx: &'a RequestCtx, e: Option<&Error>, now: Instant) -> Outc
     let tracker = ctx.seen.tracker.as_ref();
     let charged_tokens = match tracker {
         Some(t) if ctx.seen.started => t.charged_tokens(prompt_tokens),
+        // Sent to a replica, and the client left before the response header: the
+        // replica ran (or was running) the prefill, so the prompt is charged.
+        _ if ctx.attempts.count > 0 && e.is_some_and(client_gone) => prompt_tokens,
         _ => 0,
     };
     let replica = ctx.attempts.replica.as_ref();

@@ -108,10 +108,14 @@ impl TenantLimiter {
     }
 }
 
-/// Reserves one request that may use up to `tokens` tokens against a tenant's limits
-/// (concurrency, requests per minute, tokens per minute, in that order).
+/// Reserves one request that may use up to `tokens` tokens against the limits of tenant
+/// `tenant` (its id, for the error): concurrency, then tokens per minute, then requests
+/// per minute. A refusal spends nothing: the token reservation is taken back when the
+/// request limit then refuses (governor cannot refund, the token bucket can). A request
+/// that needs more tokens than the bucket ever holds is a 400, not a 429 it could retry.
 pub fn reserve(
     l: &Arc<TenantLimiter>,
+    tenant: &str,
     tokens: u64,
     now: Instant,
 ) -> Result<(Permit, RateHeaders), (GatewayError, RateHeaders)> {
@@ -139,41 +143,29 @@ pub fn reserve(
             ));
         }
     }
-    if let Some(r) = &l.requests {
-        hdrs.headers
-            .push((headers::RATELIMIT_LIMIT_REQUESTS, l.limit_requests.clone()));
-        if let Err(not_until) = r.check() {
-            let wait = not_until.wait_time_from(DefaultClock::default().now());
-            hdrs.headers.push((
-                headers::RATELIMIT_REMAINING_REQUESTS,
-                http::HeaderValue::from_static("0"),
-            ));
-            hdrs.headers
-                .push((headers::RATELIMIT_RESET_REQUESTS, format_secs(wait)));
-            return Err((
-                GatewayError::RateLimited {
-                    kind: LimitKind::Requests,
-                    retry_after: wait,
-                    detail: format!("{} requests per minute", l.limits.requests_per_minute),
-                },
-                hdrs,
-            ));
-        }
-    }
     if let Some(b) = &l.tokens {
-        let mut b = b.lock();
-        let res = b.reserve(tokens, now);
-        hdrs.headers
-            .push((headers::RATELIMIT_LIMIT_TOKENS, l.limit_tokens.clone()));
-        hdrs.headers.push((
-            headers::RATELIMIT_REMAINING_TOKENS,
-            HeaderValue::from(b.available(now)),
-        ));
-        hdrs.headers.push((
-            headers::RATELIMIT_RESET_TOKENS,
-            format_secs(b.time_to_full(now)),
-        ));
-        if let Err(wait) = res {
+        let refused = match b.lock().reserve(tokens, now) {
+            Ok(()) => None,
+            Err(TokenRefusal::Never) => {
+                return Err((
+                    GatewayError::BadRequest(format!(
+                        "request needs {tokens} tokens (prompt plus max_tokens) but tenant \
+                         {tenant}'s tokens_per_minute is {}: lower max_tokens or shorten the prompt",
+                        l.limits.tokens_per_minute
+                    )),
+                    hdrs,
+                ));
+            }
+            Err(TokenRefusal::Wait(wait)) => Some(wait),
+        };
+        if refused.is_none() {
+            // Held from here: dropping the permit (a refusal below) gives the tokens back.
+            permit.reserved = tokens;
+            permit.settled = false;
+            permit.tokens_of = Some(l.clone());
+        }
+        if let Some(wait) = refused {
+            token_headers(l, b, now, &mut hdrs);
             return Err((
                 GatewayError::RateLimited {
                     kind: LimitKind::Tokens,
@@ -186,11 +178,52 @@ pub fn reserve(
                 hdrs,
             ));
         }
-        permit.reserved = tokens;
-        permit.settled = false;
-        permit.tokens_of = Some(l.clone());
+    }
+    if let Some(r) = &l.requests {
+        hdrs.headers
+            .push((headers::RATELIMIT_LIMIT_REQUESTS, l.limit_requests.clone()));
+        if let Err(not_until) = r.check() {
+            // Give the tokens back before reporting what is left of them.
+            drop(permit);
+            let wait = not_until.wait_time_from(DefaultClock::default().now());
+            hdrs.headers.push((
+                headers::RATELIMIT_REMAINING_REQUESTS,
+                http::HeaderValue::from_static("0"),
+            ));
+            hdrs.headers
+                .push((headers::RATELIMIT_RESET_REQUESTS, format_secs(wait)));
+            if let Some(b) = &l.tokens {
+                token_headers(l, b, now, &mut hdrs);
+            }
+            return Err((
+                GatewayError::RateLimited {
+                    kind: LimitKind::Requests,
+                    retry_after: wait,
+                    detail: format!("{} requests per minute", l.limits.requests_per_minute),
+                },
+                hdrs,
+            ));
+        }
+    }
+    if let Some(b) = &l.tokens {
+        token_headers(l, b, now, &mut hdrs);
     }
     Ok((permit, hdrs))
+}
+
+/// The `x-ratelimit-*-tokens` headers as the bucket stands at `now`.
+fn token_headers(l: &TenantLimiter, b: &Mutex<TokenBucket>, now: Instant, hdrs: &mut RateHeaders) {
+    let mut b = b.lock();
+    hdrs.headers
+        .push((headers::RATELIMIT_LIMIT_TOKENS, l.limit_tokens.clone()));
+    hdrs.headers.push((
+        headers::RATELIMIT_REMAINING_TOKENS,
+        HeaderValue::from(b.available(now)),
+    ));
+    hdrs.headers.push((
+        headers::RATELIMIT_RESET_TOKENS,
+        format_secs(b.time_to_full(now)),
+    ));
 }
 
 /// A duration as OpenAI's reset headers write it: seconds with millisecond precision
@@ -207,6 +240,15 @@ fn format_secs(d: Duration) -> http::HeaderValue {
     out.extend_from_slice(&[b'.', digit(frac / 100), digit(frac / 10), digit(frac), b's']);
     http::HeaderValue::from_maybe_shared(bytes::Bytes::from(out))
         .unwrap_or_else(|_| http::HeaderValue::from_static("0.000s"))
+}
+
+/// Why the token bucket refused a reservation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenRefusal {
+    /// The tokens are available after this wait.
+    Wait(Duration),
+    /// More tokens than the bucket holds when full: no wait makes them available.
+    Never,
 }
 
 /// Token bucket with capacity = tokens/minute, refilled continuously; equivalent to GCRA
@@ -238,18 +280,21 @@ impl TokenBucket {
         self.at = now;
     }
 
-    /// Takes `n` tokens, or says how long until they are available.
-    pub fn reserve(&mut self, n: u64, now: Instant) -> Result<(), Duration> {
+    /// Takes `n` tokens, or says how long until they are available, or that they never
+    /// will be (more than the capacity).
+    pub fn reserve(&mut self, n: u64, now: Instant) -> Result<(), TokenRefusal> {
         self.refill(now);
         let n = n as f64;
         if n > self.capacity {
-            return Err(Duration::from_secs(60));
+            return Err(TokenRefusal::Never);
         }
         if self.level >= n {
             self.level -= n;
             Ok(())
         } else {
-            Err(Duration::from_secs_f64((n - self.level) / self.per_sec))
+            Err(TokenRefusal::Wait(Duration::from_secs_f64(
+                (n - self.level) / self.per_sec,
+            )))
         }
     }
 
@@ -308,7 +353,7 @@ mod tests {
         assert!(admitted >= 6000, "{admitted}");
         assert_eq!(
             b.reserve(7000, t0 + Duration::from_secs(3)),
-            Err(Duration::from_secs(60))
+            Err(TokenRefusal::Never)
         );
     }
 
@@ -333,7 +378,7 @@ mod tests {
         let mut ok = 0;
         let mut last_err = None;
         for _ in 0..5 {
-            match reserve(&t.limiter, 10, Instant::now()) {
+            match reserve(&t.limiter, "t", 10, Instant::now()) {
                 Ok(_) => ok += 1,
                 Err((e, h)) => {
                     assert!(h
@@ -379,11 +424,11 @@ mod tests {
             max_concurrent: 1,
             ..Default::default()
         });
-        let p = reserve(&t.limiter, 1, Instant::now()).unwrap();
-        assert!(reserve(&t.limiter, 1, Instant::now()).is_err());
+        let p = reserve(&t.limiter, "t", 1, Instant::now()).unwrap();
+        assert!(reserve(&t.limiter, "t", 1, Instant::now()).is_err());
         drop(p);
         assert_eq!(t.limiter.in_flight(), 0);
-        assert!(reserve(&t.limiter, 1, Instant::now()).is_ok());
+        assert!(reserve(&t.limiter, "t", 1, Instant::now()).is_ok());
     }
 
     #[test]
@@ -392,13 +437,91 @@ mod tests {
             tokens_per_minute: 1000,
             ..Default::default()
         });
-        let (p, _) = reserve(&t.limiter, 900, Instant::now()).unwrap();
-        assert!(reserve(&t.limiter, 900, Instant::now()).is_err());
+        let (p, _) = reserve(&t.limiter, "t", 900, Instant::now()).unwrap();
+        assert!(reserve(&t.limiter, "t", 900, Instant::now()).is_err());
         drop(p);
-        let (mut p, _) = reserve(&t.limiter, 900, Instant::now()).unwrap();
+        let (mut p, _) = reserve(&t.limiter, "t", 900, Instant::now()).unwrap();
         p.settle(850);
         drop(p);
-        assert!(reserve(&t.limiter, 900, Instant::now()).is_err());
-        assert!(reserve(&t.limiter, 100, Instant::now()).is_ok());
+        assert!(reserve(&t.limiter, "t", 900, Instant::now()).is_err());
+        assert!(reserve(&t.limiter, "t", 100, Instant::now()).is_ok());
+    }
+
+    #[test]
+    fn a_reservation_larger_than_the_tpm_is_a_400_naming_the_limit() {
+        let t = tenant(TenantLimits {
+            tokens_per_minute: 1000,
+            requests_per_minute: 60,
+            request_burst: 1,
+            ..Default::default()
+        });
+        match reserve(&t.limiter, "t", 1500, Instant::now()) {
+            Err((GatewayError::BadRequest(msg), _)) => {
+                assert!(
+                    msg.contains("1500") && msg.contains("tenant t's tokens_per_minute is 1000"),
+                    "{msg}"
+                );
+            }
+            other => panic!("expected a 400, got {other:?}"),
+        }
+        assert!(
+            reserve(&t.limiter, "t", 10, Instant::now()).is_ok(),
+            "the refusal spent neither the request allowance nor tokens"
+        );
+    }
+
+    #[test]
+    fn a_token_refusal_does_not_spend_the_request_allowance() {
+        let t = tenant(TenantLimits {
+            requests_per_minute: 1,
+            request_burst: 2,
+            tokens_per_minute: 1000,
+            ..Default::default()
+        });
+        let now = Instant::now();
+        let first = reserve(&t.limiter, "t", 900, now).unwrap();
+        match reserve(&t.limiter, "t", 900, now) {
+            Err((
+                GatewayError::RateLimited {
+                    kind: LimitKind::Tokens,
+                    ..
+                },
+                _,
+            )) => {}
+            other => panic!("expected the token limit, got {other:?}"),
+        }
+        // The burst of two requests still has one left.
+        let second = reserve(&t.limiter, "t", 50, now);
+        assert!(second.is_ok(), "{:?}", second.err());
+        drop((first, second));
+    }
+
+    #[test]
+    fn a_request_refusal_gives_the_tokens_back() {
+        let t = tenant(TenantLimits {
+            requests_per_minute: 1,
+            request_burst: 1,
+            tokens_per_minute: 6000,
+            ..Default::default()
+        });
+        let now = Instant::now();
+        let (_first, _) = reserve(&t.limiter, "t", 1000, now).unwrap();
+        match reserve(&t.limiter, "t", 3000, now) {
+            Err((
+                GatewayError::RateLimited {
+                    kind: LimitKind::Requests,
+                    ..
+                },
+                h,
+            )) => {
+                let left = h
+                    .headers
+                    .iter()
+                    .find(|(k, _)| k == "x-ratelimit-remaining-tokens")
+                    .map(|(_, v)| v.to_str().unwrap().parse::<u64>().unwrap());
+                assert_eq!(left, Some(5000), "the refused request's tokens are back");
+            }
+            other => panic!("expected the request limit, got {other:?}"),
+        }
     }
 }
