@@ -276,6 +276,10 @@ pub struct TimeoutConfig {
     pub idle_ms: u64,
     /// Reading the client's request (header and body).
     pub client_read_ms: u64,
+    /// Longest a write to the client may make no progress (a client that stops reading)
+    /// before the connection is cut, the replica slot freed and the upstream connection
+    /// closed, which cancels the generation.
+    pub client_write_ms: u64,
 }
 
 impl Default for TimeoutConfig {
@@ -285,6 +289,7 @@ impl Default for TimeoutConfig {
             first_token_ms: 30_000,
             idle_ms: 30_000,
             client_read_ms: 10_000,
+            client_write_ms: 30_000,
         }
     }
 }
@@ -456,6 +461,7 @@ impl Config {
             ("timeouts.first_token_ms", t.first_token_ms),
             ("timeouts.idle_ms", t.idle_ms),
             ("timeouts.client_read_ms", t.client_read_ms),
+            ("timeouts.client_write_ms", t.client_write_ms),
         ] {
             if v == 0 {
                 return Err(invalid(key, "must be positive"));

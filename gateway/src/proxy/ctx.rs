@@ -51,6 +51,11 @@ pub struct Read {
     pub model: Arc<str>,
     /// The whole body was read: its length (at most `limits.max_body_bytes`).
     pub body_len: Option<u32>,
+    /// The body the replica gets instead of the client's: the client's with the completion
+    /// bound the admission reserved (see [`super::bound`]); `None`: the client's as is.
+    pub bounded_body: Option<bytes::Bytes>,
+    /// The attempt (its number) that [`Self::bounded_body`] was last sent on.
+    pub bounded_sent: u32,
 }
 
 /// The authenticated tenant and what its limits granted.
@@ -80,8 +85,9 @@ pub struct Attempts {
     pub count: u32,
     /// A stale pooled connection was already retried.
     pub stale_retried: bool,
-    /// Upstream `Retry-After` to honour before the next attempt.
-    pub retry_after: Option<Duration>,
+    /// The longest `Retry-After` a replica answered with (it cools that replica down, and
+    /// is what the client is told when no attempt is left).
+    pub upstream_retry_after: Option<Duration>,
 }
 
 /// The response as the client sees it.
@@ -117,6 +123,8 @@ impl RequestCtx {
                 control: false,
                 model: no_model(),
                 body_len: None,
+                bounded_body: None,
+                bounded_sent: 0,
             },
             admission: Admission::default(),
             plan: None,

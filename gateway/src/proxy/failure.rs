@@ -43,9 +43,15 @@ pub fn proxy_failed(
     }
     let upstream_fault = e.esource() == &ErrorSource::Upstream;
     if let Some(slot) = ctx.attempts.slot.take() {
-        // A retryable status is the replica pushing back, and a client that went away
-        // is not the replica's fault: only upstream errors count against its health.
-        if upstream_fault && !upstream_status {
+        // An upstream error or a 502-504 counts against the replica's health (a replica
+        // that fails every request but passes the probe is ejected all the same); a 429
+        // is the replica pushing back (its cooldown is in its `Retry-After`), and a client
+        // that went away is not the replica's fault.
+        let failed = match e.etype() {
+            ErrorType::HTTPStatus(s) => matches!(s, 502..=504),
+            _ => upstream_fault,
+        };
+        if failed {
             state.report(slot.replica(), false);
         }
     }
@@ -71,7 +77,12 @@ pub async fn answer(
     e: &Error,
     ctx: &mut RequestCtx,
 ) -> u16 {
-    let err = classify(e);
+    if client_gone(e) {
+        // Nobody to write to (and a client that stopped reading would only hold the slot
+        // for another `timeouts.client_write_ms`).
+        return 0;
+    }
+    let err = classify(e, ctx.attempts.upstream_retry_after);
     if ctx.seen.started {
         if ctx.is_stream() && !ctx.seen.stream_error_sent {
             ctx.seen.stream_error_sent = true;
@@ -84,9 +95,6 @@ pub async fn answer(
                 .write_response_body(Some(Bytes::from(err.to_sse_event())), true)
                 .await;
         }
-        return 0;
-    }
-    if client_gone(e) {
         return 0;
     }
     ctx.seen.status = err.status();
@@ -102,12 +110,16 @@ pub async fn answer(
     err.status()
 }
 
-/// The client's connection failed or closed: nobody is left to answer.
+/// The client's connection failed or closed, or the client stopped reading (a write made
+/// no progress for `timeouts.client_write_ms`): nobody is left to answer.
 pub fn client_gone(e: &Error) -> bool {
     client_side(e)
         && matches!(
             e.etype(),
-            ErrorType::WriteError | ErrorType::ReadError | ErrorType::ConnectionClosed
+            ErrorType::WriteError
+                | ErrorType::ReadError
+                | ErrorType::ConnectionClosed
+                | ErrorType::WriteTimedout
         )
 }
 
@@ -126,18 +138,18 @@ fn stale_pooled(e: &Error, client_reused: bool) -> bool {
         && !matches!(e.etype(), ErrorType::HTTPStatus(_))
 }
 
-/// Maps a Pingora error to the gateway's error.
-fn classify(e: &Error) -> GatewayError {
+/// Maps a Pingora error to the gateway's error; an overload tells the client to come
+/// back after the longest `Retry-After` a replica gave (`upstream_retry_after`), 1 s at
+/// least.
+fn classify(e: &Error, upstream_retry_after: Option<Duration>) -> GatewayError {
+    let retry_after = upstream_retry_after
+        .unwrap_or(Duration::ZERO)
+        .max(Duration::from_secs(1));
     match e.etype() {
         ErrorType::ConnectTimedout | ErrorType::ReadTimedout | ErrorType::WriteTimedout => {
             GatewayError::UpstreamTimeout
         }
-        ErrorType::HTTPStatus(503) => GatewayError::Overloaded {
-            retry_after: Duration::from_secs(1),
-        },
-        ErrorType::HTTPStatus(429) => GatewayError::Overloaded {
-            retry_after: Duration::from_secs(1),
-        },
+        ErrorType::HTTPStatus(429 | 503) => GatewayError::Overloaded { retry_after },
         _ => GatewayError::Upstream(e.etype().as_str().to_string()),
     }
 }
@@ -170,6 +182,7 @@ mod tests {
             ErrorType::ConnectionClosed,
             ErrorType::ReadError,
             ErrorType::WriteError,
+            ErrorType::WriteTimedout,
         ] {
             assert!(client_gone(&Error::new(t.clone()).into_down()), "{t:?}");
             assert!(!client_gone(&Error::new(t).into_up()), "the replica's side");

@@ -6,7 +6,7 @@
 //!    Pingora's HTTP/1.1 loop over the proxy.
 //! 2. [`read`]: the route table, framing and size checks, the bounded body read.
 //! 3. [`admit`]: authenticate the API key; reserve the request's tokens against the
-//!    tenant's limits.
+//!    tenant's limits; [`bound`]: the body forwarded carries the completion bound reserved.
 //! 4. [`prepare`]: tokenize exactly as the replica does; hash blocks under the tenant's
 //!    namespace.
 //! 5. [`route`]: the policy's decision and try order, an in-flight slot, the decision
@@ -24,6 +24,7 @@
 
 pub mod accept;
 pub mod admit;
+pub mod bound;
 pub mod ctx;
 pub mod failure;
 pub mod finish;

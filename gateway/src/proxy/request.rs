@@ -5,6 +5,7 @@
 //! model list, a health check) never reaches one.
 
 use super::admit;
+use super::bound::bounded_body;
 use super::ctx::RequestCtx;
 use super::prepare::prepare;
 use super::read::{self, Target};
@@ -130,9 +131,14 @@ pub async fn decide(
     ctx.read.model = model.clone();
     let now = Instant::now();
     let prepared = prepare(state, tenant, &parsed, now)?;
-    let max_tokens = u64::from(parsed.max_tokens.unwrap_or(cfg.limits.default_max_tokens));
+    let default_max_tokens = cfg.limits.default_max_tokens;
+    let max_tokens = u64::from(parsed.max_tokens.unwrap_or(default_max_tokens));
     let tokens = u64::from(prepared.prompt_tokens) + max_tokens * u64::from(parsed.n);
     admit::reserve(&mut ctx.admission, tenant, tokens, now)?;
+    if parsed.max_tokens.is_none() {
+        // The replica must stop where the reservation does.
+        ctx.read.bounded_body = bounded_body(body, endpoint, default_max_tokens);
+    }
     let (plan, mut order) = route(state, prepared, endpoint, &parsed, model)?;
     let slot = hold_slot(state, &mut order, plan.decided).await?;
     record(state, &plan, tenant, &ctx.id.header);
@@ -304,6 +310,76 @@ mod tests {
             read::readiness(&empty).0,
             503,
             "no replica registered: not ready"
+        );
+    }
+
+    #[test]
+    fn the_replica_gets_the_bound_that_was_reserved() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let limits = TenantLimits {
+            tokens_per_minute: 1_000_000,
+            ..Default::default()
+        };
+        let state = state(&rt, limits, 64);
+        let tenant = state.tenants().authenticate(Some(b"Bearer k")).unwrap();
+        let mut ctx = RequestCtx::new();
+        rt.block_on(decide(&state, &mut ctx, &tenant, Endpoint::Chat, BODY))
+            .unwrap();
+        assert!(
+            ctx.read.bounded_body.is_none(),
+            "a bound given is forwarded as is"
+        );
+        let default = state.config().limits.default_max_tokens;
+        for (endpoint, body) in [
+            (
+                Endpoint::Chat,
+                &br#"{"model":"m","messages":[{"role":"user","content":"no bound"}]}"#[..],
+            ),
+            (
+                Endpoint::Completions,
+                br#"{"model":"m","prompt":"no bound","max_tokens":null}"#,
+            ),
+        ] {
+            let mut ctx = RequestCtx::new();
+            rt.block_on(decide(&state, &mut ctx, &tenant, endpoint, body))
+                .unwrap();
+            let forwarded = ctx.read.bounded_body.expect("a bound is added");
+            let parsed = request::parse(endpoint, &forwarded).unwrap();
+            assert_eq!(parsed.max_tokens, Some(default));
+            assert_eq!(
+                ctx.admission.permit.as_ref().unwrap().reserved(),
+                u64::from(ctx.plan.as_ref().unwrap().prompt_tokens) + u64::from(default)
+            );
+        }
+    }
+
+    #[test]
+    fn a_client_gone_before_the_response_header_is_charged_its_prompt() {
+        use pingora_error::{Error, ErrorType};
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let state = state(&rt, TenantLimits::default(), 64);
+        let (mut ok, _) = run(&state, &rt, 1);
+        let mut ctx = ok.pop().unwrap();
+        let prompt = u64::from(ctx.plan.as_ref().unwrap().prompt_tokens);
+        assert!(prompt > 0);
+        let gone = Error::new(ErrorType::ConnectionClosed).into_down();
+        let now = Instant::now();
+        assert_eq!(
+            super::super::finish::outcome(&ctx, Some(&gone), now).charged_tokens,
+            0,
+            "never sent upstream: nothing ran"
+        );
+        ctx.attempts.count = 1;
+        assert_eq!(
+            super::super::finish::outcome(&ctx, Some(&gone), now).charged_tokens,
+            prompt,
+            "sent upstream, the client left before the header: the prefill is charged"
         );
     }
 }

@@ -1,6 +1,7 @@
 //! Read the response: the replica's status decides between a retry (429 and 502-504,
-//! while one is allowed) and passing it on ([`upstream_status`]); the client's header gets
-//! the gateway's headers ([`stamp_response`]); the body is watched as it streams through,
+//! while one is allowed) and passing it on ([`upstream_status`]), and a 429 or 503 with
+//! `Retry-After` cools that replica down for as long ([`MAX_COOLDOWN`] at most); the
+//! client's header gets the gateway's headers ([`stamp_response`]); the body is watched as it streams through,
 //! never delayed, and a stream that ends without `[DONE]` gets a terminal error event
 //! ([`watch_body`]).
 
@@ -14,22 +15,37 @@ use pingora_error::{Error, ErrorType, Result};
 use pingora_http::ResponseHeader;
 use std::time::Duration;
 
-/// The replica's status: a retryable one becomes an error Pingora retries (honouring its
-/// `Retry-After`); anything else starts the response.
+/// The longest cooldown a replica's `Retry-After` can impose: a bound on what one answer
+/// (a bug, or a replica gone wrong) can take out of rotation.
+pub const MAX_COOLDOWN: Duration = Duration::from_secs(60);
+
+/// The replica's status: a 429 or 503 with `Retry-After` (seconds) cools the replica down
+/// (no request is routed there before it passes); a retryable status (429, 502-504)
+/// becomes an error Pingora retries on another replica while a retry is allowed; anything
+/// else, or no retry left, starts the response.
 pub fn upstream_status(
     state: &AppState,
     resp: &ResponseHeader,
     ctx: &mut RequestCtx,
 ) -> Result<()> {
     let status = resp.status.as_u16();
-    let max_attempts = state.config().retry.max_attempts;
-    if matches!(status, 429 | 502 | 503 | 504) && ctx.can_retry(max_attempts) {
-        ctx.attempts.retry_after = resp
+    if matches!(status, 429 | 503) {
+        let wait = resp
             .headers
-            .get("retry-after")
+            .get(http::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|s| s.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
+            .map(|s| Duration::from_secs(s).min(MAX_COOLDOWN));
+        if let (Some(wait), Some(slot)) = (wait, &ctx.attempts.slot) {
+            slot.replica()
+                .health
+                .lock()
+                .cool_down(std::time::Instant::now(), wait);
+            ctx.attempts.upstream_retry_after = ctx.attempts.upstream_retry_after.max(Some(wait));
+        }
+    }
+    let max_attempts = state.config().retry.max_attempts;
+    if matches!(status, 429 | 502 | 503 | 504) && ctx.can_retry(max_attempts) {
         let label = if status == 429 {
             "upstream_429"
         } else {
@@ -62,6 +78,14 @@ pub fn stamp_response(state: &AppState, resp: &mut ResponseHeader, ctx: &Request
     }
     for (k, v) in &ctx.admission.rate_headers {
         h.insert(k.clone(), v.clone());
+    }
+    if matches!(ctx.seen.status, 429 | 503) && !h.contains_key(http::header::RETRY_AFTER) {
+        // The replica's pushback passed on: the client is told when to come back.
+        let secs = ctx
+            .attempts
+            .upstream_retry_after
+            .map_or(1, |d| d.as_secs().max(1));
+        h.insert(http::header::RETRY_AFTER, HeaderValue::from(secs));
     }
     h.insert(headers::REQUEST_ID, ctx.id.header.clone());
 }

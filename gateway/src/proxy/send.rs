@@ -37,11 +37,13 @@ pub async fn peer(state: &AppState, ctx: &mut RequestCtx) -> Result<Box<HttpPeer
                     "retry budget exhausted",
                 ));
             }
+            // A replica's `Retry-After` cooled that replica down (`super::response`); the
+            // retry goes to another one, after the usual backoff only.
             let wait = backoff(
                 ctx.attempts.count,
                 Duration::from_millis(cfg.retry.backoff_base_ms),
                 Duration::from_millis(cfg.retry.backoff_max_ms),
-                ctx.attempts.retry_after.take(),
+                None,
             );
             tokio::time::sleep(wait).await;
             if ctx.plan.is_none() {
@@ -95,7 +97,11 @@ pub fn stamp_request(
         .ok_or_else(|| internal("no tenant"))?;
     let h = headers::caseless_request(upstream);
     h.remove(http::header::AUTHORIZATION);
-    if let Some(len) = ctx.read.body_len {
+    if let Some(b) = &ctx.read.bounded_body {
+        // The body with the completion bound (`super::bound`), framed by its own length.
+        h.remove(http::header::TRANSFER_ENCODING);
+        h.insert(http::header::CONTENT_LENGTH, HeaderValue::from(b.len()));
+    } else if let Some(len) = ctx.read.body_len {
         if h.remove(http::header::TRANSFER_ENCODING).is_some() {
             // A chunked body was read whole: the replica gets it framed by its length,
             // and in one send with the header (`super::upstream`).
@@ -120,4 +126,23 @@ pub fn stamp_request(
         }
     }
     Ok(())
+}
+
+/// The request body as the replica gets it: the client's, or on every attempt the body
+/// with the completion bound (`super::bound`) in place of the client's first chunk (the
+/// body was read whole, so the retry buffer hands it over in one piece; any later piece of
+/// the same attempt is dropped).
+pub fn body(ctx: &mut RequestCtx, data: &mut Option<bytes::Bytes>) {
+    let Some(b) = &ctx.read.bounded_body else {
+        return;
+    };
+    if data.is_none() {
+        return;
+    }
+    if ctx.read.bounded_sent == ctx.attempts.count {
+        *data = Some(bytes::Bytes::new());
+    } else {
+        ctx.read.bounded_sent = ctx.attempts.count;
+        *data = Some(b.clone());
+    }
 }

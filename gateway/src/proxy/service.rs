@@ -49,6 +49,12 @@ impl ProxyHttp for Gateway {
         if let Some(d) = DeadlineStream::of(session) {
             d.header_read();
         }
+        // A client that stops reading holds its replica slot only this long: a write that
+        // makes no progress fails, which ends the request and closes the upstream
+        // connection (the replica cancels the generation).
+        session.set_write_timeout(Some(Duration::from_millis(
+            self.state.config().timeouts.client_write_ms,
+        )));
         if let Some(t) = session
             .req_header()
             .headers
@@ -65,6 +71,18 @@ impl ProxyHttp for Gateway {
                 Ok(true)
             }
         }
+    }
+
+    /// The body the replica gets ([`send::body`]).
+    async fn request_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<Bytes>,
+        _end_of_stream: bool,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        send::body(ctx, body);
+        Ok(())
     }
 
     /// Each attempt's replica ([`send::peer`]).

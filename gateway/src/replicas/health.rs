@@ -1,9 +1,14 @@
 //! Passive outlier ejection with half-open re-admission.
 //!
 //! A replica is ejected after `eject_after_failures` consecutive failures (request errors,
-//! timeouts, failed probes) if the ejection cap allows it (at least one replica is always
-//! ejectable). When its ejection time passes it is half-open: routable again, and the next
-//! result decides: a success re-admits it, a failure ejects it again for longer.
+//! timeouts, 502/503/504 answers, failed probes) if the ejection cap allows it (at least
+//! one replica is always ejectable). When its ejection time passes it is half-open:
+//! routable again, and the next result decides: a success re-admits it, a failure ejects
+//! it again for longer.
+//!
+//! Apart from ejection, a replica that answers 429 or 503 with `Retry-After` cools down:
+//! nothing is routed to it until that time passes ([`HealthState::cool_down`]). A cooldown
+//! is the replica's own word, not a failure: it does not count against the ejection cap.
 
 use serde::Serialize;
 use std::time::{Duration, Instant};
@@ -27,6 +32,8 @@ pub struct HealthState {
     phase: Phase,
     consecutive_failures: u32,
     ejections: u32,
+    /// No requests before this (the replica's `Retry-After`).
+    cooldown_until: Option<Instant>,
 }
 
 /// What a failure did.
@@ -49,20 +56,38 @@ pub struct HealthView {
     pub consecutive_failures: u32,
     /// Times ejected so far.
     pub ejections: u32,
+    /// Milliseconds left of the cooldown the replica asked for (`Retry-After`); 0: none.
+    pub cooldown_ms: u64,
 }
 
 impl HealthState {
-    /// Whether routing may pick the replica now (healthy or half-open).
+    /// Whether routing may pick the replica now: healthy or half-open, and not cooling down.
     pub fn routable(&self, now: Instant) -> bool {
-        match self.phase {
+        let admitted = match self.phase {
             Phase::Healthy => true,
             Phase::Ejected { until } => now >= until,
-        }
+        };
+        admitted && !self.cooling_down(now)
     }
 
-    /// Ejected and not yet half-open.
+    /// Ejected and not yet half-open (a cooldown is not an ejection).
     pub fn is_ejected(&self, now: Instant) -> bool {
-        !self.routable(now)
+        matches!(self.phase, Phase::Ejected { until } if now < until)
+    }
+
+    /// Within a cooldown the replica asked for.
+    pub fn cooling_down(&self, now: Instant) -> bool {
+        self.cooldown_until.is_some_and(|t| now < t)
+    }
+
+    /// The replica asked for no requests for `wait` (`Retry-After` on a 429 or 503): none
+    /// is routed to it before `now + wait`. A later, longer cooldown extends it; a shorter
+    /// one never cuts it.
+    pub fn cool_down(&mut self, now: Instant, wait: Duration) {
+        let until = now + wait;
+        if self.cooldown_until.is_none_or(|t| t < until) {
+            self.cooldown_until = Some(until);
+        }
     }
 
     /// Records a success: resets the failure count and re-admits a half-open replica.
@@ -112,6 +137,9 @@ impl HealthState {
             state,
             consecutive_failures: self.consecutive_failures,
             ejections: self.ejections,
+            cooldown_ms: self
+                .cooldown_until
+                .map_or(0, |t| t.saturating_duration_since(now).as_millis() as u64),
         }
     }
 }
@@ -165,5 +193,20 @@ mod tests {
             FailureOutcome::CapReached
         );
         assert!(h.routable(t0));
+    }
+
+    #[test]
+    fn a_cooldown_keeps_the_replica_out_until_it_passes_without_ejecting_it() {
+        let t0 = Instant::now();
+        let mut h = HealthState::default();
+        h.cool_down(t0, Duration::from_secs(2));
+        assert!(!h.routable(t0 + Duration::from_millis(1999)));
+        assert!(!h.is_ejected(t0), "a cooldown is not an ejection");
+        assert_eq!(h.view(t0).state, "healthy");
+        assert_eq!(h.view(t0).cooldown_ms, 2000);
+        // A shorter cooldown later never cuts the longer one.
+        h.cool_down(t0 + Duration::from_millis(500), Duration::from_millis(100));
+        assert!(!h.routable(t0 + Duration::from_millis(1999)));
+        assert!(h.routable(t0 + Duration::from_secs(2)));
     }
 }

@@ -223,7 +223,7 @@ impl Registry {
         self.replicas
             .read()
             .iter()
-            .filter(|r| !r.health.lock().routable(now))
+            .filter(|r| r.health.lock().is_ejected(now))
             .count()
     }
 
