@@ -1,6 +1,8 @@
-//! A mock replica for fault tests only (crash mid-stream, hang, error statuses). It speaks
-//! the replica's control endpoints with the byte-level tokenizer fixture; every response
-//! closes its connection.
+//! A mock replica for fault tests only (crash mid-stream, hang, error statuses, an endless
+//! stream). It speaks the replica's control endpoints with the byte-level tokenizer
+//! fixture; every response closes its connection. The gateway's health probe (a one-token
+//! `ping`) is answered normally in the status modes: a replica that fails real traffic but
+//! passes the probe.
 
 use router_policy::{BlockSize, CheckpointId, KvStreamMessage};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -19,13 +21,20 @@ pub enum Mode {
     Hang,
     /// Stream: send the header and two chunks, then drop the connection.
     CrashMidStream,
-    /// Answer with this status and a Retry-After of 1 s.
+    /// Answer with this status (no `Retry-After`).
     Status(u16),
+    /// Answer with this status and `Retry-After: SECONDS`.
+    StatusRetryAfter(u16, u64),
+    /// Stream: send content chunks of 16 KiB until the connection fails (the gateway
+    /// closed it), then count the stream as aborted. A request without `stream` gets the
+    /// normal answer.
+    Endless,
 }
 
 struct Shared {
     mode: Mutex<Mode>,
     generations: AtomicUsize,
+    aborted: AtomicUsize,
     salts: Mutex<Vec<String>>,
     bodies: Mutex<Vec<Vec<u8>>>,
     stop: AtomicBool,
@@ -46,6 +55,7 @@ impl MockReplica {
         let shared = Arc::new(Shared {
             mode: Mutex::new(mode),
             generations: AtomicUsize::new(0),
+            aborted: AtomicUsize::new(0),
             salts: Mutex::new(Vec::new()),
             bodies: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
@@ -81,6 +91,11 @@ impl MockReplica {
         self.shared.generations.load(Ordering::Acquire)
     }
 
+    /// Endless streams that ended because the connection failed (the gateway closed it).
+    pub fn aborted(&self) -> usize {
+        self.shared.aborted.load(Ordering::Acquire)
+    }
+
     /// Cache salts seen on generation requests.
     pub fn salts(&self) -> Vec<String> {
         self.shared.salts.lock().expect("lock").clone()
@@ -114,9 +129,14 @@ fn info() -> ReplicaInfo {
 }
 
 fn write_json(s: &mut TcpStream, status: u16, body: &str) -> std::io::Result<()> {
+    write_json_with(s, status, "", body)
+}
+
+/// A JSON answer with `extra` header lines (each ending in CRLF).
+fn write_json_with(s: &mut TcpStream, status: u16, extra: &str, body: &str) -> std::io::Result<()> {
     write!(
         s,
-        "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n{body}",
         body.len()
     )
 }
@@ -190,7 +210,10 @@ fn serve(mut s: TcpStream, sh: &Shared) -> std::io::Result<()> {
                     .push(salt.unwrap_or_default());
                 sh.bodies.lock().expect("lock").push(body.clone());
             }
-            let mode = sh.mode.lock().expect("lock").clone();
+            let mut mode = sh.mode.lock().expect("lock").clone();
+            if is_probe && matches!(mode, Mode::Status(_) | Mode::StatusRetryAfter(..)) {
+                mode = Mode::Ok;
+            }
             generate(&mut s, sh, &mode, req["stream"].as_bool().unwrap_or(false))
         }
         _ => write_json(&mut s, 404, "{\"error\":{\"message\":\"not found\"}}"),
@@ -211,6 +234,28 @@ fn generate(s: &mut TcpStream, sh: &Shared, mode: &Mode, stream: bool) -> std::i
             generate(s, sh, &now, stream)
         }
         Mode::Status(code) => write_json(s, *code, "{\"error\":{\"message\":\"busy\"}}"),
+        Mode::StatusRetryAfter(code, secs) => write_json_with(
+            s,
+            *code,
+            &format!("Retry-After: {secs}\r\n"),
+            "{\"error\":{\"message\":\"busy\"}}",
+        ),
+        Mode::Endless if stream => {
+            write!(s, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")?;
+            let ev = format!(
+                "data: {{\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{}\"}}}}]}}\n\n",
+                "a".repeat(16 * 1024)
+            );
+            loop {
+                if sh.stop.load(Ordering::Acquire) {
+                    return Ok(());
+                }
+                if chunk(s, &ev).is_err() {
+                    sh.aborted.fetch_add(1, Ordering::AcqRel);
+                    return Ok(());
+                }
+            }
+        }
         Mode::Ok | Mode::CrashMidStream if stream => {
             write!(s, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")?;
             let ev = "data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n";
@@ -225,7 +270,7 @@ fn generate(s: &mut TcpStream, sh: &Shared, mode: &Mode, stream: bool) -> std::i
             chunk(s, "data: [DONE]\n\n")?;
             write!(s, "0\r\n\r\n")
         }
-        Mode::Ok | Mode::CrashMidStream => write_json(
+        Mode::Ok | Mode::CrashMidStream | Mode::Endless => write_json(
             s,
             200,
             &format!(

@@ -170,3 +170,110 @@ fn tenants_with_the_same_prompt_never_share_cache_hits() {
         "control endpoints counted as tenant-less requests:\n{text}"
     );
 }
+
+#[test]
+fn the_replica_gets_the_bound_that_was_reserved() {
+    let mock = MockReplica::start(Mode::Ok);
+    let yaml = format!(
+        "{}{}limits: {{default_max_tokens: 33}}\n",
+        auth_yaml(&[("t", "key-t", "tokens_per_minute: 1000")]),
+        replicas_yaml(&[mock.url()])
+    );
+    let gw = GatewayProc::spawn(&yaml, &[], 1).expect("gateway");
+    let auth = [("Authorization", "Bearer key-t")];
+    let unbounded_chat = serde_json::json!({
+        "model": "mock", "messages": [{"role": "user", "content": "no bound"}], "stream": true
+    });
+    let unbounded_text = serde_json::json!({"model": "mock", "prompt": "no bound"});
+    let bounded_chat = chat("mock", "s", "bounded", 7, false);
+    for (path, body) in [
+        ("/v1/chat/completions", &unbounded_chat),
+        ("/v1/completions", &unbounded_text),
+        ("/v1/chat/completions", &bounded_chat),
+    ] {
+        let r = post_json(&gw.addr, path, &auth, body).unwrap();
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let bodies: Vec<serde_json::Value> = mock
+        .bodies()
+        .iter()
+        .map(|b| serde_json::from_slice(b).expect("the replica got JSON"))
+        .collect();
+    assert_eq!(bodies.len(), 3);
+    assert_eq!(bodies[0]["max_tokens"], 33, "chat: {}", bodies[0]);
+    assert_eq!(bodies[0]["messages"], unbounded_chat["messages"]);
+    assert_eq!(bodies[1]["max_tokens"], 33, "completions: {}", bodies[1]);
+    assert_eq!(bodies[2], bounded_chat, "a bound given is forwarded as is");
+
+    // A request that needs more tokens than the tenant's whole TPM is a 400 naming the
+    // limit, not a 429 it would retry for ever.
+    let r = post_json(
+        &gw.addr,
+        "/v1/chat/completions",
+        &auth,
+        &chat("mock", "s", "too big", 5000, false),
+    )
+    .unwrap();
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.header("retry-after").is_none());
+    let msg = r.json().unwrap()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        msg.contains("tenant t's tokens_per_minute is 1000"),
+        "{msg}"
+    );
+    assert_eq!(mock.generations(), 3);
+}
+
+#[test]
+fn a_client_that_leaves_before_the_header_is_charged_its_prompt() {
+    let mock = MockReplica::start(Mode::Hang);
+    let yaml = format!(
+        "{}{}timeouts: {{first_token_ms: 20000}}\n",
+        auth_yaml(&[("t", "key-t", "tokens_per_minute: 100000")]),
+        replicas_yaml(&[mock.url()])
+    );
+    let gw = GatewayProc::spawn(&yaml, &[], 1).expect("gateway");
+    let body = chat("mock", &"x".repeat(1000), "leave early", 10, false).to_string();
+    let mut s = std::net::TcpStream::connect(&gw.addr).unwrap();
+    std::io::Write::write_all(
+        &mut s,
+        format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer key-t\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while mock.generations() < 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the request never reached the replica"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(s);
+    // The access log's `request` line says what the tenant was charged.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let line = loop {
+        let log = gw.log();
+        if let Some(l) = log.lines().find(|l| l.contains("charged_tokens=")) {
+            break l.to_string();
+        }
+        assert!(Instant::now() < deadline, "no request line in:\n{log}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let field = |name: &str| -> u64 {
+        line.split_whitespace()
+            .find_map(|f| f.strip_prefix(name)?.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {line}"))
+    };
+    let prompt = field("prompt_tokens=");
+    assert!(prompt > 1000, "{line}");
+    assert_eq!(field("charged_tokens="), prompt, "{line}");
+    assert!(line.contains("status=499"), "{line}");
+}
