@@ -1,6 +1,7 @@
 //! What the gateway reads from an OpenAI request body: model, prompt, stream flag and the
 //! token budget, read the way the replica reads them (`warmpath_protocol::openai`, serde
-//! derives). The body itself is forwarded unchanged, and the strings read from it are
+//! derives). The body itself is forwarded unchanged (but for the completion bound of a
+//! request without one, `crate::proxy::bound`), and the strings read from it are
 //! borrowed from it where they hold no escapes (a 25 KB system prompt is hashed in place,
 //! not copied).
 //!
