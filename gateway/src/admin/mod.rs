@@ -1,8 +1,10 @@
 //! The admin listener (separate from the data plane): metrics, replicas (list, add, drain,
 //! remove), recent routing decisions and index statistics, as JSON, and the dashboard.
 //!
-//! Every route needs the admin key when one is configured ([`auth`]); state-changing
-//! requests must also come from the listener's own origin with a JSON body.
+//! Every route but the dashboard's login needs the admin key when one is configured
+//! ([`auth`]): a request without it gets 401 before anything else is looked at. A
+//! state-changing request must then come from the listener's own origin (403) with a JSON
+//! body (415).
 //!
 //! # Layout
 //! - this module: the routes.
@@ -129,24 +131,28 @@ impl Admin {
         let query = head.uri.query().unwrap_or("").to_string();
         let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
         let cfg = self.state.config();
-        if auth::changes_state(&method) {
-            auth::check_state_change(&head.headers)?;
-        }
         // The login page and the login itself are the only routes open without the key.
         match (method.as_str(), segs.as_slice()) {
             ("GET", ["dashboard", "login"]) => return Ok(login::page()),
             ("POST", ["dashboard", "login"]) => {
+                auth::check_state_change(&head.headers)?;
                 return login::login(&cfg.admin, &self.sessions, http).await;
             }
-            ("POST", ["dashboard", "logout"]) => return Ok(login::logout()),
+            ("POST", ["dashboard", "logout"]) => {
+                auth::check_state_change(&head.headers)?;
+                return Ok(login::logout());
+            }
             _ => {}
         }
-        if let Err(e) = auth::authenticate(&cfg.admin, &self.sessions, &http.req_header().headers) {
+        if let Err(e) = auth::authenticate(&cfg.admin, &self.sessions, &head.headers) {
             return match (method.as_str(), segs.as_slice()) {
                 // A browser opening the dashboard is sent to the login page.
                 ("GET", ["dashboard"] | ["dashboard", "index.html"]) => Ok(login::to_login()),
                 _ => Err(e),
             };
+        }
+        if auth::changes_state(&method) {
+            auth::check_state_change(&head.headers)?;
         }
         self.route(http, method.as_str(), &path, &query, &segs)
             .await

@@ -5,7 +5,8 @@
 //! Redacted, wherever they appear in a line, whatever the case or quoting:
 //! - the value after a credential-like name followed by `:` or `=` (`Authorization`,
 //!   `Proxy-Authorization`, `api-key`/`x-api-key`/`api_key`/`apikey`, `Cookie`/`Set-Cookie`,
-//!   `admin_key`, `key_sha256`, `token`, `secret`, `password`), in a header, a query string
+//!   `admin_key`, `key_sha256`, `key`, `token`, `secret`, `password`; not as the tail of a
+//!   longer word, so `monkey=` is left alone), in a header, a query string
 //!   or a debug dump, up to the end of the value (a line break, written or escaped, a quote,
 //!   `&` or `,`);
 //! - the credential after `Bearer` or `Basic`;
@@ -31,6 +32,8 @@ const NAMES: &[&str] = &[
     "admin-key",
     "admin_key",
     "key_sha256",
+    "key",
+    "warmpath_admin",
     "password",
     "secret",
     "token",
@@ -107,7 +110,11 @@ fn secret_after(line: &[u8], start: usize, end: usize) -> Option<(usize, usize)>
         let len = line[from..].iter().take_while(|&&b| !ends_token(b)).count();
         return (len > 0).then_some((from, from + len));
     }
-    // A name: `name: value`, `name=value`, `"name": "value"`, `name=\"value\"`.
+    // A name (not the tail of a longer word): `name: value`, `name=value`,
+    // `"name": "value"`, `name=\"value\"`.
+    if start > 0 && line[start - 1].is_ascii_alphabetic() {
+        return None;
+    }
     let sep = skip_fill(line, end);
     if !matches!(line.get(sep), Some(b':' | b'=')) {
         return None;
@@ -165,6 +172,7 @@ mod tests {
             format!("x-api-key: {key}\r\nok"),
             format!("GET /v1/models?api_key={key}&x=1 HTTP/1.1"),
             format!("uri=/v1/chat?apikey={key}"),
+            format!("buf: GET /v1/models?key={key} HTTP/9.9"),
             format!("Cookie: a=b; warmpath_admin={key}; c=d"),
             format!("proxy-authorization={key}"),
             format!("error=\"bad key sk-{key}\""),
@@ -184,6 +192,7 @@ mod tests {
                      prompt_tokens=12 charged_tokens=14 cached_tokens=0 latency_ms=3\n";
         assert!(matches!(redact(line), Cow::Borrowed(_)));
         assert_eq!(r("task-runner sk-1 ask-me"), "task-runner sk-1 ask-me");
+        assert_eq!(r("monkey=banana tokens=3"), "monkey=banana tokens=3");
         // The scheme word without a credential, or a name without a value.
         assert_eq!(r("bearer"), "bearer");
         assert_eq!(
