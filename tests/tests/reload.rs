@@ -140,6 +140,7 @@ fn a_reload_keeps_counting_requests_in_flight() {
     let gw = GatewayProc::spawn(&format!("{reps}{}", tenant_yaml(&["k1"], limits)), &[], 1)
         .expect("gateway");
     mock.set_mode(Mode::Hang);
+    let before = mock.generations();
     let addr = gw.addr.clone();
     // Holds the tenant's one slot until the gateway gives up on the replica.
     let held = std::thread::spawn(move || {
@@ -150,14 +151,16 @@ fn a_reload_keeps_counting_requests_in_flight() {
             &chat("mock", "s", "u", 2, false),
         );
     });
+    // Only once it reached the replica is it surely in flight (a probe would hang too).
     let deadline = Instant::now() + Duration::from_secs(20);
-    while status_with(&gw, "k1") != 429 {
+    while mock.generations() == before {
         assert!(
             Instant::now() < deadline,
-            "the first request never took the slot"
+            "the first request never reached the replica"
         );
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(20));
     }
+    assert_eq!(status_with(&gw, "k1"), 429, "the slot is held");
     rewrite(
         &gw,
         &format!("{reps}{}", tenant_yaml(&["k1", "k2"], limits)),
