@@ -49,7 +49,7 @@ pub async fn login(
     sessions: &Sessions,
     http: &mut ServerSession,
 ) -> Result<Response<Vec<u8>>, AdminError> {
-    let body = super::read_body(http).await?;
+    let body = super::body::read_body(http).await?;
     let login: Login =
         serde_json::from_slice(&body).map_err(|e| AdminError::BadRequest(e.to_string()))?;
     let Some(stored) = auth::stored_hash(cfg) else {

@@ -10,9 +10,11 @@
 //! - this module: the routes.
 //! - [`auth`]: the admin key, dashboard sessions, origin and content-type checks.
 //! - [`login`]: the dashboard's login page and session cookie.
+//! - `body`: reading a bounded request body.
 //! - [`error`]: [`AdminError`] and its one mapping to status and OpenAI error JSON.
 
 pub mod auth;
+mod body;
 pub mod error;
 pub mod login;
 
@@ -20,6 +22,7 @@ use crate::control::register::{add_replica, remove_replica};
 use crate::state::AppState;
 use async_trait::async_trait;
 use auth::Sessions;
+use body::read_body;
 pub use error::AdminError;
 use http::Response;
 use pingora_core::apps::http_app::ServeHttp;
@@ -66,22 +69,6 @@ fn json(status: u16, v: &impl serde::Serialize) -> Response<Vec<u8>> {
         "application/json",
         serde_json::to_vec(v).unwrap_or_default(),
     )
-}
-
-/// Reads a request body of at most 64 KiB.
-pub(crate) async fn read_body(http: &mut ServerSession) -> Result<Vec<u8>, AdminError> {
-    let mut body = Vec::new();
-    while let Some(chunk) = http
-        .read_request_body()
-        .await
-        .map_err(|e| AdminError::BadRequest(e.to_string()))?
-    {
-        body.extend_from_slice(&chunk);
-        if body.len() > 64 * 1024 {
-            return Err(AdminError::BadRequest("body too large".into()));
-        }
-    }
-    Ok(body)
 }
 
 impl Admin {
