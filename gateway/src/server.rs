@@ -76,6 +76,14 @@ pub fn run(cfg: Config, path: Option<PathBuf>, overrides: Overrides) -> anyhow::
         HttpServer::new_app(Admin::new(state.clone())),
     );
     admin.add_tcp(&cfg.admin_listen);
+    if cfg.admin_open() {
+        // Config validation allows this only on a loopback address.
+        tracing::warn!(
+            admin_listen = %cfg.admin_listen,
+            "no admin.key_sha256: the admin API, /metrics and the dashboard are open to \
+             every local process; set an admin key before sharing this machine"
+        );
+    }
     server.add_service(proxy);
     server.add_service(admin);
     println!("listening on {} (admin {})", cfg.listen, cfg.admin_listen);

@@ -44,18 +44,28 @@ impl std::fmt::Debug for AppState {
     }
 }
 
+/// Model names the config's tenant allowlists name.
+fn configured_models(config: &Config) -> impl Iterator<Item = &str> {
+    config
+        .tenants
+        .iter()
+        .flat_map(|t| t.models.iter().map(String::as_str))
+}
+
 impl AppState {
     /// State for a validated config; replicas are added separately.
     pub fn new(config: Config, control: tokio::runtime::Handle) -> Arc<Self> {
         let tenants = TenantTable::build(&config, None);
         let router = Router::new(&config.policy, config.decision_log);
         let now = Instant::now();
+        let metrics = Metrics::new();
+        metrics.set_configured_models(configured_models(&config));
         Arc::new(Self {
             config: RwLock::new(Arc::new(config)),
             tenants: RwLock::new(Arc::new(tenants)),
             registry: Registry::new(),
             router,
-            metrics: Metrics::new(),
+            metrics,
             dashboard: crate::dashboard::recorder::Recorder::default(),
             retry_budget: RetryBudget::new(now),
             queued: AtomicU32::new(0),
@@ -84,8 +94,11 @@ impl AppState {
         Millis(at.saturating_duration_since(self.started).as_millis() as u64)
     }
 
-    /// Replaces the configuration (a reload; [`crate::control::reload`]).
+    /// Replaces the configuration (a reload; [`crate::control::reload`]), and with it the
+    /// model names metrics may use as labels.
     pub fn set_config(&self, config: Config) {
+        self.metrics
+            .set_configured_models(configured_models(&config));
         *self.config.write() = Arc::new(config);
     }
 

@@ -1,5 +1,6 @@
 //! The gateway configuration `warmpath up` writes: loopback listeners, the replicas it
-//! started, and one development tenant holding the API key.
+//! started, one development tenant holding the API key, and the admin key that guards the
+//! admin listener (dashboard, metrics, admin API).
 
 use rand::RngCore;
 use sha2::{Digest, Sha256};
@@ -10,6 +11,11 @@ pub const DEV_TENANT: &str = "dev";
 /// A fresh API key: `sk-warmpath-` and 32 random hex digits.
 pub fn generate_api_key() -> String {
     format!("sk-warmpath-{}", random_hex(16))
+}
+
+/// A fresh admin key: `wp-admin-` and 32 random hex digits.
+pub fn generate_admin_key() -> String {
+    format!("wp-admin-{}", random_hex(16))
 }
 
 /// `n` random bytes as hex.
@@ -35,6 +41,8 @@ pub struct StackConfig {
     pub replicas: Vec<String>,
     /// The dev tenant's API key (hashed into the file).
     pub api_key: String,
+    /// The admin key (hashed into the file).
+    pub admin_key: String,
     /// Secret for tenant cache salts.
     pub salt_secret: String,
     /// Routing policy name, e.g. `warm`.
@@ -49,6 +57,7 @@ impl StackConfig {
             "# Written by `warmpath up`; deleted when it stops.\n\
              listen: 127.0.0.1:{port}\n\
              admin_listen: 127.0.0.1:{admin}\n\
+             admin:\n  key_sha256: {admin_hash}\n\
              threads: 2\n\
              replicas:\n{replicas}\
              policy:\n  type: {policy}\n\
@@ -67,6 +76,7 @@ impl StackConfig {
             salt = self.salt_secret,
             tenant = DEV_TENANT,
             hash = key_sha256(&self.api_key),
+            admin_hash = key_sha256(&self.admin_key),
         )
     }
 }
@@ -97,6 +107,7 @@ mod tests {
                 "http://127.0.0.1:9002".into(),
             ],
             api_key: "sk-warmpath-test".into(),
+            admin_key: "wp-admin-test".into(),
             salt_secret: random_hex(16),
             policy: "warm".into(),
         };
@@ -110,5 +121,10 @@ mod tests {
             vec![key_sha256("sk-warmpath-test")]
         );
         assert_eq!(cfg.shutdown_grace_s, 1);
+        assert_eq!(
+            cfg.admin.key_sha256,
+            Some(key_sha256("wp-admin-test")),
+            "the admin listener needs the admin key"
+        );
     }
 }

@@ -1,4 +1,4 @@
-//! `warmpath up [--port 8080] [--replicas 2] [--model PATH|dummy:NAME] [--api-key KEY]`
+//! `warmpath up [--port 8080] [--replicas 2] [--model PATH|dummy:NAME] [--api-key KEY] [--admin-key KEY]`
 
 use clap::{Parser, Subcommand};
 use warmpath::up::{self, UpArgs};

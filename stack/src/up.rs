@@ -5,7 +5,7 @@
 //! Exit status: 0 after a stop signal, 1 when the stack could not start, 2 on a
 //! command-line usage error, 3 when the gateway exited while serving ([`EXIT_CODES`]).
 
-use crate::config::{generate_api_key, random_hex, StackConfig, DEV_TENANT};
+use crate::config::{generate_admin_key, generate_api_key, random_hex, StackConfig, DEV_TENANT};
 use crate::console::{out, say};
 use crate::error::{log_tail, StackError};
 use crate::probe;
@@ -59,6 +59,9 @@ pub struct UpArgs {
     /// The dev tenant's API key; generated when not given.
     #[arg(long)]
     pub api_key: Option<String>,
+    /// The admin key (dashboard login, `/metrics`, `/admin/*`); generated when not given.
+    #[arg(long)]
+    pub admin_key: Option<String>,
     /// Routing policy (warm, kv_cost, cache_aware, least_loaded, round_robin, ...).
     #[arg(long, default_value = "warm")]
     pub policy: String,
@@ -101,7 +104,14 @@ fn check_port(port: u16, what: &'static str, flag: &'static str) -> Result<(), S
 }
 
 /// Waits until the gateway answers `/health` and lists `n` healthy replicas.
-async fn wait_gateway(gw: &mut Proc, addr: &str, admin: &str, n: usize) -> Result<(), StackError> {
+async fn wait_gateway(
+    gw: &mut Proc,
+    addr: &str,
+    admin: &str,
+    admin_key: &str,
+    n: usize,
+) -> Result<(), StackError> {
+    let auth = format!("Bearer {admin_key}");
     let started = Instant::now();
     loop {
         if let Some(s) = gw.try_exited() {
@@ -111,7 +121,16 @@ async fn wait_gateway(gw: &mut Proc, addr: &str, admin: &str, n: usize) -> Resul
             .await
             .is_ok_and(|r| r.status == 200);
         if health {
-            if let Ok(r) = probe::get(admin, "/admin/replicas").await {
+            let listed = probe::request(
+                admin,
+                "GET",
+                "/admin/replicas",
+                &[("authorization", &auth)],
+                None,
+                Duration::from_secs(5),
+            )
+            .await;
+            if let Ok(r) = listed {
                 let v = r.json()?;
                 let healthy = v["replicas"].as_array().map_or(0, |a| {
                     a.iter()
@@ -142,6 +161,7 @@ pub fn banner(cfg: &StackConfig, model: &str, n: usize, logs: &Path) -> String {
          \x20 dashboard  http://127.0.0.1:{admin}/dashboard\n\
          \x20 metrics    http://127.0.0.1:{admin}/metrics\n\
          \x20 API key    {key}   (tenant \"{tenant}\")\n\
+         \x20 admin key  {admin_key}   (dashboard login; `Authorization: Bearer` for /metrics and /admin)\n\
          \x20 logs       {logs}\n\n\
          Replicas that exit are restarted; watch their health on the dashboard.\n\n\
          Try it (run it twice: the second answer reports cached prompt tokens):\n\n\
@@ -154,6 +174,7 @@ pub fn banner(cfg: &StackConfig, model: &str, n: usize, logs: &Path) -> String {
         port = cfg.port,
         admin = cfg.admin_port,
         key = cfg.api_key,
+        admin_key = cfg.admin_key,
         tenant = DEV_TENANT,
         logs = logs.display(),
     )
@@ -265,6 +286,7 @@ async fn start_and_serve(
         admin_port,
         replicas: urls,
         api_key: args.api_key.clone().unwrap_or_else(generate_api_key),
+        admin_key: args.admin_key.clone().unwrap_or_else(generate_admin_key),
         salt_secret: random_hex(16),
         policy: args.policy.clone(),
     };
@@ -285,7 +307,7 @@ async fn start_and_serve(
     let admin = format!("127.0.0.1:{admin_port}");
     let n = args.replicas;
     tokio::select! {
-        r = wait_gateway(gw, &addr, &admin, n) => r?,
+        r = wait_gateway(gw, &addr, &admin, &cfg.admin_key, n) => r?,
         sig = stop.recv() => return stopped(sig),
     }
     out(&banner(&cfg, &model_name, n, &dir));

@@ -13,7 +13,7 @@ use nix::unistd::Pid;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use support::{bin, block_on, free_port_pair, start_time, Stack, STOP_TIMEOUT};
+use support::{admin_get, bin, block_on, free_port_pair, start_time, Stack, STOP_TIMEOUT};
 use warmpath::probe;
 
 const BANNER_TIMEOUT: Duration = Duration::from_secs(120);
@@ -173,10 +173,7 @@ fn indexed_blocks(admin: &str, addr: &str) -> u64 {
 
 /// `/admin/replicas`'s entry of the replica at `addr`.
 fn replica_entry(admin: &str, addr: &str) -> serde_json::Value {
-    let v = block_on(probe::get(admin, "/admin/replicas"))
-        .unwrap()
-        .json()
-        .unwrap();
+    let v = admin_get(admin, "/admin/replicas").unwrap().json().unwrap();
     let r = v["replicas"]
         .as_array()
         .unwrap()
@@ -189,10 +186,7 @@ fn replica_entry(admin: &str, addr: &str) -> serde_json::Value {
 
 /// The model the replicas serve, as the gateway lists it.
 fn model_of(admin: &str) -> String {
-    let v = block_on(probe::get(admin, "/admin/replicas"))
-        .unwrap()
-        .json()
-        .unwrap();
+    let v = admin_get(admin, "/admin/replicas").unwrap().json().unwrap();
     v["replicas"][0]["model"].as_str().unwrap().to_string()
 }
 
@@ -211,6 +205,8 @@ fn start_stack(extra: &[&str]) -> (Stack, u16, String) {
         "dummy:tiny".into(),
         "--api-key".into(),
         KEY.into(),
+        "--admin-key".into(),
+        support::ADMIN_KEY.into(),
     ];
     args.extend(extra.iter().map(|s| s.to_string()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();

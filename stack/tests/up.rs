@@ -16,7 +16,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use support::{bin, block_on, free_port_pair, Stack, STOP_TIMEOUT};
+use support::{admin_get, bin, block_on, free_port_pair, Stack, STOP_TIMEOUT};
 use warmpath::probe;
 
 const BANNER_TIMEOUT: Duration = Duration::from_secs(120);
@@ -100,6 +100,8 @@ fn up_serves_smollm2_caches_and_stops_cleanly() {
         model_file.to_str().unwrap(),
         "--api-key",
         key,
+        "--admin-key",
+        support::ADMIN_KEY,
     ]);
     let banner = stack.read_until("Press Ctrl-C", BANNER_TIMEOUT);
     let up_after = started.elapsed();
@@ -117,6 +119,7 @@ fn up_serves_smollm2_caches_and_stops_cleanly() {
         format!("http://{addr}/v1"),
         format!("http://{admin}/dashboard"),
         key.to_string(),
+        support::ADMIN_KEY.to_string(),
         "curl -s".to_string(),
         "2 replicas serving SmolLM2-135M-Instruct".to_string(),
     ] {
@@ -148,7 +151,7 @@ fn up_serves_smollm2_caches_and_stops_cleanly() {
         .as_u64()
         .unwrap_or(0);
     if cached == 0 {
-        let why = block_on(probe::get(&admin, "/dashboard/snapshot.json"))
+        let why = admin_get(&admin, "/dashboard/snapshot.json")
             .and_then(|r| r.json())
             .map(|s| s["decisions"].to_string())
             .unwrap_or_default();
@@ -164,7 +167,14 @@ fn up_serves_smollm2_caches_and_stops_cleanly() {
     );
     assert_eq!(chat(&addr, "sk-wrong", model).status, 401);
 
-    let snap = block_on(probe::get(&admin, "/dashboard/snapshot.json"))
+    assert_eq!(
+        block_on(probe::get(&admin, "/dashboard/snapshot.json"))
+            .unwrap()
+            .status,
+        401,
+        "the dashboard needs the admin key"
+    );
+    let snap = admin_get(&admin, "/dashboard/snapshot.json")
         .unwrap()
         .json()
         .unwrap();

@@ -125,12 +125,38 @@ pub struct GatewayProc {
     pub admin: String,
     /// Config file.
     pub config_path: PathBuf,
+    /// The admin key, when the config sets one (`admin.key_sha256`); the admin helpers
+    /// below send it.
+    pub admin_key: Option<String>,
 }
 
 impl GatewayProc {
     /// Starts the gateway with `yaml` (without `listen`/`admin_listen`, which are added) and
     /// extra CLI args; waits until it answers and has `replicas` replicas registered.
     pub fn spawn(yaml: &str, args: &[&str], replicas: usize) -> Result<Self> {
+        Self::spawn_with(yaml, args, replicas, None, &[])
+    }
+
+    /// As [`GatewayProc::spawn`], with `admin_key` as the admin key (its hash is added to
+    /// the config).
+    pub fn spawn_with_admin_key(
+        yaml: &str,
+        args: &[&str],
+        replicas: usize,
+        admin_key: &str,
+    ) -> Result<Self> {
+        Self::spawn_with(yaml, args, replicas, Some(admin_key), &[])
+    }
+
+    /// As [`GatewayProc::spawn`], with an optional admin key and extra environment
+    /// variables (e.g. `RUST_LOG`).
+    pub fn spawn_with(
+        yaml: &str,
+        args: &[&str],
+        replicas: usize,
+        admin_key: Option<&str>,
+        env: &[(&str, &str)],
+    ) -> Result<Self> {
         let port = free_port();
         let admin_port = free_port();
         let dir = std::env::temp_dir().join(format!(
@@ -140,15 +166,21 @@ impl GatewayProc {
         ));
         std::fs::create_dir_all(&dir)?;
         let config_path = dir.join("gateway.yaml");
-        let full =
-            format!("listen: 127.0.0.1:{port}\nadmin_listen: 127.0.0.1:{admin_port}\n{yaml}");
+        let admin = admin_key.map_or(String::new(), |k| {
+            format!("admin: {{key_sha256: {}}}\n", gateway::tenants::hash_key(k))
+        });
+        let full = format!(
+            "listen: 127.0.0.1:{port}\nadmin_listen: 127.0.0.1:{admin_port}\n{admin}{yaml}"
+        );
         std::fs::write(&config_path, full)?;
         let log = std::fs::File::create(dir.join("gateway.log"))?;
+        let out = std::fs::File::create(dir.join("gateway.stdout"))?;
         let child = Command::new(bin("gateway"))
             .arg("--config")
             .arg(&config_path)
             .args(args)
-            .stdout(Stdio::null())
+            .envs(env.iter().copied())
+            .stdout(out)
             .stderr(log)
             .spawn()
             .context("spawn gateway")?;
@@ -157,6 +189,7 @@ impl GatewayProc {
             addr: format!("127.0.0.1:{port}"),
             admin: format!("127.0.0.1:{admin_port}"),
             config_path,
+            admin_key: admin_key.map(str::to_string),
         };
         g.wait_ready(replicas)?;
         Ok(g)
@@ -166,7 +199,7 @@ impl GatewayProc {
     pub fn wait_ready(&self, replicas: usize) -> Result<()> {
         let deadline = Instant::now() + Duration::from_secs(60);
         while Instant::now() < deadline {
-            if let Ok(r) = http::get(&self.admin, "/admin/replicas", &[]) {
+            if let Ok(r) = self.admin_get("/admin/replicas") {
                 if r.status == 200 {
                     let n = r.json()?["replicas"].as_array().map_or(0, Vec::len);
                     if n >= replicas
@@ -186,9 +219,33 @@ impl GatewayProc {
         std::fs::read_to_string(self.config_path.with_file_name("gateway.log")).unwrap_or_default()
     }
 
+    /// `Authorization: Bearer <admin key>` when there is one.
+    pub fn admin_auth(&self) -> Option<String> {
+        self.admin_key.as_ref().map(|k| format!("Bearer {k}"))
+    }
+
+    /// `GET path` on the admin listener, with the admin key.
+    pub fn admin_get(&self, path: &str) -> Result<http::HttpResponse> {
+        match self.admin_auth() {
+            Some(a) => http::get(&self.admin, path, &[("Authorization", &a)]),
+            None => http::get(&self.admin, path, &[]),
+        }
+    }
+
+    /// The metrics text, read with the admin key.
+    pub fn metrics(&self) -> Result<String> {
+        Ok(self.admin_get("/metrics")?.text())
+    }
+
+    /// The gateway's stdout so far.
+    pub fn stdout(&self) -> String {
+        std::fs::read_to_string(self.config_path.with_file_name("gateway.stdout"))
+            .unwrap_or_default()
+    }
+
     /// The admin replica list.
     pub fn replicas(&self) -> Result<serde_json::Value> {
-        Ok(http::get(&self.admin, "/admin/replicas", &[])?.json()?["replicas"].clone())
+        Ok(self.admin_get("/admin/replicas")?.json()?["replicas"].clone())
     }
 
     /// Sends a signal by name (e.g. `"HUP"`, `"TERM"`).

@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used)]
 //! The routing dashboard in a real browser: headless Chromium, driven over the W3C WebDriver
-//! protocol (chromedriver), loads `/dashboard` from a gateway in front of two real replicas
+//! protocol (chromedriver), logs in with the admin key, then loads `/dashboard` from a gateway in front of two real replicas
 //! serving SmolLM2-135M-Instruct while traffic flows, and shows replicas, the cache hit rate,
 //! tenants and routing decisions, updating live. Saves a screenshot to
 //! `$CARGO_TARGET_DIR/dashboard.png` (`target/dashboard.png` by default).
@@ -116,6 +116,23 @@ impl<'a> Browser<'a> {
         )
     }
 
+    /// As [`Self::eval`], `None` when the browser cannot run it now (mid-navigation).
+    fn try_eval(&self, script: &str) -> Option<Value> {
+        let body = json!({"script": script, "args": []}).to_string();
+        let r = request(
+            &self.driver.addr,
+            "POST",
+            &format!("/session/{}/execute/sync", self.id),
+            &[],
+            Some(body.as_bytes()),
+        )
+        .ok()?;
+        (r.status == 200)
+            .then(|| r.json().ok())??
+            .get("value")
+            .cloned()
+    }
+
     fn screenshot(&self) -> Vec<u8> {
         let v = self
             .driver
@@ -212,6 +229,50 @@ fn traffic(gw: &str, model: &str, key: &str, system: &str, range: std::ops::Rang
     ok
 }
 
+const ADMIN_KEY: &str = "dashboard-e2e-admin-key-42";
+
+/// Waits until `script` returns `want`.
+fn wait_eval(b: &Browser, script: &str, want: &Value, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let got = b.try_eval(script);
+        if got.as_ref() == Some(want) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{script} gave {got:?}, not {want}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The dashboard sends a browser without a session to its login page; a wrong key is
+/// refused there, the admin key opens the dashboard.
+fn log_in(b: &Browser) {
+    let path = "return window.location.pathname;";
+    wait_eval(b, path, &json!("/dashboard/login"), Duration::from_secs(10));
+    let submit = |key: &str| {
+        b.eval(&format!(
+            "document.getElementById('error').textContent = '';             document.getElementById('key').value = {key:?};             document.getElementById('submit').click(); return true;"
+        ));
+    };
+    submit("not-the-admin-key");
+    wait_eval(
+        b,
+        "return document.getElementById('error').textContent;",
+        &json!("Wrong admin key."),
+        Duration::from_secs(10),
+    );
+    submit(ADMIN_KEY);
+    wait_eval(
+        b,
+        "return window.location.pathname + ':' + !!document.getElementById('status');",
+        &json!("/dashboard:true"),
+        Duration::from_secs(10),
+    );
+}
+
 #[test]
 fn dashboard_shows_live_routing_in_a_browser() {
     // Fail early, and clearly, without a browser.
@@ -238,7 +299,7 @@ fn dashboard_shows_live_routing_in_a_browser() {
             ),
         ])
     );
-    let gw = GatewayProc::spawn(&yaml, &[], 2).unwrap();
+    let gw = GatewayProc::spawn_with_admin_key(&yaml, &[], 2, ADMIN_KEY).unwrap();
     let model = model_of(&replicas[0].addr);
     let system = "You are the dashboard test's assistant. Answer briefly and politely. ".repeat(6);
     assert_eq!(traffic(&gw.addr, &model, "sk-acme", &system, 0..4), 4);
@@ -247,6 +308,7 @@ fn dashboard_shows_live_routing_in_a_browser() {
 
     let browser = Browser::open(&driver);
     browser.goto(&format!("http://{}/dashboard", gw.admin));
+    log_in(&browser);
     let first = wait_for(
         &browser,
         "two replicas, a hit rate and decisions",

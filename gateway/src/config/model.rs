@@ -49,6 +49,8 @@ pub struct Config {
     pub listen: String,
     /// Admin and metrics listen address (separate from the data plane).
     pub admin_listen: String,
+    /// Who may use the admin listener.
+    pub admin: AdminConfig,
     /// Pingora worker threads.
     pub threads: usize,
     /// Replica base URLs registered at start.
@@ -86,6 +88,7 @@ impl Default for Config {
         Self {
             listen: "127.0.0.1:8080".into(),
             admin_listen: "127.0.0.1:8081".into(),
+            admin: AdminConfig::default(),
             threads: 2,
             replicas: Vec::new(),
             policy: PolicyConfig::default(),
@@ -101,6 +104,27 @@ impl Default for Config {
             load_poll_ms: 200,
             decision_log: 256,
             shutdown_grace_s: 30,
+        }
+    }
+}
+
+/// Access to the admin listener (`/admin/*`, `/metrics`, `/dashboard`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdminConfig {
+    /// Hex SHA-256 of the admin key (the key is never stored in clear). Required when
+    /// `admin_listen` is not a loopback address; without it a loopback admin listener is
+    /// open to local processes (a warning is logged at start).
+    pub key_sha256: Option<String>,
+    /// Lifetime of a dashboard login (the session cookie), seconds.
+    pub session_ttl_s: u64,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        Self {
+            key_sha256: None,
+            session_ttl_s: 12 * 3600,
         }
     }
 }
@@ -361,6 +385,7 @@ impl Config {
         if self.listen == self.admin_listen {
             return Err(invalid("admin_listen", "must differ from `listen`"));
         }
+        self.validate_admin()?;
         if self.threads == 0 {
             return Err(invalid("threads", "must be at least 1"));
         }
@@ -475,6 +500,42 @@ impl Config {
         }
         Ok(())
     }
+
+    /// The `admin` section: a well-formed key hash, and one whenever the admin listener is
+    /// reachable from other machines.
+    fn validate_admin(&self) -> Result<(), ConfigError> {
+        match &self.admin.key_sha256 {
+            Some(h) if h.len() != 64 || hex::decode(h).is_err() => {
+                return Err(invalid("admin.key_sha256", "must be 64 hex digits"));
+            }
+            Some(_) => {}
+            None => {
+                let loopback = self
+                    .admin_listen
+                    .parse::<SocketAddr>()
+                    .is_ok_and(|a| a.ip().is_loopback());
+                if !loopback {
+                    return Err(invalid(
+                        "admin.key_sha256",
+                        format!(
+                            "required when admin_listen ({}) is not a loopback address: \
+                             set it to the hex SHA-256 of an admin key",
+                            self.admin_listen
+                        ),
+                    ));
+                }
+            }
+        }
+        if self.admin.session_ttl_s == 0 {
+            return Err(invalid("admin.session_ttl_s", "must be positive"));
+        }
+        Ok(())
+    }
+
+    /// Whether the admin listener is open without a key (loopback only, no key set).
+    pub fn admin_open(&self) -> bool {
+        self.admin.key_sha256.is_none()
+    }
 }
 
 #[cfg(test)]
@@ -511,6 +572,26 @@ mod tests {
         let c = Config::from_yaml(yaml).unwrap();
         let err = c.validate().unwrap_err().to_string();
         assert!(err.contains("tenants[0].api_key_sha256[0]"), "{err}");
+    }
+
+    #[test]
+    fn non_loopback_admin_needs_a_key() {
+        let mut c = Config::default();
+        c.auth.enabled = false;
+        c.admin_listen = "0.0.0.0:8081".into();
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("admin.key_sha256"), "{err}");
+        c.admin.key_sha256 = Some(crate::tenants::hash_key("admin-key"));
+        c.validate().unwrap();
+        c.admin.key_sha256 = Some("short".into());
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("admin.key_sha256"), "{err}");
+        // Loopback without a key: allowed (local development).
+        let mut c = Config::default();
+        c.auth.enabled = false;
+        c.admin_listen = "[::1]:8081".into();
+        c.validate().unwrap();
+        assert!(c.admin_open());
     }
 
     #[test]

@@ -98,6 +98,7 @@ pub async fn discover(
 pub async fn add_replica(state: &Arc<AppState>, url: &str) -> Result<Arc<Replica>, RegisterError> {
     let tok = state.config().tokenizer.clone();
     let r = discover(&state.registry, url, &tok).await?;
+    state.metrics.add_served_model(&r.info.model);
     tasks::spawn_all(state, r.clone());
     Ok(r)
 }

@@ -151,8 +151,15 @@ function connect() {
   const es = new EventSource("/dashboard/events");
   es.addEventListener("open", () => setStatus("live", "live"));
   es.addEventListener("snapshot", (ev) => { setStatus("live", "live"); render(JSON.parse(ev.data)); });
-  es.addEventListener("error", () => setStatus("reconnecting", es.readyState === 2 ? "down" : "connecting"));
+  es.addEventListener("error", () => {
+    setStatus("reconnecting", es.readyState === 2 ? "down" : "connecting");
+    // A session that ended (expired, logged out, new admin key) goes back to the login page.
+    fetch("/dashboard/snapshot.json").then((r) => { if (r.status === 401) window.location.assign("/dashboard/login"); }).catch(() => {});
+  });
 }
 
-fetch("/dashboard/snapshot.json").then((r) => r.json()).then(render).catch(() => {});
+fetch("/dashboard/snapshot.json").then((r) => {
+  if (r.status === 401) { window.location.assign("/dashboard/login"); throw new Error("login"); }
+  return r.json();
+}).then(render).catch(() => {});
 connect();

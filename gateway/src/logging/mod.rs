@@ -8,10 +8,14 @@
 //! starts and after it ends (either shutdown signal) every line is written at once and the
 //! buffer is emptied, so only a crash can lose lines: at most the last interval's.
 //!
+//! Every line is passed through [`redact::redact`] first: credentials never reach the log,
+//! whichever library wrote the line.
+//!
 //! ANSI colours only when stderr is a terminal: a log file or collector gets plain text,
 //! with fields written by [`fields::PlainFields`] (the same text, at a third of the cost).
 
 pub mod fields;
+pub mod redact;
 
 use parking_lot::Mutex;
 use std::io::{self, IsTerminal, Write};
@@ -78,9 +82,10 @@ impl LogSink {
     }
 
     fn write_line(&self, line: &[u8], urgent: bool) -> io::Result<()> {
+        let line = redact::redact(line);
         let mut g = self.inner.lock();
         // After whatever is buffered, in the same write when it goes out now.
-        g.pending.extend_from_slice(line);
+        g.pending.extend_from_slice(&line);
         if urgent || !g.batching || g.pending.len() >= FLUSH_BYTES {
             g.write_pending()?;
         }
@@ -233,6 +238,20 @@ mod tests {
         let (a, b) = (text.find("routine"), text.find("trouble"));
         assert!(a.is_some() && b.is_some() && a < b, "in order: {text}");
         assert!(!text.contains('\u{1b}'), "no escape codes: {text:?}");
+    }
+
+    #[test]
+    fn credentials_are_redacted_before_they_are_written() {
+        let out = Shared::default();
+        let sink = LogSink::new(Box::new(out.clone()));
+        tracing::subscriber::with_default(subscriber(&sink), || {
+            tracing::error!(
+                "bad header buf: GET / HTTP/1.1\\r\\nAuthorization: Bearer sk-canary-123456\\r\\n"
+            );
+        });
+        let text = out.text();
+        assert!(!text.contains("sk-canary-123456"), "{text}");
+        assert!(text.contains(redact::REDACTED), "{text}");
     }
 
     #[test]

@@ -125,6 +125,19 @@ pub struct Metrics {
     branches: SeriesCache<(&'static str, Branch), IntCounter>,
     models: SeriesCache<String, ModelSeries>,
     tenants: SeriesCache<String, TenantSeries>,
+    known_models: KnownModels,
+}
+
+/// The label a model name the gateway does not know gets: clients choose the `model` of a
+/// request, so only configured or served names become label values.
+pub const OTHER_MODEL: &str = "other";
+
+/// Model names that may be label values: those named in tenants' allowlists (replaced on
+/// reload) and those replicas serve (added at registration).
+#[derive(Default)]
+struct KnownModels {
+    configured: RwLock<std::collections::HashSet<String, foldhash::fast::RandomState>>,
+    served: RwLock<std::collections::HashSet<String, foldhash::fast::RandomState>>,
 }
 
 impl Metrics {
@@ -191,6 +204,7 @@ impl Metrics {
             branches: SeriesCache::new(),
             models: SeriesCache::new(),
             tenants: SeriesCache::new(),
+            known_models: KnownModels::default(),
             requests,
             added_latency,
             route_latency,
@@ -299,6 +313,33 @@ impl Metrics {
         )
     }
 
+    /// Replaces the configured model names (tenants' allowlists; `*` is not a name).
+    pub fn set_configured_models<'a>(&self, models: impl IntoIterator<Item = &'a str>) {
+        let set = models
+            .into_iter()
+            .filter(|m| *m != "*")
+            .map(str::to_string)
+            .collect();
+        *self.known_models.configured.write() = set;
+    }
+
+    /// Adds a model name a replica serves.
+    pub fn add_served_model(&self, model: &str) {
+        if !self.known_models.served.read().contains(model) {
+            self.known_models.served.write().insert(model.to_string());
+        }
+    }
+
+    /// `model` when configured or served, else [`OTHER_MODEL`].
+    pub fn model_label<'a>(&self, model: &'a str) -> &'a str {
+        let k = &self.known_models;
+        if k.served.read().contains(model) || k.configured.read().contains(model) {
+            model
+        } else {
+            OTHER_MODEL
+        }
+    }
+
     /// The per-model cached-token series.
     pub fn model(&self, model: &str) -> ModelSeries {
         self.models.get(
@@ -324,7 +365,8 @@ impl Metrics {
     /// model's predicted against reported cached tokens.
     pub fn record(&self, o: &Outcome<'_>) {
         let tenant = o.tenant.unwrap_or("");
-        self.request(tenant, o.model, o.replica_label(), o.status)
+        let model = self.model_label(o.model);
+        self.request(tenant, model, o.replica_label(), o.status)
             .inc();
         let Some(u) = o.usage else { return };
         if !tenant.is_empty() {
@@ -334,7 +376,7 @@ impl Metrics {
             t.cached.inc_by(u.cached_tokens.unwrap_or(0));
         }
         if let (Some(actual), Some(predicted)) = (u.cached_tokens, o.predicted_cached_tokens) {
-            let m = self.model(o.model);
+            let m = self.model(model);
             m.predicted_cached_tokens.inc_by(predicted);
             m.actual_cached_tokens.inc_by(actual);
             m.prompt_tokens.inc_by(u.prompt_tokens);
@@ -381,5 +423,19 @@ mod tests {
         assert_eq!(count("ab", "c", "200").as_deref(), Some("2"), "{text}");
         assert_eq!(count("a", "bc", "200").as_deref(), Some("1"), "{text}");
         assert_eq!(count("ab", "c", "503").as_deref(), Some("1"), "{text}");
+    }
+
+    #[test]
+    fn only_configured_or_served_models_become_labels() {
+        let m = Metrics::new();
+        m.set_configured_models(["allowed", "*"]);
+        m.add_served_model("served");
+        assert_eq!(m.model_label("allowed"), "allowed");
+        assert_eq!(m.model_label("served"), "served");
+        assert_eq!(m.model_label("*"), OTHER_MODEL);
+        assert_eq!(m.model_label("made-up-by-a-client"), OTHER_MODEL);
+        m.set_configured_models(["renamed"]);
+        assert_eq!(m.model_label("allowed"), OTHER_MODEL);
+        assert_eq!(m.model_label("served"), "served");
     }
 }

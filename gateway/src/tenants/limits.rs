@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod carry;
+
 /// A tenant's limiter state.
 #[derive(Debug)]
 pub struct TenantLimiter {

@@ -60,7 +60,7 @@ impl Tenant {
         id: Arc<str>,
         models: Vec<String>,
         salt: CacheSalt,
-        limits: &TenantLimits,
+        limiter: Arc<TenantLimiter>,
         key_hashes: Vec<[u8; 32]>,
     ) -> Self {
         Self {
@@ -68,7 +68,7 @@ impl Tenant {
             models,
             salt_header: crate::headers::text(salt.as_str()),
             salt,
-            limiter: Arc::new(TenantLimiter::new(limits)),
+            limiter,
             key_hashes,
             seeds: Mutex::new(Vec::new()),
         }
@@ -143,8 +143,10 @@ pub fn derive_salt(secret: &str, tenant: &str) -> CacheSalt {
 }
 
 impl TenantTable {
-    /// Builds the table. `previous` keeps limiter state of tenants whose limits did not
-    /// change across a reload.
+    /// Builds the table. `previous` (the table before a reload) keeps each remaining
+    /// tenant's limiter state: the tenant itself when nothing changed, its limiter when
+    /// only keys, models or salt did, and a limiter carrying its state over
+    /// ([`TenantLimiter::carried_from`]) when its limits changed.
     pub fn build(cfg: &Config, previous: Option<&TenantTable>) -> TenantTable {
         let secret = cfg.auth.salt_secret.as_str();
         let mut tenants = Vec::new();
@@ -153,7 +155,7 @@ impl TenantTable {
                 LOCAL_TENANT.into(),
                 vec!["*".into()],
                 derive_salt(secret, LOCAL_TENANT),
-                &TenantLimits::default(),
+                Arc::new(TenantLimiter::new(&TenantLimits::default())),
                 Vec::new(),
             )));
         }
@@ -162,11 +164,14 @@ impl TenantTable {
                 tenants.push(prev);
                 continue;
             }
+            let limiter = previous
+                .and_then(|p| p.limiter_for(t))
+                .unwrap_or_else(|| Arc::new(TenantLimiter::new(&t.limits)));
             tenants.push(Arc::new(Tenant::new(
                 t.id.as_str().into(),
                 t.models.clone(),
                 derive_salt(secret, &t.id),
-                &t.limits,
+                limiter,
                 decode_hashes(&t.api_key_sha256),
             )));
         }
@@ -185,6 +190,16 @@ impl TenantTable {
             && old.key_hashes == decode_hashes(&t.api_key_sha256)
             && old.salt == derive_salt(secret, &t.id);
         same.then(|| old.clone())
+    }
+
+    /// The limiter a reloaded tenant `t` continues with, if it existed before.
+    fn limiter_for(&self, t: &TenantConfig) -> Option<Arc<TenantLimiter>> {
+        let old = self.tenants.iter().find(|o| *o.id == *t.id)?;
+        Some(if old.limiter.limits() == &t.limits {
+            old.limiter.clone()
+        } else {
+            Arc::new(TenantLimiter::carried_from(&t.limits, &old.limiter))
+        })
     }
 
     /// Authenticates an `Authorization` header value.
@@ -328,5 +343,41 @@ mod tests {
         let a1 = t1.authenticate(Some(b"Bearer key-a")).unwrap();
         let a2 = t2.authenticate(Some(b"Bearer key-a")).unwrap();
         assert!(Arc::ptr_eq(&a1, &a2));
+    }
+
+    #[test]
+    fn reload_that_adds_a_key_keeps_the_spent_allowance() {
+        let mut c = cfg();
+        c.tenants[0].limits = TenantLimits {
+            requests_per_minute: 1,
+            request_burst: 1,
+            max_concurrent: 1,
+            ..TenantLimits::default()
+        };
+        let t1 = TenantTable::build(&c, None);
+        let a1 = t1.authenticate(Some(b"Bearer key-a")).unwrap();
+        let now = std::time::Instant::now();
+        let permit = limits::reserve(&a1.limiter, 1, now).unwrap();
+        // A new key for tenant a: the tenant is rebuilt, its limiter state is not.
+        c.tenants[0].api_key_sha256.push(hash_key("key-a2"));
+        let t2 = TenantTable::build(&c, Some(&t1));
+        let a2 = t2.authenticate(Some(b"Bearer key-a2")).unwrap();
+        assert!(!Arc::ptr_eq(&a1, &a2));
+        assert_eq!(a2.limiter.in_flight(), 1);
+        assert!(
+            limits::reserve(&a2.limiter, 1, now).is_err(),
+            "no fresh burst"
+        );
+        drop(permit);
+        assert_eq!(a2.limiter.in_flight(), 0);
+        // New limits: rescaled, still spent (1 of 1 used, so 2 of 2 used).
+        c.tenants[0].limits.request_burst = 2;
+        c.tenants[0].limits.requests_per_minute = 2;
+        let t3 = TenantTable::build(&c, Some(&t2));
+        let a3 = t3.authenticate(Some(b"Bearer key-a")).unwrap();
+        assert!(
+            limits::reserve(&a3.limiter, 1, now).is_err(),
+            "no fresh burst"
+        );
     }
 }

@@ -202,3 +202,18 @@ impl Drop for Stack {
         }
     }
 }
+
+/// The admin key the stack tests pass to `warmpath up --admin-key`.
+pub const ADMIN_KEY: &str = "wp-admin-stack-tests";
+
+/// `GET path` on the admin listener with [`ADMIN_KEY`].
+pub fn admin_get(admin: &str, path: &str) -> Result<warmpath::probe::Reply, warmpath::StackError> {
+    block_on(warmpath::probe::request(
+        admin,
+        "GET",
+        path,
+        &[("authorization", &format!("Bearer {ADMIN_KEY}"))],
+        None,
+        Duration::from_secs(5),
+    ))
+}

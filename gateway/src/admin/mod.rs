@@ -1,9 +1,29 @@
 //! The admin listener (separate from the data plane): metrics, replicas (list, add, drain,
-//! remove), recent routing decisions and index statistics, as JSON.
+//! remove), recent routing decisions and index statistics, as JSON, and the dashboard.
+//!
+//! Every route but the dashboard's login needs the admin key when one is configured
+//! ([`auth`]): a request without it gets 401 before anything else is looked at. A
+//! state-changing request must then come from the listener's own origin (403) with a JSON
+//! body (415).
+//!
+//! # Layout
+//! - this module: the routes.
+//! - [`auth`]: the admin key, dashboard sessions, origin and content-type checks.
+//! - [`login`]: the dashboard's login page and session cookie.
+//! - `body`: reading a bounded request body.
+//! - [`error`]: [`AdminError`] and its one mapping to status and OpenAI error JSON.
+
+pub mod auth;
+mod body;
+pub mod error;
+pub mod login;
 
 use crate::control::register::{add_replica, remove_replica};
 use crate::state::AppState;
 use async_trait::async_trait;
+use auth::Sessions;
+use body::read_body;
+pub use error::AdminError;
 use http::Response;
 use pingora_core::apps::http_app::ServeHttp;
 use pingora_core::protocols::http::ServerSession;
@@ -15,12 +35,16 @@ use std::time::Instant;
 /// The admin app.
 pub struct Admin {
     state: Arc<AppState>,
+    sessions: Sessions,
 }
 
 impl Admin {
     /// Admin API over `state`.
     pub fn new(state: Arc<AppState>) -> Self {
-        Self { state }
+        Self {
+            state,
+            sessions: Sessions::new(),
+        }
     }
 }
 
@@ -45,24 +69,6 @@ fn json(status: u16, v: &impl serde::Serialize) -> Response<Vec<u8>> {
         "application/json",
         serde_json::to_vec(v).unwrap_or_default(),
     )
-}
-
-fn err(status: u16, msg: impl std::fmt::Display) -> Response<Vec<u8>> {
-    json(
-        status,
-        &serde_json::json!({"error": {"message": msg.to_string()}}),
-    )
-}
-
-async fn read_body(http: &mut ServerSession) -> Result<Vec<u8>, String> {
-    let mut body = Vec::new();
-    while let Some(chunk) = http.read_request_body().await.map_err(|e| e.to_string())? {
-        body.extend_from_slice(&chunk);
-        if body.len() > 64 * 1024 {
-            return Err("body too large".into());
-        }
-    }
-    Ok(body)
 }
 
 impl Admin {
@@ -96,11 +102,58 @@ impl Admin {
 #[async_trait]
 impl ServeHttp for Admin {
     async fn response(&self, http: &mut ServerSession) -> Response<Vec<u8>> {
-        let method = http.req_header().method.as_str().to_string();
-        let path = http.req_header().uri.path().to_string();
-        let query = http.req_header().uri.query().unwrap_or("").to_string();
+        match self.serve(http).await {
+            Ok(r) => r,
+            Err(e) => e.response(),
+        }
+    }
+}
+
+impl Admin {
+    /// Checks access, then routes.
+    async fn serve(&self, http: &mut ServerSession) -> Result<Response<Vec<u8>>, AdminError> {
+        let head = http.req_header();
+        let method = head.method.clone();
+        let path = head.uri.path().to_string();
+        let query = head.uri.query().unwrap_or("").to_string();
         let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+        let cfg = self.state.config();
+        // The login page and the login itself are the only routes open without the key.
         match (method.as_str(), segs.as_slice()) {
+            ("GET", ["dashboard", "login"]) => return Ok(login::page()),
+            ("POST", ["dashboard", "login"]) => {
+                auth::check_state_change(&head.headers)?;
+                return login::login(&cfg.admin, &self.sessions, http).await;
+            }
+            ("POST", ["dashboard", "logout"]) => {
+                auth::check_state_change(&head.headers)?;
+                return Ok(login::logout());
+            }
+            _ => {}
+        }
+        if let Err(e) = auth::authenticate(&cfg.admin, &self.sessions, &head.headers) {
+            return match (method.as_str(), segs.as_slice()) {
+                // A browser opening the dashboard is sent to the login page.
+                ("GET", ["dashboard"] | ["dashboard", "index.html"]) => Ok(login::to_login()),
+                _ => Err(e),
+            };
+        }
+        if auth::changes_state(&method) {
+            auth::check_state_change(&head.headers)?;
+        }
+        self.route(http, method.as_str(), &path, &query, &segs)
+            .await
+    }
+
+    async fn route(
+        &self,
+        http: &mut ServerSession,
+        method: &str,
+        path: &str,
+        query: &str,
+        segs: &[&str],
+    ) -> Result<Response<Vec<u8>>, AdminError> {
+        Ok(match (method, segs) {
             ("GET", ["metrics"]) => reply(
                 200,
                 "text/plain; version=0.0.4",
@@ -108,33 +161,28 @@ impl ServeHttp for Admin {
             ),
             ("GET", ["admin", "replicas"]) => json(200, &self.replicas()),
             ("POST", ["admin", "replicas"]) => {
-                let body = match read_body(http).await {
-                    Ok(b) => b,
-                    Err(e) => return err(400, e),
-                };
-                let add: AddReplica = match serde_json::from_slice(&body) {
-                    Ok(a) => a,
-                    Err(e) => return err(400, e),
-                };
-                match add_replica(&self.state, &add.url).await {
-                    Ok(r) => json(
-                        201,
-                        &serde_json::json!({"id": r.id.0, "model": r.info.model}),
-                    ),
-                    Err(e) => err(502, e),
-                }
+                let body = read_body(http).await?;
+                let add: AddReplica = serde_json::from_slice(&body)
+                    .map_err(|e| AdminError::BadRequest(e.to_string()))?;
+                let r = add_replica(&self.state, &add.url)
+                    .await
+                    .map_err(|e| AdminError::Upstream(e.to_string()))?;
+                json(
+                    201,
+                    &serde_json::json!({"id": r.id.0, "model": r.info.model}),
+                )
             }
             ("POST", ["admin", "replicas", id, "drain"]) => match id.parse::<u32>() {
                 Ok(id) if self.state.registry.drain(ReplicaId(id)) => {
                     json(200, &serde_json::json!({"drained": id}))
                 }
-                _ => err(404, "no such replica"),
+                _ => return Err(AdminError::NotFound("no such replica".into())),
             },
             ("DELETE", ["admin", "replicas", id]) => match id.parse::<u32>() {
                 Ok(id) if remove_replica(&self.state, ReplicaId(id)) => {
                     json(200, &serde_json::json!({"removed": id}))
                 }
-                _ => err(404, "no such replica"),
+                _ => return Err(AdminError::NotFound("no such replica".into())),
             },
             ("GET", ["admin", "decisions"]) => {
                 let limit = query
@@ -148,7 +196,11 @@ impl ServeHttp for Admin {
             ("GET", ["dashboard", rest @ ..]) => {
                 crate::dashboard::http::respond(&self.state, http, &rest.join("/")).await
             }
-            _ => err(404, format!("unknown admin endpoint {method} {path}")),
-        }
+            _ => {
+                return Err(AdminError::NotFound(format!(
+                    "unknown admin endpoint {method} {path}"
+                )))
+            }
+        })
     }
 }
