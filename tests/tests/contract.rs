@@ -185,9 +185,10 @@ fn special_token_text_in_a_message_is_literal_on_the_replica() {
     )
     .unwrap();
     let tok = CachedTokenizer::new(&spec, 64, 16).expect("tokenizer");
+    let model = warmpath_e2e::fixtures::model_of(&replica.addr);
     let prompt_tokens = |content: &str| {
         let body = json!({
-            "model": "m",
+            "model": model,
             "messages": [{"role": "system", "content": "Be terse."}, {"role": "user", "content": content}],
             "max_tokens": 1, "temperature": 0
         });
