@@ -8,6 +8,7 @@ pub mod fixtures;
 pub mod http;
 pub mod mock;
 pub mod procs;
+pub mod stats;
 
 pub use http::{HttpResponse, Sse};
-pub use procs::{GatewayProc, ReplicaProc};
+pub use procs::{GatewayProc, LoggedReplica, ReplicaProc};

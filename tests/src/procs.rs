@@ -272,3 +272,57 @@ impl Drop for GatewayProc {
         let _ = self.child.wait();
     }
 }
+
+/// A replica whose log (stderr, at `info`) is kept in a file, started with extra flags.
+pub struct LoggedReplica {
+    /// The replica.
+    pub proc: ReplicaProc,
+    log: PathBuf,
+}
+
+impl LoggedReplica {
+    /// Starts `replica serve --model MODEL --port 0 --threads 1 EXTRA...` with its stderr
+    /// written to a temporary file.
+    pub fn spawn(model: &str, extra: &[&str]) -> Result<Self> {
+        let dir = std::env::temp_dir().join(format!(
+            "warmpath-e2e-replica-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::SeqCst)
+        ));
+        std::fs::create_dir_all(&dir)?;
+        let log = dir.join("replica.log");
+        let mut child = Command::new(bin("replica"))
+            .args(["serve", "--model", model, "--port", "0", "--threads", "1"])
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log)?)
+            .spawn()
+            .context("spawn replica")?;
+        let stdout = child.stdout.take().context("stdout")?;
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(rest) = line.split("listening on ").nth(1) {
+                    let _ = tx.send(rest.split_whitespace().next().unwrap_or("").to_string());
+                }
+            }
+        });
+        let addr = match rx.recv_timeout(Duration::from_secs(120)) {
+            Ok(a) => a,
+            Err(_) => {
+                let _ = child.kill();
+                bail!("replica did not print its address");
+            }
+        };
+        Ok(Self {
+            proc: ReplicaProc { child, addr },
+            log,
+        })
+    }
+
+    /// The replica's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}

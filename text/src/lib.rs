@@ -12,18 +12,21 @@
 //! - [`ChatMessage`]: one conversation turn, the chat template's input.
 //! - [`tokenizer`]: [`ChatTokenizer`], encode/decode and chat rendering.
 //! - [`fast_bpe`]: [`FastByteLevel`], the byte-level BPE split without the backtracking regex.
+//! - [`literal`]: message text is literal; special tokens come only from the template.
 //! - [`stream`]: [`StreamDecoder`], incremental decoding that only yields complete UTF-8.
 //! - [`bytelevel`]: GPT-2's byte alphabet and byte-level BPE specs built in code (dummy
 //!   models, mock replicas, benchmarks and tests).
 
 pub mod bytelevel;
 mod fast_bpe;
+mod literal;
 mod message;
 mod stream;
 mod template;
 mod tokenizer;
 
 pub use fast_bpe::FastByteLevel;
+pub use literal::ChatSegment;
 pub use message::ChatMessage;
 pub use stream::StreamDecoder;
 pub use tokenizer::ChatTokenizer;

@@ -1,6 +1,7 @@
 //! [`ChatTokenizer`]: a HF `tokenizers` tokenizer plus chat template and special tokens.
 
 use crate::fast_bpe::FastByteLevel;
+use crate::literal::{ChatSegment, Specials};
 use crate::template::ChatTemplate;
 use crate::{ChatMessage, StreamDecoder, TextError, TokenizerSpec};
 use router_policy::TokenId;
@@ -13,8 +14,14 @@ use tokenizers::Tokenizer;
 pub struct ChatTokenizer {
     spec: Arc<TokenizerSpec>,
     inner: Arc<Tokenizer>,
+    /// `inner` with special-token matching off: message text (see [`crate::literal`]).
+    literal: Arc<Tokenizer>,
+    specials: Option<Arc<Specials>>,
     template: Option<Arc<ChatTemplate>>,
     fast: Option<FastByteLevel>,
+    /// Whether `fast` also encodes literal text: every added token is special, so the HF
+    /// literal path matches none of them either.
+    fast_literal: bool,
     bos: Option<TokenId>,
     stop: Vec<TokenId>,
 }
@@ -54,13 +61,21 @@ impl ChatTokenizer {
             Some(src) => Some(Arc::new(ChatTemplate::new(src)?)),
             None => None,
         };
+        let mut literal = inner.clone();
+        literal.set_encode_special_tokens(true);
+        let added = added_tokens(&spec.tokenizer);
+        let fast_literal = added.iter().all(|t| t.2);
+        let specials: Vec<(String, TokenId)> = added.into_iter().map(|t| (t.0, t.1)).collect();
         let inner = Arc::new(inner);
         let fast = FastByteLevel::from_spec(&spec.tokenizer, inner.clone());
         Ok(Self {
             spec: Arc::new(spec.clone()),
             inner,
+            literal: Arc::new(literal),
+            specials: Specials::new(&specials).map(Arc::new),
             template,
             fast,
+            fast_literal,
             bos,
             stop,
         })
@@ -93,14 +108,21 @@ impl ChatTokenizer {
         Ok(out)
     }
 
-    /// Appends the ids of `text`, which must contain no added token (the caller has split
-    /// those off), without BOS. Same ids as [`Self::encode`]; for byte-level BPE
+    /// Appends the ids of `text` as literal text, without BOS: special-token strings in it
+    /// are ordinary text (message contents, see [`crate::literal`]). For text without
+    /// special-token strings, the same ids as [`Self::encode`]. For byte-level BPE
     /// tokenizers it skips the HF pipeline ([`FastByteLevel`]).
     pub fn encode_plain_into(&self, text: &str, out: &mut Vec<TokenId>) -> Result<(), TextError> {
         match &self.fast {
-            Some(fast) => fast.encode_into(text, out).map_err(TextError::Tokenizer),
-            None => {
-                out.extend(self.encode(text, false)?);
+            Some(fast) if self.fast_literal => {
+                fast.encode_into(text, out).map_err(TextError::Tokenizer)
+            }
+            _ => {
+                let enc = self
+                    .literal
+                    .encode(text, false)
+                    .map_err(|e| TextError::Tokenizer(e.to_string()))?;
+                out.extend(enc.get_ids().iter().map(|&i| TokenId(i)));
                 Ok(())
             }
         }
@@ -126,10 +148,53 @@ impl ChatTokenizer {
         )
     }
 
-    /// Renders `messages` with the generation prompt and encodes the result.
+    /// Renders `messages` (with the generation prompt when `add_generation_prompt`) cut
+    /// into the control tokens the template wrote and the text between them, in which
+    /// special-token strings from the messages are literal text ([`crate::literal`]).
+    pub fn chat_segments(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+    ) -> Result<Vec<ChatSegment>, TextError> {
+        let Some(specials) = &self.specials else {
+            let text = self.render_chat(messages, add_generation_prompt)?;
+            return Ok(vec![ChatSegment::Text(text)]);
+        };
+        let escaped: Vec<ChatMessage> = messages
+            .iter()
+            .map(|m| {
+                ChatMessage::new(
+                    specials.escape(&m.role, false),
+                    specials.escape(&m.content, true),
+                )
+            })
+            .collect();
+        let rendered = self.render_chat(&escaped, add_generation_prompt)?;
+        Ok(specials.segments(&rendered))
+    }
+
+    /// Whether `text` holds a special-token string (the chat path makes it literal).
+    pub fn has_special_text(&self, text: &str) -> bool {
+        self.specials.as_ref().is_some_and(|s| s.occur_in(text))
+    }
+
+    /// Renders `messages` with the generation prompt and encodes the result: the
+    /// template's control tokens as such, message text always literal.
     pub fn encode_chat(&self, messages: &[ChatMessage]) -> Result<Vec<TokenId>, TextError> {
-        let text = self.render_chat(messages, true)?;
-        self.encode(&text, true)
+        let segments = self.chat_segments(messages, true)?;
+        let mut out = Vec::new();
+        if self.spec.add_bos {
+            if let Some(bos) = self.bos {
+                out.push(bos);
+            }
+        }
+        for seg in &segments {
+            match seg {
+                ChatSegment::Special(id) => out.push(*id),
+                ChatSegment::Text(text) => self.encode_plain_into(text, &mut out)?,
+            }
+        }
+        Ok(out)
     }
 
     /// Decodes `ids`, special tokens included. Invalid UTF-8 becomes U+FFFD.
@@ -159,4 +224,20 @@ impl ChatTokenizer {
     pub fn stream_decoder(&self) -> StreamDecoder {
         StreamDecoder::new(self.clone())
     }
+}
+
+/// The added tokens of a `tokenizer.json` document: (content, id, special).
+fn added_tokens(json: &serde_json::Value) -> Vec<(String, TokenId, bool)> {
+    let Some(added) = json.get("added_tokens").and_then(|a| a.as_array()) else {
+        return Vec::new();
+    };
+    added
+        .iter()
+        .filter_map(|t| {
+            let content = t.get("content")?.as_str()?.to_string();
+            let id = u32::try_from(t.get("id")?.as_u64()?).ok()?;
+            let special = t.get("special").and_then(|v| v.as_bool()).unwrap_or(false);
+            Some((content, TokenId(id), special))
+        })
+        .collect()
 }

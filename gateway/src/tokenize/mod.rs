@@ -8,6 +8,10 @@
 //! hash instead of one BPE run. A long chat is not even rendered whole: [`skeleton`]
 //! renders the template around placeholders and hashes the long contents in place.
 //! Uncached pieces go through the tokenizer's fast byte-level path when it has one.
+//!
+//! Message text is literal (issue #25, role injection): only the template's own text is
+//! cut at added tokens; a content's special-token strings stay ordinary text, as in the
+//! replica's `ChatTokenizer::encode_chat` (see `warmpath_text`'s `literal` module).
 
 mod chat_text;
 mod skeleton;
@@ -23,7 +27,7 @@ use parking_lot::Mutex;
 use router_policy::TokenId;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
-use warmpath_text::{ChatMessage, ChatTokenizer, TextError, TokenizerSpec};
+use warmpath_text::{ChatMessage, ChatSegment, ChatTokenizer, TextError, TokenizerSpec};
 use xxhash_rust::xxh3::{xxh3_128, Xxh3};
 
 impl ChatText for ChatMessage {
@@ -113,17 +117,30 @@ impl CachedTokenizer {
             if let Some(ids) = self.encode_chat_skeleton(messages)? {
                 return Ok(ids);
             }
-            let text = self.inner.render_chat(&owned(messages), true)?;
-            return self.encode(&text, true);
+            return self.encode_chat_segments(messages);
         }
         let key = chat_key(messages);
         if let Some(hit) = self.cache.lock().get(&key) {
             return Ok(hit.to_vec());
         }
-        let text = self.inner.render_chat(&owned(messages), true)?;
-        let ids = self.encode(&text, true)?;
+        let ids = self.encode_chat_segments(messages)?;
         self.cache.lock().put(key, ids.as_slice().into());
         Ok(ids)
+    }
+
+    /// A chat rendered whole, as the replica encodes it: the template's control tokens,
+    /// and the text between them (message text literal) through the piece cache.
+    fn encode_chat_segments<M: ChatText>(&self, messages: &[M]) -> Result<Vec<TokenId>, TextError> {
+        let segments = self.inner.chat_segments(&owned(messages), true)?;
+        let mut out = Vec::new();
+        self.push_bos(&mut out);
+        for seg in &segments {
+            match seg {
+                ChatSegment::Special(id) => out.push(*id),
+                ChatSegment::Text(text) => self.encode_piece(text, &mut out)?,
+            }
+        }
+        Ok(out)
     }
 
     /// Chat prompt tokens without the cache (reference path).
@@ -182,6 +199,11 @@ impl CachedTokenizer {
         if !skeleton::worth_it(messages, SKELETON_MIN_BYTES) {
             return Ok(None);
         }
+        // A role is rendered into the frame, where added tokens are matched: one holding
+        // special-token text goes the whole-chat way, which keeps it literal.
+        if messages.iter().any(|m| ac.is_match(m.role())) {
+            return Ok(None);
+        }
         let key = Frame::key(messages);
         let cached = self.frames.lock().get(&key).cloned();
         let frame = match cached {
@@ -226,8 +248,9 @@ impl CachedTokenizer {
 
     /// Appends the ids of the text between two added tokens, given as parts (and clears
     /// them). Literal text alone is a plain piece; with a content in it, the piece is looked
-    /// up by a hash streamed over the parts and built as text only on a miss (a content may
-    /// hold added tokens, so a miss cuts at them).
+    /// up by a hash streamed over the parts and built as text only on a miss. A content is
+    /// literal text: special-token strings in it are never cut out (role injection), the
+    /// same ids as the replica's `ChatTokenizer::encode_chat`.
     fn encode_parts(
         &self,
         parts: &mut Vec<Part<'_>>,
@@ -249,7 +272,7 @@ impl CachedTokenizer {
                 } else {
                     let text: String = parts.iter().map(|p| p.text()).collect();
                     let start = out.len();
-                    self.encode_split(&text, out)?;
+                    self.inner.encode_plain_into(&text, out)?;
                     self.cache.lock().put(key, out[start..].into());
                 }
             }
@@ -311,14 +334,15 @@ fn overlapping(
     tokenizer: &serde_json::Value,
     splitter: &AhoCorasick,
 ) -> Option<(AhoCorasick, usize)> {
-    let pats: Vec<&str> = tokenizer
-        .get("added_tokens")?
-        .as_array()?
+    let added = tokenizer.get("added_tokens")?.as_array()?;
+    let pats: Vec<&str> = added
         .iter()
         .filter(|t| t.get("normalized").and_then(|v| v.as_bool()) == Some(false))
         .filter_map(|t| t.get("content")?.as_str())
         .collect();
-    if pats.len() != splitter.patterns_len() {
+    // Every added token must be one the splitter finds: the replica's chat path cuts the
+    // template's text at all of them.
+    if pats.len() != splitter.patterns_len() || pats.len() != added.len() {
         return None;
     }
     let max = pats.iter().map(|p| p.len()).max()?;

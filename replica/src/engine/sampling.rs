@@ -117,6 +117,12 @@ impl Sampler {
     }
 }
 
+/// Whether every logit is a finite number: NaN or infinite logits mean the model's
+/// output is degenerate, and nothing sampled from them is meaningful.
+pub fn all_finite(logits: &[f32]) -> bool {
+    logits.iter().all(|v| v.is_finite())
+}
+
 /// Index of the largest logit (the first one on ties).
 pub fn argmax(logits: &[f32]) -> usize {
     let mut best = 0;
@@ -195,6 +201,16 @@ mod tests {
         let mut s = Sampler::new(&p);
         for _ in 0..20 {
             assert_eq!(s.sample(&l).0 as usize, argmax(&l));
+        }
+    }
+
+    #[test]
+    fn non_finite_logits_are_detected() {
+        let mut l = logits();
+        assert!(all_finite(&l));
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            l[17] = bad;
+            assert!(!all_finite(&l), "{bad}");
         }
     }
 

@@ -43,6 +43,11 @@ pub struct ServeArgs {
     /// is admitted in arrival order.
     #[arg(long, default_value_t = 16)]
     pub fairness_steps: u64,
+    /// TEST HOOK, off by default: the first request for more than one token gets NaN
+    /// logits after N generated tokens, once (issue #25, matrix row C11), to exercise the
+    /// degenerate-output guard without corrupting a model file.
+    #[arg(long, hide = true)]
+    pub fault_nan_logits_after: Option<u64>,
 }
 
 impl ServeArgs {
@@ -60,6 +65,7 @@ impl ServeArgs {
             threads: 0,
             region: None,
             fairness_steps: 16,
+            fault_nan_logits_after: None,
         }
     }
 

@@ -38,6 +38,8 @@ pub struct Metrics {
     pub requests_finished: IntCounter,
     /// Requests cancelled by their client.
     pub requests_cancelled: IntCounter,
+    /// Requests ended because the model's logits were NaN or infinite.
+    pub degenerate: IntCounter,
     /// Engine steps.
     pub steps: IntCounter,
 }
@@ -165,6 +167,11 @@ impl Metrics {
                 &r,
                 "warmpath_replica_requests_cancelled_total",
                 "Requests cancelled by the client",
+            ),
+            degenerate: counter(
+                &r,
+                "warmpath_replica_degenerate_total",
+                "Requests failed on NaN or infinite logits",
             ),
             steps: counter(&r, "warmpath_replica_engine_steps_total", "Engine steps"),
             registry: r,

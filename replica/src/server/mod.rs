@@ -14,6 +14,7 @@
 pub mod args;
 pub mod error;
 pub mod events;
+pub mod fault;
 pub mod http;
 pub mod kv;
 pub mod metrics;
@@ -97,6 +98,7 @@ pub async fn start(args: ServeArgs) -> Result<ServerHandle, ServerError> {
         max_running: args.max_running,
         fairness_steps: args.fairness_steps,
         device: args.device()?,
+        fault_nan_logits_after: args.fault_nan_logits_after,
     };
     let (facts, submit, shared) = worker::spawn(cfg, events.clone(), metrics.clone()).await?;
     let info = ReplicaInfo {

@@ -4,10 +4,11 @@
 //! channel is closed), plans, runs the engine, samples, replies over each request's own
 //! channel, caches the blocks the step wrote and only then publishes their KV events.
 
-use crate::engine::sampling::{Sampler, SamplingParams};
+use crate::engine::sampling::{all_finite, Sampler, SamplingParams};
 use crate::engine::{Engine, EngineOptions, ModelSource, StepItem};
 use crate::server::error::ServerError;
 use crate::server::events::EventLog;
+use crate::server::fault::{NanFault, DEGENERATE_MESSAGE};
 use crate::server::kv::{pages_for_budget, RadixCache};
 use crate::server::metrics::Metrics;
 use crate::server::sched::{PlanItem, SchedConfig, Scheduler, SeqId, Sequence};
@@ -133,6 +134,8 @@ pub struct WorkerConfig {
     pub fairness_steps: u64,
     /// Compute device (`cpu` or `cuda:N`).
     pub device: crate::engine::Device,
+    /// Test hook (`--fault-nan-logits-after`): see [`NanFault`].
+    pub fault_nan_logits_after: Option<u64>,
 }
 
 struct Live {
@@ -230,6 +233,7 @@ pub async fn spawn(
                 rates: Rates::default(),
                 steps: 0,
                 endings: Vec::new(),
+                fault: NanFault::new(cfg.fault_nan_logits_after),
             };
             // Load figures and liveness are in place before the server answers anything.
             lp.metrics
@@ -278,6 +282,8 @@ struct Loop {
     steps: u64,
     /// Last messages of sequences that ended this step, sent once the step is published.
     endings: Vec<(UnboundedSender<SeqEvent>, SeqEvent)>,
+    /// The NaN-logits test hook (off unless `--fault-nan-logits-after`).
+    fault: NanFault,
 }
 
 /// Marks the loop dead when it exits, by return or by panic.
@@ -461,6 +467,22 @@ impl Loop {
 
     fn sample_one(&mut self, id: SeqId, logits: &[f32]) {
         let now = Instant::now();
+        let poisoned;
+        let (generated, max_new) = self
+            .sched
+            .get(id)
+            .map_or((0, 0), |s| (s.generated().len(), s.extra.max_new));
+        let logits = match self.fault.fire(generated, max_new, logits.len()) {
+            Some(nan) => {
+                poisoned = nan;
+                &poisoned
+            }
+            None => logits,
+        };
+        if !all_finite(logits) {
+            self.fail_degenerate(id);
+            return;
+        }
         let Some(seq) = self.sched.get_mut(id) else {
             return;
         };
@@ -504,6 +526,21 @@ impl Loop {
                     },
                 ));
             }
+        }
+    }
+
+    /// Ends a sequence whose logits are NaN or infinite (matrix row C11): its request
+    /// gets an error (500, or a terminal SSE error event), nothing of it is sampled, and
+    /// the loop goes on serving the others.
+    fn fail_degenerate(&mut self, id: SeqId) {
+        self.metrics.degenerate.inc();
+        tracing::error!(
+            seq = id.0,
+            "degenerate output: non-finite logits; request failed"
+        );
+        if let Some(seq) = self.sched.finish(id) {
+            self.endings
+                .push((seq.extra.reply, SeqEvent::Failed(DEGENERATE_MESSAGE.into())));
         }
     }
 

@@ -4,11 +4,13 @@
 //! - [`generate`]: `POST /v1/chat/completions` and `POST /v1/completions`: parsing,
 //!   validation, submission to the engine loop.
 //! - [`respond`]: turning the engine's token stream into OpenAI JSON or SSE.
+//! - [`trace`]: the `traceparent` trace id on every request's log lines.
 //! - [`control`]: health, models, metrics, replica info/load/tokenizer, KV events.
 
 pub mod control;
 pub mod generate;
 pub mod respond;
+pub mod trace;
 
 use crate::server::error::ApiError;
 use crate::server::events::EventLog;
@@ -63,6 +65,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route(PATH_CHAT_COMPLETIONS, post(generate::chat_completions))
         .route(PATH_COMPLETIONS, post(generate::completions))
+        .route_layer(axum::middleware::from_fn(trace::trace_request))
         .route(PATH_MODELS, get(control::models))
         .route("/health", get(control::health))
         .route("/metrics", get(control::metrics))
