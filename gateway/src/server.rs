@@ -9,6 +9,7 @@ use crate::proxy::accept::conn_cap::{Caps, ConnectionCap};
 use crate::proxy::accept::connection::{self, Guards};
 use crate::proxy::accept::deadline::Limits;
 use crate::proxy::accept::head::HeadLimits;
+use crate::proxy::drain;
 use crate::proxy::service::Gateway;
 use crate::proxy::upstream;
 use crate::state::AppState;
@@ -34,11 +35,14 @@ pub fn run(cfg: Config, path: Option<PathBuf>, overrides: Overrides) -> anyhow::
         register_with_retry(state.clone(), url.clone());
     }
     control.spawn(reload_on_sighup(state.clone(), path, overrides));
+    control.spawn(drain::on_sigterm(Duration::from_secs(cfg.shutdown_grace_s)));
 
     let conf = ServerConf {
         threads: cfg.threads,
         grace_period_seconds: Some(cfg.shutdown_grace_s),
-        graceful_shutdown_timeout_seconds: Some(5),
+        // Streams still running have been ended at the grace period's end
+        // (`crate::proxy::drain`): what is left is torn down at once.
+        graceful_shutdown_timeout_seconds: Some(1),
         // One extra try for a stale pooled upstream connection.
         max_retries: cfg.retry.max_attempts as usize + 1,
         upstream_keepalive_pool_size: 1024,

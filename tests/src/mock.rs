@@ -21,6 +21,13 @@ pub enum Mode {
     CrashMidStream,
     /// Answer with this status and a Retry-After of 1 s.
     Status(u16),
+    /// Stream one chunk per requested `max_tokens` (3 without), one every `delay_ms`, then
+    /// usage and `[DONE]` (a non-streaming request is answered as in `Ok` after the same
+    /// total delay).
+    SlowStream {
+        /// Pause before each chunk.
+        delay_ms: u64,
+    },
 }
 
 struct Shared {
@@ -191,6 +198,15 @@ fn serve(mut s: TcpStream, sh: &Shared) -> std::io::Result<()> {
                 sh.bodies.lock().expect("lock").push(body.clone());
             }
             let mode = sh.mode.lock().expect("lock").clone();
+            if let Mode::SlowStream { delay_ms } = mode {
+                let tokens = req["max_tokens"].as_u64().map_or(3, |n| n as u32);
+                return slow(
+                    &mut s,
+                    tokens,
+                    delay_ms,
+                    req["stream"].as_bool().unwrap_or(false),
+                );
+            }
             generate(&mut s, sh, &mode, req["stream"].as_bool().unwrap_or(false))
         }
         _ => write_json(&mut s, 404, "{\"error\":{\"message\":\"not found\"}}"),
@@ -211,6 +227,7 @@ fn generate(s: &mut TcpStream, sh: &Shared, mode: &Mode, stream: bool) -> std::i
             generate(s, sh, &now, stream)
         }
         Mode::Status(code) => write_json(s, *code, "{\"error\":{\"message\":\"busy\"}}"),
+        Mode::SlowStream { delay_ms } => slow(s, 3, *delay_ms, stream),
         Mode::Ok | Mode::CrashMidStream if stream => {
             write!(s, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")?;
             let ev = "data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n";
@@ -234,3 +251,39 @@ fn generate(s: &mut TcpStream, sh: &Shared, mode: &Mode, stream: bool) -> std::i
         ),
     }
 }
+
+/// [`Mode::SlowStream`].
+fn slow(s: &mut TcpStream, tokens: u32, delay_ms: u64, stream: bool) -> std::io::Result<()> {
+    let pause = || std::thread::sleep(Duration::from_millis(delay_ms));
+    if !stream {
+        (0..tokens).for_each(|_| pause());
+        return generate(s, &IDLE, &Mode::Ok, false);
+    }
+    write!(s, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")?;
+    for i in 0..tokens {
+        pause();
+        chunk(
+            s,
+            &format!("data: {{\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"t{i} \"}}}}]}}\n\n"),
+        )?;
+    }
+    let usage = format!(
+        r#"{{"prompt_tokens":10,"completion_tokens":{tokens},"total_tokens":{},"prompt_tokens_details":{{"cached_tokens":0}}}}"#,
+        10 + tokens
+    );
+    chunk(
+        s,
+        &format!("data: {{\"id\":\"x\",\"choices\":[],\"usage\":{usage}}}\n\n"),
+    )?;
+    chunk(s, "data: [DONE]\n\n")?;
+    write!(s, "0\r\n\r\n")
+}
+
+/// Shared state for answers that need none.
+static IDLE: Shared = Shared {
+    mode: Mutex::new(Mode::Ok),
+    generations: AtomicUsize::new(0),
+    salts: Mutex::new(Vec::new()),
+    bodies: Mutex::new(Vec::new()),
+    stop: AtomicBool::new(false),
+};

@@ -25,6 +25,7 @@
 pub mod accept;
 pub mod admit;
 pub mod ctx;
+pub mod drain;
 pub mod failure;
 pub mod finish;
 pub mod prepare;
