@@ -35,6 +35,7 @@ struct Shared {
     generations: AtomicUsize,
     salts: Mutex<Vec<String>>,
     bodies: Mutex<Vec<Vec<u8>>>,
+    raw: Mutex<Vec<Vec<u8>>>,
     stop: AtomicBool,
 }
 
@@ -55,6 +56,7 @@ impl MockReplica {
             generations: AtomicUsize::new(0),
             salts: Mutex::new(Vec::new()),
             bodies: Mutex::new(Vec::new()),
+            raw: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
         });
         let s = shared.clone();
@@ -91,6 +93,12 @@ impl MockReplica {
     /// Cache salts seen on generation requests.
     pub fn salts(&self) -> Vec<String> {
         self.shared.salts.lock().expect("lock").clone()
+    }
+
+    /// The bytes of each generation request as they arrived: head, the body as read by its
+    /// `Content-Length`, and whatever else had arrived on the connection by then.
+    pub fn raw_requests(&self) -> Vec<Vec<u8>> {
+        self.shared.raw.lock().expect("lock").clone()
     }
 
     /// Bodies of the generation requests, as read by their `Content-Length` (the mock reads
@@ -142,9 +150,11 @@ fn serve(mut s: TcpStream, sh: &Shared) -> std::io::Result<()> {
     let path = parts.next().unwrap_or("").to_string();
     let mut len = 0usize;
     let mut salt = None;
+    let mut raw = line.clone().into_bytes();
     loop {
         let mut h = String::new();
         r.read_line(&mut h)?;
+        raw.extend_from_slice(h.as_bytes());
         let h = h.trim_end();
         if h.is_empty() {
             break;
@@ -160,6 +170,8 @@ fn serve(mut s: TcpStream, sh: &Shared) -> std::io::Result<()> {
     }
     let mut body = vec![0u8; len];
     r.read_exact(&mut body)?;
+    raw.extend_from_slice(&body);
+    raw.extend_from_slice(r.buffer());
     let path_only = path.split('?').next().unwrap_or("");
     match (method.as_str(), path_only) {
         ("GET", "/v1/replica/info") => write_json(&mut s, 200, &serde_json::to_string(&info())?),
@@ -196,6 +208,7 @@ fn serve(mut s: TcpStream, sh: &Shared) -> std::io::Result<()> {
                     .expect("lock")
                     .push(salt.unwrap_or_default());
                 sh.bodies.lock().expect("lock").push(body.clone());
+                sh.raw.lock().expect("lock").push(raw);
             }
             let mode = sh.mode.lock().expect("lock").clone();
             if let Mode::SlowStream { delay_ms } = mode {
@@ -285,5 +298,6 @@ static IDLE: Shared = Shared {
     generations: AtomicUsize::new(0),
     salts: Mutex::new(Vec::new()),
     bodies: Mutex::new(Vec::new()),
+    raw: Mutex::new(Vec::new()),
     stop: AtomicBool::new(false),
 };
