@@ -12,4 +12,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export DURATION="${DURATION:-600}" WORKERS="${WORKERS:-4}"
 cargo build -q -p gateway --bins
-cargo test -q -p warmpath-e2e --test soak -- --ignored --nocapture 2>&1 | tee /dev/stderr | grep -q '^SOAK '
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+status=0
+cargo test -q -p warmpath-e2e --test soak -- --ignored --nocapture >"$log" 2>&1 || status=$?
+cat "$log"
+grep '^SOAK ' "$log" || echo "soak: no figures (the run failed before measuring)"
+exit "$status"

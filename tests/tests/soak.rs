@@ -168,7 +168,7 @@ fn soak_keeps_memory_and_descriptors_flat() {
     let secs = t0.elapsed().as_secs_f64();
     let growth = |a: f64, b: f64| (b - a) / a * 100.0;
     println!(
-        "SOAK duration_s={:.0} requests={n} served_ok={} failed={} rps={:.1} rss_kib_start={} rss_kib_end={} rss_growth_pct={:.2} fds_start={} fds_end={} fds_growth_pct={:.2}",
+        "SOAK duration_s={:.0} requests={n} served_ok_with_warmup={} failed_with_warmup={} rps={:.1} rss_kib_start={} rss_kib_end={} rss_growth_pct={:.2} fds_start={} fds_end={} fds_growth_pct={:.2}",
         secs,
         ok_all.load(Ordering::Acquire),
         failed_all.load(Ordering::Acquire),
