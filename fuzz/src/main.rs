@@ -49,8 +49,8 @@ fn main() -> Result<()> {
     std::panic::set_hook(Box::new(|_| {}));
     let mut failed = false;
     for t in chosen {
-        let seeds = read_dir(&dir.join("corpus").join(t.name))?;
-        let saved: Vec<Vec<u8>> = read_dir(&dir.join("crashes"))?;
+        let seeds = read_dir(&dir.join("corpus").join(t.name), "")?;
+        let saved = read_dir(&dir.join("crashes"), &format!("{}-", t.name))?;
         let mut execs = 0u64;
         let mut crashes = 0u64;
         let started = Instant::now();
@@ -116,8 +116,8 @@ fn save(dir: &Path, t: &Target, input: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// The files of `dir` (none when it does not exist).
-fn read_dir(dir: &Path) -> Result<Vec<Vec<u8>>> {
+/// The files of `dir` whose names start with `prefix` (none when it does not exist).
+fn read_dir(dir: &Path, prefix: &str) -> Result<Vec<Vec<u8>>> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Ok(Vec::new());
     };
@@ -126,6 +126,11 @@ fn read_dir(dir: &Path) -> Result<Vec<Vec<u8>>> {
     paths
         .iter()
         .filter(|p| p.is_file())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(prefix))
+        })
         .map(|p| std::fs::read(p).with_context(|| p.display().to_string()))
         .collect()
 }
