@@ -41,6 +41,9 @@ cargo run -q -p modcycles -- gateway/src/lib.rs \
 step "tests"
 cargo test --workspace --no-fail-fast
 
+step "fuzz (replay the seeds and saved crashes, then 10 s of random edits per target)"
+cargo run -q -p warmpath-fuzz -- all 10
+
 step "cuda feature (builds and lints without a GPU or CUDA toolkit)"
 cargo clippy -p replica --features cuda --all-targets -- -D warnings
 # The host-checkable parts: kernels emulated on the CPU, launch geometry, weight packing,

@@ -32,6 +32,8 @@ pub mod config;
 pub mod control;
 pub mod dashboard;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod headers;
 pub mod logging;
 pub mod metrics;

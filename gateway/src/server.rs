@@ -5,8 +5,11 @@ use crate::admin::Admin;
 use crate::config::{Config, Overrides};
 use crate::control::register::register_with_retry;
 use crate::control::reload::reload_on_sighup;
-use crate::proxy::accept::conn_cap::ConnectionCap;
+use crate::proxy::accept::conn_cap::{Caps, ConnectionCap};
 use crate::proxy::accept::connection::{self, Guards};
+use crate::proxy::accept::deadline::Limits;
+use crate::proxy::accept::head::HeadLimits;
+use crate::proxy::drain;
 use crate::proxy::service::Gateway;
 use crate::proxy::upstream;
 use crate::state::AppState;
@@ -32,11 +35,14 @@ pub fn run(cfg: Config, path: Option<PathBuf>, overrides: Overrides) -> anyhow::
         register_with_retry(state.clone(), url.clone());
     }
     control.spawn(reload_on_sighup(state.clone(), path, overrides));
+    control.spawn(drain::on_sigterm(Duration::from_secs(cfg.shutdown_grace_s)));
 
     let conf = ServerConf {
         threads: cfg.threads,
         grace_period_seconds: Some(cfg.shutdown_grace_s),
-        graceful_shutdown_timeout_seconds: Some(5),
+        // Streams still running have been ended at the grace period's end
+        // (`crate::proxy::drain`): what is left is torn down at once.
+        graceful_shutdown_timeout_seconds: Some(1),
         // One extra try for a stale pooled upstream connection.
         max_retries: cfg.retry.max_attempts as usize + 1,
         upstream_keepalive_pool_size: 1024,
@@ -44,23 +50,38 @@ pub fn run(cfg: Config, path: Option<PathBuf>, overrides: Overrides) -> anyhow::
     };
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
-    // Outermost first: the per-IP cap, then the header deadline, then the proxy
+    // Outermost first: the connection caps, then the header deadline and bounds, then the proxy
     // (`crate::proxy::accept`); upstream connections send each request in one write
     // (`crate::proxy::upstream`).
     let guards = Arc::new(Guards {
         cap: ConnectionCap::new(
             {
                 let state = state.clone();
-                Box::new(move || state.config().limits.max_connections_per_ip)
+                Box::new(move || {
+                    let l = &state.config().limits;
+                    Caps {
+                        per_ip: l.max_connections_per_ip,
+                        total: l.max_connections,
+                    }
+                })
             },
             {
                 let state = state.clone();
                 Box::new(move || state.metrics.connections_refused.inc())
             },
         ),
-        header_limit: {
+        header_limits: {
             let state = state.clone();
-            Box::new(move || Duration::from_millis(state.config().timeouts.client_read_ms))
+            Box::new(move || {
+                let cfg = state.config();
+                Limits {
+                    deadline: Duration::from_millis(cfg.timeouts.client_read_ms),
+                    head: HeadLimits {
+                        max_bytes: cfg.limits.max_header_bytes,
+                        max_headers: cfg.limits.max_headers,
+                    },
+                }
+            })
         },
     });
     let mut proxy = ProxyServiceBuilder::new(&server.configuration, Gateway::new(state.clone()))

@@ -29,6 +29,13 @@ pub enum Mode {
     /// closed it), then count the stream as aborted. A request without `stream` gets the
     /// normal answer.
     Endless,
+    /// Stream one chunk per requested `max_tokens` (3 without), one every `delay_ms`, then
+    /// usage and `[DONE]` (a non-streaming request is answered as in `Ok` after the same
+    /// total delay).
+    SlowStream {
+        /// Pause before each chunk.
+        delay_ms: u64,
+    },
 }
 
 struct Shared {
@@ -37,6 +44,7 @@ struct Shared {
     aborted: AtomicUsize,
     salts: Mutex<Vec<String>>,
     bodies: Mutex<Vec<Vec<u8>>>,
+    raw: Mutex<Vec<Vec<u8>>>,
     stop: AtomicBool,
 }
 
@@ -58,6 +66,7 @@ impl MockReplica {
             aborted: AtomicUsize::new(0),
             salts: Mutex::new(Vec::new()),
             bodies: Mutex::new(Vec::new()),
+            raw: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
         });
         let s = shared.clone();
@@ -99,6 +108,12 @@ impl MockReplica {
     /// Cache salts seen on generation requests.
     pub fn salts(&self) -> Vec<String> {
         self.shared.salts.lock().expect("lock").clone()
+    }
+
+    /// The bytes of each generation request as they arrived: head, the body as read by its
+    /// `Content-Length`, and whatever else had arrived on the connection by then.
+    pub fn raw_requests(&self) -> Vec<Vec<u8>> {
+        self.shared.raw.lock().expect("lock").clone()
     }
 
     /// Bodies of the generation requests, as read by their `Content-Length` (the mock reads
@@ -155,9 +170,11 @@ fn serve(mut s: TcpStream, sh: &Shared) -> std::io::Result<()> {
     let path = parts.next().unwrap_or("").to_string();
     let mut len = 0usize;
     let mut salt = None;
+    let mut raw = line.clone().into_bytes();
     loop {
         let mut h = String::new();
         r.read_line(&mut h)?;
+        raw.extend_from_slice(h.as_bytes());
         let h = h.trim_end();
         if h.is_empty() {
             break;
@@ -173,6 +190,8 @@ fn serve(mut s: TcpStream, sh: &Shared) -> std::io::Result<()> {
     }
     let mut body = vec![0u8; len];
     r.read_exact(&mut body)?;
+    raw.extend_from_slice(&body);
+    raw.extend_from_slice(r.buffer());
     let path_only = path.split('?').next().unwrap_or("");
     match (method.as_str(), path_only) {
         ("GET", "/v1/replica/info") => write_json(&mut s, 200, &serde_json::to_string(&info())?),
@@ -209,10 +228,20 @@ fn serve(mut s: TcpStream, sh: &Shared) -> std::io::Result<()> {
                     .expect("lock")
                     .push(salt.unwrap_or_default());
                 sh.bodies.lock().expect("lock").push(body.clone());
+                sh.raw.lock().expect("lock").push(raw);
             }
             let mut mode = sh.mode.lock().expect("lock").clone();
             if is_probe && matches!(mode, Mode::Status(_) | Mode::StatusRetryAfter(..)) {
                 mode = Mode::Ok;
+            }
+            if let Mode::SlowStream { delay_ms } = mode {
+                let tokens = req["max_tokens"].as_u64().map_or(3, |n| n as u32);
+                return slow(
+                    &mut s,
+                    tokens,
+                    delay_ms,
+                    req["stream"].as_bool().unwrap_or(false),
+                );
             }
             generate(&mut s, sh, &mode, req["stream"].as_bool().unwrap_or(false))
         }
@@ -256,6 +285,7 @@ fn generate(s: &mut TcpStream, sh: &Shared, mode: &Mode, stream: bool) -> std::i
                 }
             }
         }
+        Mode::SlowStream { delay_ms } => slow(s, 3, *delay_ms, stream),
         Mode::Ok | Mode::CrashMidStream if stream => {
             write!(s, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")?;
             let ev = "data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n";
@@ -279,3 +309,40 @@ fn generate(s: &mut TcpStream, sh: &Shared, mode: &Mode, stream: bool) -> std::i
         ),
     }
 }
+
+/// [`Mode::SlowStream`].
+fn slow(s: &mut TcpStream, tokens: u32, delay_ms: u64, stream: bool) -> std::io::Result<()> {
+    let pause = || std::thread::sleep(Duration::from_millis(delay_ms));
+    if !stream {
+        (0..tokens).for_each(|_| pause());
+        return generate(s, &IDLE, &Mode::Ok, false);
+    }
+    write!(s, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")?;
+    for i in 0..tokens {
+        pause();
+        chunk(
+            s,
+            &format!("data: {{\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"t{i} \"}}}}]}}\n\n"),
+        )?;
+    }
+    let usage = format!(
+        r#"{{"prompt_tokens":10,"completion_tokens":{tokens},"total_tokens":{},"prompt_tokens_details":{{"cached_tokens":0}}}}"#,
+        10 + tokens
+    );
+    chunk(
+        s,
+        &format!("data: {{\"id\":\"x\",\"choices\":[],\"usage\":{usage}}}\n\n"),
+    )?;
+    chunk(s, "data: [DONE]\n\n")?;
+    write!(s, "0\r\n\r\n")
+}
+
+/// Shared state for answers that need none.
+static IDLE: Shared = Shared {
+    mode: Mutex::new(Mode::Ok),
+    generations: AtomicUsize::new(0),
+    salts: Mutex::new(Vec::new()),
+    bodies: Mutex::new(Vec::new()),
+    raw: Mutex::new(Vec::new()),
+    stop: AtomicBool::new(false),
+};

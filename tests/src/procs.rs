@@ -248,6 +248,11 @@ impl GatewayProc {
         Ok(self.admin_get("/admin/replicas")?.json()?["replicas"].clone())
     }
 
+    /// The gateway's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Sends a signal by name (e.g. `"HUP"`, `"TERM"`).
     pub fn signal(&self, sig: &str) {
         signal(&self.child, sig);

@@ -131,3 +131,91 @@ fn the_defaults_leave_a_busy_client_alone() {
     }
     assert_eq!(refused_metric(&gw), 0);
 }
+
+#[test]
+fn connections_beyond_the_total_cap_get_a_503_and_are_closed() {
+    let mock = MockReplica::start(Mode::Ok);
+    let gw = gateway(&mock, "max_connections: 3, max_connections_per_ip: 0");
+    let mut held: Vec<_> = (0..3).map(|_| connect(&gw.addr)).collect();
+    for c in &mut held {
+        assert_eq!(health(c).0, 200);
+    }
+    // The fourth is answered at once and closed.
+    let mut fourth = connect(&gw.addr);
+    let r = read_response(&mut fourth).unwrap();
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(r.header("connection"), Some("close"));
+    assert_eq!(r.header("retry-after"), Some("1"));
+    assert_eq!(r.json().unwrap()["error"]["code"], "overloaded");
+    let mut rest = Vec::new();
+    assert_eq!(fourth.read_to_end(&mut rest).unwrap_or(0), 0);
+    assert_eq!(refused_metric(&gw), 1, "the refusal is counted");
+    // Closing one frees its slot.
+    drop(held.pop());
+    let mut ok = None;
+    for _ in 0..100 {
+        let mut c = connect(&gw.addr);
+        if c.get_mut().write_all(HEALTH).is_ok() {
+            if let Ok(r) = read_response(&mut c) {
+                if r.status == 200 {
+                    ok = Some(c);
+                    break;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut again = ok.expect("a freed slot serves a new connection");
+    assert_eq!(health(&mut again).0, 200);
+    for c in &mut held {
+        assert_eq!(health(c).0, 200, "the held connections still work");
+    }
+}
+
+/// Sends `head` while reading the answer; returns the answer and whether every byte could
+/// be written.
+fn send_head(addr: &str, head: Vec<u8>) -> (Vec<u8>, bool) {
+    let s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut w = s.try_clone().unwrap();
+    let writer =
+        std::thread::spawn(move || head.chunks(4096).all(|piece| w.write_all(piece).is_ok()));
+    let mut answer = Vec::new();
+    let _ = (&s).read_to_end(&mut answer);
+    let all_sent = writer.join().unwrap();
+    (answer, all_sent)
+}
+
+fn assert_431(answer: &[u8]) {
+    let text = String::from_utf8_lossy(answer);
+    assert!(text.starts_with("HTTP/1.1 431 "), "{text}");
+    assert!(text.contains("\r\nconnection: close\r\n"), "{text}");
+    assert!(text.contains("\"code\":\"headers_too_large\""), "{text}");
+}
+
+/// Defect 10: the head bounds apply as the head streams in, not after Pingora has
+/// buffered up to 1 MiB and 256 headers.
+#[test]
+fn an_oversize_head_is_refused_with_431_while_the_client_is_still_sending() {
+    let mock = MockReplica::start(Mode::Ok);
+    let gw = gateway(&mock, "max_header_bytes: 16384, max_headers: 100");
+    // 8 MiB of one header: far past the bound and Pingora's own 1 MiB.
+    let mut head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Big: ".to_vec();
+    head.resize(8 * 1024 * 1024, b'a');
+    let (answer, all_sent) = send_head(&gw.addr, head);
+    assert_431(&answer);
+    assert!(!all_sent, "closed while the client was still sending");
+    // 300 small headers (under the byte bound).
+    let mut head = b"GET /v1/models HTTP/1.1\r\nHost: x\r\n".to_vec();
+    for i in 0..300 {
+        head.extend_from_slice(format!("x-h{i}: 1\r\n").as_bytes());
+    }
+    head.extend_from_slice(b"\r\n");
+    assert!(head.len() < 16384);
+    let (answer, _) = send_head(&gw.addr, head);
+    assert_431(&answer);
+    // A head at the bounds still works.
+    let mut c = connect(&gw.addr);
+    assert_eq!(health(&mut c).0, 200);
+    assert_eq!(mock.generations(), 0);
+}

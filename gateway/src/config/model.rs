@@ -10,6 +10,12 @@ use std::path::Path;
 /// buffers the whole body before routing, so bodies are bounded by it.
 pub const MAX_BODY_BYTES_CEILING: usize = 64 * 1024;
 
+/// Pingora refuses a head of more than 256 header lines with its own bare 400.
+pub const MAX_HEADERS_CEILING: usize = 256;
+
+/// Pingora refuses a head of more than 1 MiB with its own bare 400.
+pub const MAX_HEADER_BYTES_CEILING: usize = 1024 * 1024;
+
 /// A configuration error naming the key at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -188,12 +194,17 @@ pub struct TenantLimits {
 pub struct RequestLimits {
     /// Largest accepted body (at most 65536).
     pub max_body_bytes: usize,
-    /// Largest accepted header section.
+    /// Largest accepted request head (request line and headers), bytes; bounded as it
+    /// streams in, before Pingora buffers it.
     pub max_header_bytes: usize,
+    /// Most header lines in one request (at most 256, Pingora's own bound).
+    pub max_headers: usize,
     /// `max_tokens` assumed when the request has none (token reservation cap).
     pub default_max_tokens: u32,
     /// Open connections allowed per client IP; 0: no cap.
     pub max_connections_per_ip: u32,
+    /// Open client connections allowed in all; 0: no cap.
+    pub max_connections: u32,
     /// Requests served on one kept-alive connection before it is closed; 0: no limit.
     pub max_requests_per_connection: u32,
 }
@@ -203,8 +214,10 @@ impl Default for RequestLimits {
         Self {
             max_body_bytes: MAX_BODY_BYTES_CEILING,
             max_header_bytes: 16 * 1024,
+            max_headers: 100,
             default_max_tokens: 256,
             max_connections_per_ip: 1024,
+            max_connections: 10_000,
             max_requests_per_connection: 1000,
         }
     }
@@ -444,6 +457,18 @@ impl Config {
         }
         if l.max_header_bytes < 1024 {
             return Err(invalid("limits.max_header_bytes", "must be at least 1024"));
+        }
+        if l.max_header_bytes > MAX_HEADER_BYTES_CEILING {
+            return Err(invalid(
+                "limits.max_header_bytes",
+                format!("must be at most {MAX_HEADER_BYTES_CEILING}"),
+            ));
+        }
+        if l.max_headers == 0 || l.max_headers > MAX_HEADERS_CEILING {
+            return Err(invalid(
+                "limits.max_headers",
+                format!("must be in 1..={MAX_HEADERS_CEILING}"),
+            ));
         }
         if l.default_max_tokens == 0 {
             return Err(invalid("limits.default_max_tokens", "must be positive"));

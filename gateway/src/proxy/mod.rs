@@ -26,6 +26,7 @@ pub mod accept;
 pub mod admit;
 pub mod bound;
 pub mod ctx;
+pub mod drain;
 pub mod failure;
 pub mod finish;
 pub mod prepare;

@@ -1,25 +1,40 @@
-//! A cap on open connections per client IP (`limits.max_connections_per_ip`).
+//! Caps on open connections: per client IP (`limits.max_connections_per_ip`) and in all
+//! (`limits.max_connections`).
 //!
-//! Pingora accepts every connection it is offered, so one client can hold as many sockets
+//! Pingora accepts every connection it is offered, so clients can hold as many sockets
 //! as the gateway has file descriptors: idle keep-alives, or slow headers that each last
 //! until the header deadline (`super::deadline`). [`ConnectionCap`] sees every accepted
-//! connection first (`super::connection`): one from an address that already holds the cap
-//! is answered at once with a 429 OpenAI error (`too_many_connections`, `Connection:
-//! close`) and closed, before any of its bytes are read. The count of an address falls
-//! when one of its connections ends, however it ends.
+//! connection first (`super::connection`), before any of its bytes are read:
+//! - with `limits.max_connections` already open, it is answered at once with a 503 OpenAI
+//!   error (`overloaded`, `Retry-After: 1`, `Connection: close`) and closed;
+//! - from an address that already holds its per-IP cap, with a 429 (`too_many_connections`).
 //!
-//! The cap is read per connection, so a reload applies to new connections; 0 turns it off.
-//! Connections whose peer is not an IP socket (a Unix socket) are not counted.
+//! Both refusals count in `connections_refused_total`. The counts fall when a connection
+//! ends, however it ends. The caps are read per connection, so a reload applies to new
+//! connections; 0 turns a cap off. Connections whose peer is not an IP socket (a Unix
+//! socket) count towards the total only.
 
+use super::answer;
 use crate::error::GatewayError;
 use pingora_core::protocols::Stream;
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 
-/// The cap for a new connection (0: none).
-pub type CapFn = Box<dyn Fn() -> u32 + Send + Sync>;
+/// The caps for a new connection (0: none).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Caps {
+    /// Open connections per client IP.
+    pub per_ip: u32,
+    /// Open connections in all.
+    pub total: u32,
+}
+
+/// The caps for a new connection, read per connection.
+pub type CapFn = Box<dyn Fn() -> Caps + Send + Sync>;
 /// Called once for every refused connection (a metric).
 pub type RefusedFn = Box<dyn Fn() + Send + Sync>;
 
@@ -84,42 +99,103 @@ impl Drop for IpSlot {
     }
 }
 
-/// Refuses connections beyond a per-IP cap.
+/// Open connections in all.
+#[derive(Debug, Default)]
+pub struct Total {
+    open: AtomicU32,
+}
+
+impl Total {
+    /// A slot for one more connection, or `None` when `cap` are open (0: no cap, but the
+    /// connection is still counted so that a cap set by a reload sees it).
+    pub fn acquire(self: &Arc<Self>, cap: u32) -> Option<TotalSlot> {
+        let before = self.open.fetch_add(1, Ordering::AcqRel);
+        if cap > 0 && before >= cap {
+            self.open.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(TotalSlot {
+            total: self.clone(),
+        })
+    }
+
+    /// Connections open now.
+    pub fn open(&self) -> u32 {
+        self.open.load(Ordering::Acquire)
+    }
+}
+
+/// One connection counted in the total; dropping it gives the slot back.
+#[derive(Debug)]
+pub struct TotalSlot {
+    total: Arc<Total>,
+}
+
+impl Drop for TotalSlot {
+    fn drop(&mut self) {
+        self.total.open.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The slots one admitted connection holds until it ends.
+#[derive(Debug)]
+pub struct Slots {
+    _total: TotalSlot,
+    _ip: Option<IpSlot>,
+}
+
+/// Refuses connections beyond the total and per-IP caps.
 pub struct ConnectionCap {
     table: Arc<IpTable>,
+    total: Arc<Total>,
     cap: CapFn,
     refused: RefusedFn,
 }
 
 impl ConnectionCap {
-    /// At most `cap()` connections per client IP; `refused()` runs for each connection
-    /// turned away.
+    /// At most `cap()` connections (per client IP and in all); `refused()` runs for each
+    /// connection turned away.
     pub fn new(cap: CapFn, refused: RefusedFn) -> Self {
         Self {
             table: Arc::default(),
+            total: Arc::default(),
             cap,
             refused,
         }
     }
 
-    /// Counts a new connection: its slot (`None` when uncounted: no cap, or not an IP
-    /// peer), or `Err` once it has been answered with the 429 and closed.
-    pub async fn count(&self, stream: &mut Stream) -> Result<Option<IpSlot>, Refused> {
-        let cap = (self.cap)();
-        let Some(ip) = peer_ip(stream).filter(|_| cap > 0) else {
-            return Ok(None);
+    /// Counts a new connection: its slots, or `Err` once it has been answered with the
+    /// 503 or 429 and closed.
+    pub async fn count(&self, stream: &mut Stream) -> Result<Slots, Refused> {
+        let caps = (self.cap)();
+        let admitted = match self.total.acquire(caps.total) {
+            None => Err(GatewayError::Overloaded {
+                retry_after: Duration::from_secs(1),
+            }),
+            Some(total) => match peer_ip(stream).filter(|_| caps.per_ip > 0) {
+                None => Ok(Slots {
+                    _total: total,
+                    _ip: None,
+                }),
+                Some(ip) => match self.table.acquire(ip, caps.per_ip) {
+                    Some(slot) => Ok(Slots {
+                        _total: total,
+                        _ip: Some(slot),
+                    }),
+                    None => Err(GatewayError::TooManyConnections { limit: caps.per_ip }),
+                },
+            },
         };
-        match self.table.acquire(ip, cap) {
-            Some(slot) => Ok(Some(slot)),
-            None => {
-                (self.refused)();
-                tracing::debug!(%ip, cap, "connection refused: per-IP cap");
-                // Best effort: a client that vanished needs no answer.
-                let _ = stream.write_all(&refusal(cap)).await;
-                let _ = stream.shutdown().await;
-                Err(Refused)
-            }
-        }
+        let err = match admitted {
+            Ok(slots) => return Ok(slots),
+            Err(err) => err,
+        };
+        (self.refused)();
+        tracing::debug!(?caps, open = self.total.open(), "connection refused: {err}");
+        // Best effort: a client that vanished needs no answer.
+        let _ = stream.write_all(&answer::closing(&err)).await;
+        let _ = stream.shutdown().await;
+        Err(Refused)
     }
 }
 
@@ -131,28 +207,6 @@ pub struct Refused;
 fn peer_ip(stream: &Stream) -> Option<IpAddr> {
     let digest = stream.get_socket_digest()?;
     Some(digest.peer_addr()?.as_inet()?.ip())
-}
-
-/// The whole HTTP/1.1 answer to a refused connection.
-fn refusal(cap: u32) -> Vec<u8> {
-    let r = GatewayError::TooManyConnections { limit: cap }.response();
-    let reason = http::StatusCode::from_u16(r.status)
-        .ok()
-        .and_then(|s| s.canonical_reason())
-        .unwrap_or("");
-    let mut out = format!(
-        "HTTP/1.1 {} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
-         connection: close\r\n",
-        r.status,
-        r.body.len()
-    );
-    for (k, v) in &r.headers {
-        out.push_str(&format!("{k}: {v}\r\n"));
-    }
-    out.push_str("\r\n");
-    let mut out = out.into_bytes();
-    out.extend_from_slice(&r.body);
-    out
 }
 
 #[cfg(test)]
@@ -184,8 +238,28 @@ mod tests {
     }
 
     #[test]
+    fn the_total_is_capped_and_slots_come_back() {
+        let total = Arc::new(Total::default());
+        let held: Vec<_> = (0..3)
+            .map(|_| total.acquire(3).expect("under the cap"))
+            .collect();
+        assert!(total.acquire(3).is_none(), "the fourth is over the cap");
+        assert_eq!(total.open(), 3, "a refusal leaves the count alone");
+        drop(held);
+        assert_eq!(total.open(), 0);
+        let uncapped: Vec<_> = (0..5).map(|_| total.acquire(0).unwrap()).collect();
+        assert_eq!(total.open(), 5, "counted even without a cap");
+        assert!(total.acquire(5).is_none());
+        drop(uncapped);
+        assert!(total.acquire(1).is_some());
+    }
+
+    #[test]
     fn the_refusal_is_a_complete_429_that_closes() {
-        let text = String::from_utf8(refusal(7)).unwrap();
+        let text = String::from_utf8(answer::closing(&GatewayError::TooManyConnections {
+            limit: 7,
+        }))
+        .unwrap();
         let (head, body) = text.split_once("\r\n\r\n").unwrap();
         assert!(
             head.starts_with("HTTP/1.1 429 Too Many Requests\r\n"),

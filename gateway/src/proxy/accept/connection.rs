@@ -1,5 +1,6 @@
-//! One accepted client connection, from the accept to its last request: the per-IP cap
-//! ([`super::conn_cap`]), the header deadline ([`super::deadline`]), then Pingora's
+//! One accepted client connection, from the accept to its last request: the connection
+//! caps ([`super::conn_cap`]), the header deadline and size bounds ([`super::deadline`],
+//! [`super::head`]), then Pingora's
 //! HTTP/1.1 session loop over the proxy.
 //!
 //! The proxy is built with the upstream connector of [`crate::proxy::upstream`], and Pingora 0.8
@@ -12,27 +13,26 @@
 //! request to the next).
 
 use super::conn_cap::ConnectionCap;
-use super::deadline::DeadlineStream;
+use super::deadline::{DeadlineStream, Limits};
 use pingora_core::apps::{HttpServerApp, HttpServerOptions};
 use pingora_core::protocols::http::ServerSession;
 use pingora_core::protocols::Stream;
 use pingora_core::server::ShutdownWatch;
 use pingora_proxy::ProcessCustomSession;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Pingora's keep-alive timeout for an idle client connection, in seconds (its default).
 const KEEPALIVE_S: u64 = 60;
 
-/// The header limit of a new connection (read per connection, so a reload applies).
-pub type LimitFn = Box<dyn Fn() -> Duration + Send + Sync>;
+/// The header limits of a new connection (read per connection, so a reload applies).
+pub type LimitFn = Box<dyn Fn() -> Limits + Send + Sync>;
 
 /// What every new connection goes through before its first request is read.
 pub struct Guards {
-    /// The per-IP connection cap.
+    /// The connection caps (in all and per IP).
     pub cap: ConnectionCap,
-    /// The total deadline for each request header.
-    pub header_limit: LimitFn,
+    /// The deadline and size bounds of each request header.
+    pub header_limits: LimitFn,
 }
 
 /// Server options for a proxy served through [`handler`]: every connection goes to it,
@@ -70,10 +70,10 @@ async fn serve<A: HttpServerApp + Send + Sync>(
     mut stream: Stream,
     shutdown: &ShutdownWatch,
 ) {
-    let Ok(slot) = guards.cap.count(&mut stream).await else {
+    let Ok(slots) = guards.cap.count(&mut stream).await else {
         return;
     };
-    let stream = DeadlineStream::wrap(stream, (guards.header_limit)());
+    let stream = DeadlineStream::wrap(stream, (guards.header_limits)());
     let mut session = ServerSession::new_http1(stream);
     if *shutdown.borrow() {
         // Shutting down: this connection serves one request.
@@ -92,5 +92,5 @@ async fn serve<A: HttpServerApp + Send + Sync>(
         }
         reused = app.process_new_http(session, shutdown).await;
     }
-    drop(slot);
+    drop(slots);
 }

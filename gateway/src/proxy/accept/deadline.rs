@@ -1,4 +1,5 @@
-//! A total deadline for reading each request header (`timeouts.client_read_ms`).
+//! A total deadline for reading each request header (`timeouts.client_read_ms`), and the
+//! bounds on its size ([`super::head`]).
 //!
 //! Pingora bounds each read of a request header (by its keep-alive timeout, 60 s), not the
 //! whole header, so a client that sends a header a byte at a time holds a connection open
@@ -14,9 +15,20 @@
 //!   one has been logged ([`DeadlineStream::expect_next_request`]); an idle keep-alive
 //!   connection is Pingora's to close (60 s).
 //!
+//! The same wrapper counts each head's bytes and lines as they pass ([`HeadScanner`], reset
+//! with the clock): once a head is over `limits.max_header_bytes` or `limits.max_headers`,
+//! the bytes that passed a bound are withheld from Pingora, the connection is answered
+//! with a 431 OpenAI error (`headers_too_large`, `Connection: close`), its write side shut,
+//! and up to [`DRAIN_BYTES`] more of what the client is still sending are read and dropped
+//! for at most [`DRAIN_MS`] (so that the client sees the answer rather than a reset); then
+//! the read fails and Pingora drops the connection without an answer of its own.
+//!
 //! The gateway serves plaintext HTTP/1.1 only (no h2c), so each connection carries one
 //! request at a time and the two hooks see every one.
 
+use super::answer;
+use super::head::{HeadLimits, HeadScanner, Verdict};
+use crate::error::GatewayError;
 use async_trait::async_trait;
 use pingora_core::protocols::{Shutdown, Stream};
 use std::future::Future;
@@ -31,6 +43,29 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 const OFF: u64 = 0;
 /// Between requests: the clock starts at the next byte.
 const WAITING: u64 = u64::MAX;
+/// After a 431, the most bytes read and dropped before the connection is closed.
+pub const DRAIN_BYTES: usize = 64 * 1024;
+/// After a 431, the longest wait for the client to stop sending.
+pub const DRAIN_MS: u64 = 1000;
+
+/// The limits of one connection's request heads.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// The total deadline for each request header.
+    pub deadline: Duration,
+    /// Bounds on each head's size.
+    pub head: HeadLimits,
+}
+
+/// A head over its bounds being answered: the 431 written, the write side shut, then
+/// what the client still sends drained.
+#[derive(Debug)]
+struct Refusal {
+    answer: Vec<u8>,
+    written: usize,
+    shut: bool,
+    drained: usize,
+}
 
 /// An accepted connection with a header deadline (see the module docs).
 #[derive(Debug)]
@@ -42,22 +77,28 @@ pub struct DeadlineStream {
     deadline: AtomicU64,
     /// Wakes a read that waits past the deadline.
     timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    head: HeadScanner,
+    head_limits: HeadLimits,
+    refusal: Option<Refusal>,
 }
 
 impl DeadlineStream {
-    /// `inner` with a total deadline of `limit` for each request header.
-    pub fn wrap(inner: Stream, limit: Duration) -> Stream {
-        Box::new(Self::new(inner, limit))
+    /// `inner` with a total deadline and size bounds for each request header.
+    pub fn wrap(inner: Stream, limits: Limits) -> Stream {
+        Box::new(Self::new(inner, limits))
     }
 
-    fn new(inner: Stream, limit: Duration) -> Self {
-        let limit_ms = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX / 2);
+    fn new(inner: Stream, limits: Limits) -> Self {
+        let limit_ms = u64::try_from(limits.deadline.as_millis()).unwrap_or(u64::MAX / 2);
         Self {
             inner,
             start: Instant::now(),
             limit_ms,
             deadline: AtomicU64::new(limit_ms + 1),
             timer: None,
+            head: HeadScanner::new(),
+            head_limits: limits.head,
+            refusal: None,
         }
     }
 
@@ -80,6 +121,66 @@ impl DeadlineStream {
         u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX / 2) + 1
     }
 
+    /// Starts answering a head over its bounds.
+    fn refuse(&mut self) {
+        let err = GatewayError::HeadersTooLarge {
+            limit: self.head_limits.max_bytes,
+        };
+        tracing::debug!(limits = ?self.head_limits, "request head over its bounds: 431");
+        self.refusal = Some(Refusal {
+            answer: answer::closing(&err),
+            written: 0,
+            shut: false,
+            drained: 0,
+        });
+        self.timer = None;
+    }
+
+    /// Drives the 431 (see the module docs); ends with an error for Pingora.
+    fn poll_refusal(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let done = || io::Error::new(io::ErrorKind::InvalidData, "request head too large");
+        let Some(r) = self.refusal.as_mut() else {
+            return Poll::Ready(Err(done()));
+        };
+        let mut inner = Pin::new(&mut self.inner);
+        while r.written < r.answer.len() {
+            match inner.as_mut().poll_write(cx, &r.answer[r.written..]) {
+                Poll::Ready(Ok(n)) if n > 0 => r.written += n,
+                Poll::Ready(_) => return Poll::Ready(Err(done())),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        if !r.shut {
+            match inner.as_mut().poll_flush(cx) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(_)) => return Poll::Ready(Err(done())),
+                Poll::Pending => return Poll::Pending,
+            }
+            match inner.as_mut().poll_shutdown(cx) {
+                Poll::Ready(_) => r.shut = true,
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        let timer = self
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(Duration::from_millis(DRAIN_MS))));
+        let mut scratch = [0u8; 4096];
+        while r.drained < DRAIN_BYTES {
+            let mut rb = ReadBuf::new(&mut scratch);
+            match inner.as_mut().poll_read(cx, &mut rb) {
+                Poll::Ready(Ok(())) if !rb.filled().is_empty() => r.drained += rb.filled().len(),
+                Poll::Ready(_) => break,
+                Poll::Pending => {
+                    if timer.as_mut().poll(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                    break;
+                }
+            }
+        }
+        Poll::Ready(Err(done()))
+    }
+
     fn timed_out(&self) -> io::Error {
         io::Error::new(
             io::ErrorKind::TimedOut,
@@ -95,6 +196,9 @@ impl AsyncRead for DeadlineStream {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        if this.refusal.is_some() {
+            return this.poll_refusal(cx);
+        }
         let deadline = this.deadline.load(Ordering::Relaxed);
         if deadline == OFF {
             return Pin::new(&mut this.inner).poll_read(cx, buf);
@@ -105,9 +209,19 @@ impl AsyncRead for DeadlineStream {
         let before = buf.filled().len();
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
-                if deadline == WAITING && buf.filled().len() > before {
+                if buf.filled().len() == before {
+                    return Poll::Ready(Ok(()));
+                }
+                if deadline == WAITING {
                     let at = this.now_ms() + this.limit_ms;
                     this.deadline.store(at, Ordering::Relaxed);
+                    this.head.reset();
+                }
+                if this.head.feed(&buf.filled()[before..], this.head_limits) == Verdict::TooLarge {
+                    // Pingora never sees the bytes that passed a bound.
+                    buf.set_filled(before);
+                    this.refuse();
+                    return this.poll_refusal(cx);
                 }
                 Poll::Ready(Ok(()))
             }
@@ -171,3 +285,7 @@ impl Shutdown for DeadlineStream {
 }
 
 crate::proxy::wrapped::connection_traits!(DeadlineStream);
+
+#[cfg(test)]
+#[path = "deadline_tests.rs"]
+mod tests;

@@ -1,8 +1,11 @@
-//! Accept: each client connection from the accept to its last request. The per-IP cap
-//! comes first ([`conn_cap`]), then a deadline on each whole request header
-//! ([`deadline`]), then Pingora's HTTP/1.1 keep-alive loop over the proxy
-//! ([`connection`], which Pingora hands every connection to).
+//! Accept: each client connection from the accept to its last request. The connection
+//! caps come first ([`conn_cap`]: in all and per IP), then a deadline and size bounds on
+//! each whole request header ([`deadline`], [`head`]), then Pingora's HTTP/1.1 keep-alive
+//! loop over the proxy ([`connection`], which Pingora hands every connection to). What the
+//! guards answer themselves is written by [`answer`].
 
+pub mod answer;
 pub mod conn_cap;
 pub mod connection;
 pub mod deadline;
+pub mod head;

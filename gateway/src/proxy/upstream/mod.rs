@@ -68,6 +68,11 @@ impl custom::Connector for Connector {
         peer: &P,
     ) -> pingora_error::Result<(Connection<()>, bool)> {
         let stream = self.transport.new_stream(peer).await?;
+        // Cut at the end of a shutdown's grace period (`crate::proxy::drain`).
+        let stream = Box::new(crate::proxy::drain::CutStream::new(
+            stream,
+            &crate::proxy::drain::DRAIN,
+        ));
         Ok((Connection::Stream(Box::new(Coalesce::new(stream))), false))
     }
 
