@@ -341,6 +341,7 @@ fn slow(s: &mut TcpStream, tokens: u32, delay_ms: u64, stream: bool) -> std::io:
 static IDLE: Shared = Shared {
     mode: Mutex::new(Mode::Ok),
     generations: AtomicUsize::new(0),
+    aborted: AtomicUsize::new(0),
     salts: Mutex::new(Vec::new()),
     bodies: Mutex::new(Vec::new()),
     raw: Mutex::new(Vec::new()),

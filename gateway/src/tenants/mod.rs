@@ -357,7 +357,7 @@ mod tests {
         let t1 = TenantTable::build(&c, None);
         let a1 = t1.authenticate(Some(b"Bearer key-a")).unwrap();
         let now = std::time::Instant::now();
-        let permit = limits::reserve(&a1.limiter, 1, now).unwrap();
+        let permit = limits::reserve(&a1.limiter, "t", 1, now).unwrap();
         // A new key for tenant a: the tenant is rebuilt, its limiter state is not.
         c.tenants[0].api_key_sha256.push(hash_key("key-a2"));
         let t2 = TenantTable::build(&c, Some(&t1));
@@ -365,7 +365,7 @@ mod tests {
         assert!(!Arc::ptr_eq(&a1, &a2));
         assert_eq!(a2.limiter.in_flight(), 1);
         assert!(
-            limits::reserve(&a2.limiter, 1, now).is_err(),
+            limits::reserve(&a2.limiter, "t", 1, now).is_err(),
             "no fresh burst"
         );
         drop(permit);
@@ -376,7 +376,7 @@ mod tests {
         let t3 = TenantTable::build(&c, Some(&t2));
         let a3 = t3.authenticate(Some(b"Bearer key-a")).unwrap();
         assert!(
-            limits::reserve(&a3.limiter, 1, now).is_err(),
+            limits::reserve(&a3.limiter, "t", 1, now).is_err(),
             "no fresh burst"
         );
     }

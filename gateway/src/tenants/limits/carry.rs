@@ -85,7 +85,7 @@ mod tests {
     fn an_exhausted_request_allowance_stays_exhausted_and_rescales() {
         let old = limiter(60, 4, 0, 0);
         for _ in 0..4 {
-            assert!(reserve(&old, 1, Instant::now()).is_ok());
+            assert!(reserve(&old, "t", 1, Instant::now()).is_ok());
         }
         let new = Arc::new(TenantLimiter::carried_from(
             &TenantLimits {
@@ -96,12 +96,12 @@ mod tests {
             &old,
         ));
         // A fresh limiter would admit 8 at once; the carried one at most the refill since.
-        assert!(reserve(&new, 1, Instant::now()).is_err());
+        assert!(reserve(&new, "t", 1, Instant::now()).is_err());
 
         // Half used before, half left after, at the new size.
         let old = limiter(60, 4, 0, 0);
         for _ in 0..2 {
-            assert!(reserve(&old, 1, Instant::now()).is_ok());
+            assert!(reserve(&old, "t", 1, Instant::now()).is_ok());
         }
         let new = Arc::new(TenantLimiter::carried_from(
             &TenantLimits {
@@ -112,7 +112,7 @@ mod tests {
             &old,
         ));
         let admitted = (0..10)
-            .filter(|_| reserve(&new, 1, Instant::now()).is_ok())
+            .filter(|_| reserve(&new, "t", 1, Instant::now()).is_ok())
             .count();
         assert!((5..=6).contains(&admitted), "{admitted}");
     }
@@ -120,8 +120,8 @@ mod tests {
     #[test]
     fn token_level_keeps_its_share_and_in_flight_keeps_counting() {
         let old = limiter(0, 0, 1000, 2);
-        let (p1, _) = reserve(&old, 900, Instant::now()).unwrap();
-        let (p2, _) = reserve(&old, 1, Instant::now()).unwrap();
+        let (p1, _) = reserve(&old, "t", 900, Instant::now()).unwrap();
+        let (p2, _) = reserve(&old, "t", 1, Instant::now()).unwrap();
         let new = Arc::new(TenantLimiter::carried_from(
             &TenantLimits {
                 tokens_per_minute: 2000,
@@ -131,15 +131,15 @@ mod tests {
             &old,
         ));
         // 99 of 1000 left, so about 198 of 2000: 300 does not fit, 150 does.
-        assert!(reserve(&new, 300, Instant::now()).is_err());
+        assert!(reserve(&new, "t", 300, Instant::now()).is_err());
         assert_eq!(
             new.in_flight(),
             2,
             "requests admitted before the reload count"
         );
-        let (p3, _) = reserve(&new, 150, Instant::now()).unwrap();
+        let (p3, _) = reserve(&new, "t", 150, Instant::now()).unwrap();
         assert!(
-            reserve(&new, 1, Instant::now()).is_err(),
+            reserve(&new, "t", 1, Instant::now()).is_err(),
             "max_concurrent 3 counts the 2 admitted before the reload"
         );
         drop((p1, p2, p3));
