@@ -4,7 +4,7 @@
 //! framing that makes Pingora quote the raw request head, oversized headers, bad JSON,
 //! unknown models, wrong keys, keys in the query string, cookies, other key headers), with
 //! the gateway logging at `debug`; afterwards neither canary appears anywhere in its
-//! stdout or stderr.
+//! stdout or stderr. Nor does any client credential header reach a replica.
 
 use std::time::Duration;
 use warmpath_e2e::fixtures::{auth_yaml, replicas_yaml};
@@ -107,4 +107,36 @@ fn canary_keys_never_reach_the_logs() {
     // The corpus reached the lines that quote raw heads and headers (now redacted).
     assert!(log.contains("InvalidHTTPHeader"), "{log}");
     assert!(log.contains("[REDACTED]"), "{log}");
+}
+
+/// Whatever credential a client sends, under whatever header, stays at the gateway: the
+/// replica's raw request head carries none of them (the tenant is known by its salt).
+#[test]
+fn client_credentials_never_reach_the_replica() {
+    let mock = MockReplica::start(Mode::Ok);
+    let yaml = format!(
+        "{}{}",
+        auth_yaml(&[("t", "canary-tenant-key-4242", "")]),
+        replicas_yaml(&[mock.url()])
+    );
+    let gw = GatewayProc::spawn(&yaml, &[], 1).expect("gateway");
+    let body = r#"{"model":"mock","max_tokens":2,"messages":[{"role":"user","content":"hi"}]}"#;
+    let req = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer canary-tenant-key-4242\r\n\
+         Proxy-Authorization: Basic canary-proxy-4242\r\nCookie: warmpath_admin=canary-cookie-4242\r\n\
+         X-Api-Key: canary-xkey-4242\r\nApi-Key: canary-azure-4242\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        gw.addr,
+        body.len()
+    );
+    let answer = raw(&gw.addr, req.as_bytes(), Duration::from_secs(10)).unwrap();
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    let heads = mock.raw_requests();
+    assert_eq!(heads.len(), 1, "one generation forwarded");
+    let head = String::from_utf8_lossy(&heads[0]).to_ascii_lowercase();
+    assert!(head.contains("x-warmpath-cache-salt"), "{head}");
+    for canary in ["tenant-key", "proxy", "cookie", "xkey", "azure"] {
+        let c = format!("canary-{canary}-4242");
+        assert!(!head.contains(&c), "{c} reached the replica:\n{head}");
+    }
 }

@@ -82,7 +82,18 @@ pub async fn peer(state: &AppState, ctx: &mut RequestCtx) -> Result<Box<HttpPeer
     Ok(Box::new(peer))
 }
 
-/// The request header as the replica gets it: no `Authorization`, the tenant's cache
+/// Client credentials the replica never sees: the gateway's own key, a proxy's, the
+/// dashboard's session cookie, and the key headers other APIs use (a client pointed at
+/// Warmpath may still send its provider key under them).
+const CREDENTIALS: [&str; 5] = [
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "x-api-key",
+    "api-key",
+];
+
+/// The request header as the replica gets it: no client credentials, the tenant's cache
 /// salt, the trace and request id, the replica's `Host`, and a chunked body (read whole)
 /// framed by its length. Records the prefix as routed there (the approximate index).
 pub fn stamp_request(
@@ -96,7 +107,9 @@ pub fn stamp_request(
         .as_ref()
         .ok_or_else(|| internal("no tenant"))?;
     let h = headers::caseless_request(upstream);
-    h.remove(http::header::AUTHORIZATION);
+    for name in CREDENTIALS {
+        h.remove(name);
+    }
     if let Some(b) = &ctx.read.bounded_body {
         // The body with the completion bound (`super::bound`), framed by its own length.
         h.remove(http::header::TRANSFER_ENCODING);
