@@ -22,7 +22,9 @@
 //!   of one request, the value the data plane hands the shared sinks.
 //! - What both read: [`config`] (the one config model), [`error`] (the one error enum and
 //!   its HTTP/OpenAI mapping), [`body`] (what the gateway reads from bodies), [`tokenize`]
-//!   (cached, replica-identical tokenization), [`headers`], [`trace`].
+//!   (cached, replica-identical tokenization), [`headers`], [`trace`]; [`engines`]: what
+//!   fronting vLLM, SGLang, llama.cpp or any OpenAI server needs (tokenizer sources,
+//!   their metrics and KV events).
 //! - The admin listener: [`admin`] and the routing [`dashboard`]; [`logging`]; [`server`]
 //!   assembles and runs it all.
 
@@ -31,6 +33,7 @@ pub mod body;
 pub mod config;
 pub mod control;
 pub mod dashboard;
+pub mod engines;
 pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;

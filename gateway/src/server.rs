@@ -31,8 +31,8 @@ pub fn run(cfg: Config, path: Option<PathBuf>, overrides: Overrides) -> anyhow::
         .enable_all()
         .build()?;
     let state = AppState::new(cfg.clone(), control.handle().clone());
-    for url in &cfg.replicas {
-        register_with_retry(state.clone(), url.clone());
+    for target in cfg.targets() {
+        register_with_retry(state.clone(), target);
     }
     control.spawn(reload_on_sighup(state.clone(), path, overrides));
     control.spawn(drain::on_sigterm(Duration::from_secs(cfg.shutdown_grace_s)));

@@ -13,6 +13,7 @@
 //! - [`policy`]: the routing policies behind one trait, selected by [`PolicyConfig`].
 //! - [`decision`]: the choice, retry fallbacks and the explanation.
 //! - [`rng`]: the seeded generators and draws every crate of the workspace uses.
+//! - [`text_units`]: prompts as packed bytes, hashed when no tokenizer is known.
 //!
 //! # Use
 //! ```
@@ -38,6 +39,7 @@ pub mod ids;
 pub mod index;
 pub mod policy;
 pub mod rng;
+pub mod text_units;
 
 pub use cluster::{ClusterView, Health, ReplicaSnapshot};
 pub use decision::{Branch, CandidateScore, Decision, Explanation, Terms};

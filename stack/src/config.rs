@@ -47,12 +47,74 @@ pub struct StackConfig {
     pub salt_secret: String,
     /// Routing policy name, e.g. `warm`.
     pub policy: String,
+    /// Existing servers to front instead of `replicas` (`warmpath up --upstream`).
+    pub pool: Option<FrontPool>,
+}
+
+/// Servers someone already runs, fronted as one pool.
+#[derive(Clone, Debug)]
+pub struct FrontPool {
+    /// `vllm`, `sglang`, `llamacpp`, `openai` or `warmpath`.
+    pub engine: String,
+    /// Base URLs.
+    pub upstreams: Vec<String>,
+    /// The tokenizer source as a YAML flow value (`none`, `{gguf: "..."}`, `{hf: {...}}`).
+    pub tokenizer_yaml: String,
+}
+
+impl FrontPool {
+    /// The tokenizer source for `path`: a `.gguf` file, a `tokenizer.json` (with the
+    /// `tokenizer_config.json` beside it, if any, for the chat template), or a directory
+    /// holding them; `None` hashes prompts as text.
+    pub fn tokenizer_yaml(path: Option<&std::path::Path>) -> String {
+        let q = |p: &std::path::Path| serde_json::Value::from(p.display().to_string()).to_string();
+        let Some(path) = path else {
+            return "none".into();
+        };
+        if path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
+        {
+            return format!("{{gguf: {}}}", q(path));
+        }
+        let (tokenizer, dir) = if path.is_dir() {
+            (path.join("tokenizer.json"), path.to_path_buf())
+        } else {
+            (
+                path.to_path_buf(),
+                path.parent().map(|p| p.to_path_buf()).unwrap_or_default(),
+            )
+        };
+        let config = dir.join("tokenizer_config.json");
+        if config.is_file() {
+            format!(
+                "{{hf: {{tokenizer: {}, template: {}}}}}",
+                q(&tokenizer),
+                q(&config)
+            )
+        } else {
+            format!("{{hf: {{tokenizer: {}}}}}", q(&tokenizer))
+        }
+    }
 }
 
 impl StackConfig {
     /// The YAML text (see configs/gateway.example.yaml for every key).
     pub fn to_yaml(&self) -> String {
-        let replicas: String = self.replicas.iter().map(|u| format!("  - {u}\n")).collect();
+        let replicas: String = match &self.pool {
+            None => self.replicas.iter().map(|u| format!("  - {u}\n")).collect(),
+            Some(p) => {
+                let ups: String = p
+                    .upstreams
+                    .iter()
+                    .map(|u| format!("      - {u}\n"))
+                    .collect();
+                format!(
+                    "  []\npools:\n  - name: upstream\n    engine: {}\n    tokenizer: {}\n    upstreams:\n{ups}",
+                    p.engine, p.tokenizer_yaml
+                )
+            }
+        };
         format!(
             "# Written by `warmpath up`; deleted when it stops.\n\
              listen: 127.0.0.1:{port}\n\
@@ -110,6 +172,7 @@ mod tests {
             admin_key: "wp-admin-test".into(),
             salt_secret: random_hex(16),
             policy: "warm".into(),
+            pool: None,
         };
         let cfg = gateway::Config::from_yaml(&c.to_yaml()).expect("parses");
         cfg.validate().expect("valid");
@@ -125,6 +188,37 @@ mod tests {
             cfg.admin.key_sha256,
             Some(key_sha256("wp-admin-test")),
             "the admin listener needs the admin key"
+        );
+    }
+
+    #[test]
+    fn fronting_config_names_the_pool() {
+        let c = StackConfig {
+            port: 18080,
+            admin_port: 18081,
+            replicas: vec![],
+            api_key: "sk-warmpath-test".into(),
+            admin_key: "wp-admin-test".into(),
+            salt_secret: random_hex(16),
+            policy: "warm".into(),
+            pool: Some(FrontPool {
+                engine: "vllm".into(),
+                upstreams: vec![
+                    "http://127.0.0.1:9001".into(),
+                    "http://127.0.0.1:9002".into(),
+                ],
+                tokenizer_yaml: FrontPool::tokenizer_yaml(None),
+            }),
+        };
+        let cfg = gateway::Config::from_yaml(&c.to_yaml()).expect("parses");
+        cfg.validate().expect("valid");
+        assert!(cfg.replicas.is_empty());
+        assert_eq!(cfg.pools.len(), 1);
+        assert_eq!(cfg.pools[0].engine, gateway::config::Engine::Vllm);
+        assert_eq!(cfg.targets().len(), 2);
+        assert_eq!(
+            FrontPool::tokenizer_yaml(Some(std::path::Path::new("/m/x.gguf"))),
+            r#"{gguf: "/m/x.gguf"}"#
         );
     }
 }

@@ -18,6 +18,7 @@
 //!
 //! # Layout
 //! - [`up`]: the command ([`up::UpArgs`], [`up::run`]).
+//! - [`front`]: `warmpath up --upstream`: the gateway alone, in front of existing servers.
 //! - [`replicas`]: the replica processes, supervised and restarted.
 //! - [`supervise`]: the restart policy (backoff, giving up) as pure logic.
 //! - [`config`]: the generated gateway config and API keys.
@@ -30,6 +31,7 @@
 pub mod config;
 pub mod console;
 pub mod error;
+pub mod front;
 pub mod probe;
 pub mod procs;
 pub mod replicas;

@@ -1,4 +1,5 @@
 //! `warmpath up [--port 8080] [--replicas 2] [--model PATH|dummy:NAME] [--api-key KEY] [--admin-key KEY]`
+//! `warmpath up --upstream URL [--upstream URL]... [--engine vllm|sglang|llamacpp|openai] [--tokenizer PATH]`
 
 use clap::{Parser, Subcommand};
 use warmpath::up::{self, UpArgs};

@@ -34,11 +34,11 @@ const FIRST_REPLICA_TIMEOUT: Duration = Duration::from_secs(600);
 /// Further replicas (model already on disk).
 const REPLICA_TIMEOUT: Duration = Duration::from_secs(180);
 /// Gateway: listening, replicas registered and healthy.
-const GATEWAY_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const GATEWAY_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a stopping process may take before SIGKILL.
-const STOP_GRACE: Duration = Duration::from_secs(10);
+pub(crate) const STOP_GRACE: Duration = Duration::from_secs(10);
 /// How often the serving loop checks the processes.
-const SUPERVISE_EVERY: Duration = Duration::from_millis(250);
+pub(crate) const SUPERVISE_EVERY: Duration = Duration::from_millis(250);
 
 /// Flags of `warmpath up`.
 #[derive(Args, Clone, Debug)]
@@ -68,6 +68,18 @@ pub struct UpArgs {
     /// Compute threads per replica (0 = the machine's cores divided among the replicas).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
+    /// Front servers someone already runs instead of starting replicas: an upstream's base
+    /// URL (repeat for more), e.g. a vLLM, SGLang or llama.cpp server.
+    #[arg(long = "upstream", value_name = "URL")]
+    pub upstreams: Vec<String>,
+    /// The engine the `--upstream` servers run: vllm, sglang, llamacpp, openai (any other
+    /// OpenAI-compatible server) or warmpath.
+    #[arg(long, default_value = "openai", requires = "upstreams")]
+    pub engine: String,
+    /// The upstreams' tokenizer: a GGUF file, a HF `tokenizer.json`, or a directory holding
+    /// `tokenizer.json` and `tokenizer_config.json`. Without it prompts are hashed as text.
+    #[arg(long, value_name = "PATH", requires = "upstreams")]
+    pub tokenizer: Option<PathBuf>,
     /// When to restart a replica that exited.
     #[command(flatten)]
     pub restart: RestartArgs,
@@ -97,14 +109,18 @@ fn default_model_path() -> PathBuf {
     dir.join("SmolLM2-135M-Instruct.Q4_1.gguf")
 }
 
-fn check_port(port: u16, what: &'static str, flag: &'static str) -> Result<(), StackError> {
+pub(crate) fn check_port(
+    port: u16,
+    what: &'static str,
+    flag: &'static str,
+) -> Result<(), StackError> {
     std::net::TcpListener::bind(("127.0.0.1", port))
         .map(drop)
         .map_err(|_| StackError::PortInUse { port, what, flag })
 }
 
 /// Waits until the gateway answers `/health` and lists `n` healthy replicas.
-async fn wait_gateway(
+pub(crate) async fn wait_gateway(
     gw: &mut Proc,
     addr: &str,
     admin: &str,
@@ -183,6 +199,9 @@ pub fn banner(cfg: &StackConfig, model: &str, n: usize, logs: &Path) -> String {
 /// Runs `warmpath up` until a stop signal, a startup failure or the gateway's exit. A
 /// replica's exit is not among them: [`Replicas`] restarts it.
 pub async fn run(args: UpArgs) -> Result<(), StackError> {
+    if !args.upstreams.is_empty() {
+        return crate::front::run(args).await;
+    }
     if args.replicas == 0 || args.replicas > 64 {
         return Err(StackError::Args("--replicas must be in 1..=64".into()));
     }
@@ -289,6 +308,7 @@ async fn start_and_serve(
         admin_key: args.admin_key.clone().unwrap_or_else(generate_admin_key),
         salt_secret: random_hex(16),
         policy: args.policy.clone(),
+        pool: None,
     };
     let cfg_path = dir.join("gateway.yaml");
     std::fs::write(&cfg_path, cfg.to_yaml())

@@ -7,6 +7,7 @@
 pub mod fixtures;
 pub mod http;
 pub mod mock;
+pub mod openai_upstream;
 pub mod procs;
 pub mod stats;
 

@@ -3,10 +3,13 @@
 //!
 //! # Layout
 //! - [`model`]: the model, its defaults and its validation.
+//! - [`pools`]: upstream pools of other engines (vLLM, SGLang, llama.cpp, OpenAI).
 //! - [`overrides`]: the command line on top of the file; [`load`].
 
 pub mod model;
 pub mod overrides;
+pub mod pools;
 
 pub use model::*;
 pub use overrides::{load, Overrides};
+pub use pools::{Engine, KvEventsEndpoint, PoolConfig, Target, TokenizerSource};

@@ -59,8 +59,11 @@ pub struct Config {
     pub admin: AdminConfig,
     /// Pingora worker threads.
     pub threads: usize,
-    /// Replica base URLs registered at start.
+    /// Warmpath replica base URLs registered at start (shorthand for a `warmpath` pool).
     pub replicas: Vec<String>,
+    /// Pools of upstream engines (vLLM, SGLang, llama.cpp, any OpenAI server, or more
+    /// Warmpath replicas), each with its tokenizer source.
+    pub pools: Vec<super::pools::PoolConfig>,
     /// Routing policy (router-policy's `PolicyConfig`).
     pub policy: PolicyConfig,
     /// Authentication.
@@ -97,6 +100,7 @@ impl Default for Config {
             admin: AdminConfig::default(),
             threads: 2,
             replicas: Vec::new(),
+            pools: Vec::new(),
             policy: PolicyConfig::default(),
             auth: AuthConfig::default(),
             tenants: Vec::new(),
@@ -406,6 +410,7 @@ impl Config {
             crate::replicas::addr::ReplicaAddr::parse(r)
                 .map_err(|e| invalid(format!("replicas[{i}]"), e))?;
         }
+        super::pools::validate_pools(&self.pools, &self.replicas)?;
         self.policy
             .validate()
             .map_err(|e| invalid("policy", e.to_string()))?;
@@ -555,6 +560,11 @@ impl Config {
             return Err(invalid("admin.session_ttl_s", "must be positive"));
         }
         Ok(())
+    }
+
+    /// Every server the gateway registers: the `replicas` list, then each pool's upstreams.
+    pub fn targets(&self) -> Vec<super::pools::Target> {
+        super::pools::targets(&self.replicas, &self.pools)
     }
 
     /// Whether the admin listener is open without a key (loopback only, no key set).

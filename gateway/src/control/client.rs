@@ -147,6 +147,20 @@ impl KeptAlive {
         res?.success()?.json()
     }
 
+    /// `GET path`'s body (a 2xx), within `timeout`; any failure drops the connection.
+    pub async fn get_body(
+        &mut self,
+        path: &str,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, ClientError> {
+        let reused = self.is_connected();
+        let mut res = self.exchange_within(path, timeout).await;
+        if res.is_err() && reused {
+            res = self.exchange_within(path, timeout).await;
+        }
+        Ok(res?.success()?.body)
+    }
+
     async fn exchange_within(
         &mut self,
         path: &str,

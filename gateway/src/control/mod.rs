@@ -5,12 +5,17 @@
 //!
 //! # Layout
 //! - [`register`]: discover a replica (info, tokenizer), add it, remove it, retry a
-//!   configured one until it answers.
-//! - [`tasks`]: per replica, the KV event follower, the load poller and the health prober.
+//!   configured one until it answers; [`engine`]: the same for an engine pool's upstream.
+//! - [`tasks`]: per replica, the KV event follower, and the start of its other tasks:
+//!   [`load`] (the load poller: a replica's load endpoint or an engine's `/metrics`) and
+//!   [`probe`] (the health prober).
 //! - [`reload`]: SIGHUP reload of the config file.
 //! - [`client`]: the control plane's HTTP client (hyper).
 
 pub mod client;
+pub mod engine;
+pub mod load;
+pub mod probe;
 pub mod register;
 pub mod reload;
 pub mod tasks;

@@ -1,12 +1,13 @@
-//! Registration: discover a replica's info and tokenizer, add it to the replica set and
-//! start following it; remove it again; retry a configured replica until it answers.
+//! Registration: discover a replica's info and tokenizer (a Warmpath replica's own control
+//! plane, or an engine pool's config through [`super::engine`]), add it to the replica set
+//! and start following it; remove it again; retry a configured upstream until it answers.
 
 use super::client::{self, ClientError};
 use super::tasks;
-use crate::config::TokenizerConfig;
+use crate::config::{Engine, Target, TokenizerConfig};
 use crate::replicas::{InsertError, Registry, Replica, ReplicaAddr};
 use crate::state::AppState;
-use crate::tokenize::CachedTokenizer;
+use crate::tokenize::{CachedTokenizer, PromptEncoder};
 use router_policy::ReplicaId;
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,6 +39,9 @@ pub enum RegisterError {
     /// Already registered.
     #[error("replica {0} is already registered")]
     Duplicate(String),
+    /// An engine upstream lists no model and its pool names none.
+    #[error("{0}: GET /v1/models lists no model and the pool names none")]
+    Models(String),
 }
 
 impl From<InsertError> for RegisterError {
@@ -88,17 +92,30 @@ pub async fn discover(
                 })?;
             let t = CachedTokenizer::new(&spec, tok_cfg.cache_entries, tok_cfg.min_cached_bytes)
                 .map_err(|e| RegisterError::Tokenizer(addr.url(), e.to_string()))?;
-            registry.share_tokenizer(&info.checkpoint, t)
+            registry.share_tokenizer(&info.checkpoint, PromptEncoder::Tokens(t))
         }
     };
     Ok(registry.insert(addr, info, tokenizer)?)
 }
 
-/// Registers a replica and starts following it (KV events, load, health probes).
+/// Registers a Warmpath replica and starts following it (KV events, load, health probes).
 pub async fn add_replica(state: &Arc<AppState>, url: &str) -> Result<Arc<Replica>, RegisterError> {
+    add_target(state, &Target::warmpath(url)).await
+}
+
+/// Registers an upstream of any engine and starts following it.
+pub async fn add_target(
+    state: &Arc<AppState>,
+    target: &Target,
+) -> Result<Arc<Replica>, RegisterError> {
     let tok = state.config().tokenizer.clone();
-    let r = discover(&state.registry, url, &tok).await?;
-    state.metrics.add_served_model(&r.info.model);
+    let r = match target.engine() {
+        Engine::Warmpath => discover(&state.registry, &target.url, &tok).await?,
+        _ => super::engine::discover_engine(&state.registry, target, &tok).await?,
+    };
+    for m in &r.upstream.models {
+        state.metrics.add_served_model(m);
+    }
     tasks::spawn_all(state, r.clone());
     Ok(r)
 }
@@ -108,20 +125,21 @@ pub fn remove_replica(state: &AppState, id: ReplicaId) -> bool {
     state.registry.remove(id, &state.router)
 }
 
-/// Registers `url`, retrying in the background until it succeeds or leaves the config.
-pub fn register_with_retry(state: Arc<AppState>, url: String) {
+/// Registers `target`, retrying in the background until it succeeds or leaves the config.
+pub fn register_with_retry(state: Arc<AppState>, target: Target) {
     let control = state.control.clone();
     control.spawn(async move {
         let mut delay = Duration::from_millis(200);
+        let url = target.url.clone();
         loop {
-            match add_replica(&state, &url).await {
+            match add_target(&state, &target).await {
                 Ok(_) => return,
                 Err(RegisterError::Duplicate(_)) => return,
                 Err(e) => tracing::warn!(%url, error = %e, "replica registration failed; retrying"),
             }
             tokio::time::sleep(delay).await;
             delay = (delay * 2).min(Duration::from_secs(5));
-            if !state.config().replicas.iter().any(|u| u == &url) {
+            if !state.config().targets().iter().any(|t| t.url == url) {
                 return;
             }
         }

@@ -1,7 +1,7 @@
 //! Reloading the configuration without dropping requests: on SIGHUP the file is read
 //! again, the command line applied on top, and the result swapped in.
 
-use super::register::add_replica;
+use super::register::add_target;
 use crate::config::{load, Config, Overrides};
 use crate::state::AppState;
 use crate::tenants::TenantTable;
@@ -9,7 +9,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Applies a new validated config without dropping requests: tenants (limiter state kept
-/// where unchanged), policy, limits, and replicas (new URLs added, missing ones drained).
+/// where unchanged), policy, limits, and upstreams (new URLs of `replicas` and every pool
+/// added, missing ones drained). An upstream that stays keeps what it registered with
+/// (its pool's tokenizer, models and checkpoint): remove and re-add it to change those.
 pub async fn reload(state: &Arc<AppState>, new: Config) {
     let old = state.config();
     if new.listen != old.listen
@@ -26,29 +28,29 @@ pub async fn reload(state: &Arc<AppState>, new: Config) {
     if new.policy != old.policy {
         state.router.set_policy(&new.policy);
     }
-    let urls = new.replicas.clone();
+    let targets = new.targets();
+    let old_targets = old.targets();
     state.set_config(new);
-    for url in &urls {
+    for t in &targets {
         let known = state
             .registry
             .all()
             .iter()
-            .any(|r| r.addr.url() == url.trim_end_matches('/'));
+            .any(|r| r.addr.url() == t.normalized_url());
         if !known {
-            if let Err(e) = add_replica(state, url).await {
-                tracing::warn!(%url, error = %e, "reload: cannot add replica");
+            if let Err(e) = add_target(state, t).await {
+                tracing::warn!(url = %t.url, error = %e, "reload: cannot add replica");
             }
         }
     }
     for r in state.registry.all() {
-        if !old
-            .replicas
+        if !old_targets
             .iter()
-            .any(|u| u.trim_end_matches('/') == r.addr.url())
+            .any(|t| t.normalized_url() == r.addr.url())
         {
             continue; // added through the admin API: keep it
         }
-        if !urls.iter().any(|u| u.trim_end_matches('/') == r.addr.url()) {
+        if !targets.iter().any(|t| t.normalized_url() == r.addr.url()) {
             tracing::info!(replica = %r.id, "reload: draining replica removed from config");
             state.registry.drain(r.id);
         }

@@ -1,25 +1,38 @@
-//! Per-replica background tasks: follow the KV event stream (resume, resnapshot on a gap
-//! or a new epoch), poll the load endpoint, and probe health with a one-token generation
-//! (a late probe does not count while the replica's engine steps keep advancing).
+//! Per-replica background tasks: follow the KV event stream (a Warmpath replica's: resume,
+//! resnapshot on a gap or a new epoch), poll its load ([`super::load`]) and probe its
+//! health ([`super::probe`]).
 
 use super::client;
 use crate::body::lines::LineSplitter;
+use crate::config::Engine;
 use crate::replicas::Replica;
 use crate::state::AppState;
 use router_policy::{KvStreamMessage, Observation};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-use warmpath_protocol::replica_api::{ReplicaLoad, PATH_KV_EVENTS, PATH_LOAD};
+use warmpath_protocol::replica_api::PATH_KV_EVENTS;
 
-/// Starts the follower, poller and prober of `r` on the control-plane runtime.
+/// Starts the follower, poller and prober of `r` on the control-plane runtime: for a
+/// Warmpath replica its own event stream and load endpoint; for another engine its ZeroMQ
+/// KV events when configured and its Prometheus metrics when scraped (otherwise the
+/// gateway's own in-flight counts stand in for its load).
 pub fn spawn_all(state: &Arc<AppState>, r: Arc<Replica>) {
-    state.control.spawn(follow_events(state.clone(), r.clone()));
-    state.control.spawn(poll_load(state.clone(), r.clone()));
-    state.control.spawn(probe(state.clone(), r));
+    if r.upstream.engine == Engine::Warmpath {
+        state.control.spawn(follow_events(state.clone(), r.clone()));
+        state
+            .control
+            .spawn(super::load::poll_load(state.clone(), r.clone()));
+    } else if r.upstream.scrape_metrics {
+        state
+            .control
+            .spawn(super::load::poll_metrics(state.clone(), r.clone()));
+    }
+    state.control.spawn(super::probe::probe(state.clone(), r));
 }
 
-fn gone(r: &Replica) -> bool {
+/// Whether `r` left the replica set (its tasks stop).
+pub(super) fn gone(r: &Replica) -> bool {
     r.removed.load(Ordering::Acquire)
 }
 
@@ -118,55 +131,5 @@ async fn read_stream(state: &AppState, r: &Replica, mut body: client::BodyStream
                 return StreamEnd::Resnapshot;
             }
         }
-    }
-}
-
-async fn poll_load(state: Arc<AppState>, r: Arc<Replica>) {
-    let mut conn = client::KeptAlive::new(r.addr.clone());
-    while !gone(&r) {
-        let every = Duration::from_millis(state.config().load_poll_ms);
-        match conn
-            .get_json::<ReplicaLoad>(PATH_LOAD, Duration::from_secs(1))
-            .await
-        {
-            Ok(load) => *r.load.lock() = load,
-            Err(e) => tracing::debug!(replica = %r.id, error = %e, "load poll failed"),
-        }
-        tokio::time::sleep(every).await;
-    }
-}
-
-async fn probe(state: Arc<AppState>, r: Arc<Replica>) {
-    let body = serde_json::json!({
-        "model": r.info.model, "prompt": "ping", "max_tokens": 1, "temperature": 0.0, "stream": false,
-    })
-    .to_string();
-    while !gone(&r) {
-        let cfg = state.config();
-        tokio::time::sleep(Duration::from_millis(cfg.health.probe_interval_ms)).await;
-        if gone(&r) {
-            return;
-        }
-        let deadline = Duration::from_millis(cfg.health.probe_timeout_ms);
-        let steps_before = r.load.lock().steps;
-        let res = client::request(
-            &r.addr,
-            http::Method::POST,
-            "/v1/completions",
-            Some(body.as_bytes()),
-            deadline,
-        )
-        .await;
-        if let Err(e) = &res {
-            // A busy replica answers the probe only after its queue. If its engine kept
-            // stepping meanwhile (the load poller saw `steps` advance) it is slow, not
-            // broken: neither a failure nor a success is recorded.
-            if r.load.lock().steps > steps_before {
-                tracing::debug!(replica = %r.id, error = %e, "health probe late; replica busy but progressing");
-                continue;
-            }
-            tracing::debug!(replica = %r.id, error = %e, "health probe failed");
-        }
-        state.report(&r, res.is_ok());
     }
 }

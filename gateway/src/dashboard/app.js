@@ -36,7 +36,7 @@ function renderTotals(s) {
 
 function renderReplicas(s) {
   const rows = s.replicas.map((r) => `<tr data-replica="${esc(r.label)}">
-    <td><b>${esc(r.label)}</b> <span class="sub">${esc(r.url)} · ${esc(r.model)}</span></td>
+    <td><b>${esc(r.label)}</b> <span class="sub">${esc(r.url)} · ${esc(r.model)} · ${esc(r.engine)}</span></td>
     <td class="health-${esc(r.health)}">${esc(r.health)}${r.consecutive_failures ? ` (${r.consecutive_failures} failures)` : ""}</td>
     <td>${fmtInt(r.in_flight)}</td>
     <td>${fmtInt(r.running)} / ${fmtInt(r.waiting)}</td>

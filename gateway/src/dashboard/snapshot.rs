@@ -23,6 +23,8 @@ pub struct ReplicaRow {
     pub url: String,
     /// Model served.
     pub model: String,
+    /// Engine it runs (`warmpath`, `vllm`, `sglang`, `llamacpp`, `openai`).
+    pub engine: &'static str,
     /// `healthy`, `ejected`, `half_open` or `draining`.
     pub health: String,
     /// Consecutive failures (requests or probes).
@@ -204,6 +206,7 @@ fn replica_rows(state: &AppState) -> Vec<ReplicaRow> {
                 id: r.id.0,
                 url: r.addr.url(),
                 model: r.info.model.clone(),
+                engine: r.upstream.engine.as_str(),
                 health: if draining { "draining" } else { health.state }.to_string(),
                 consecutive_failures: health.consecutive_failures,
                 in_flight: r.in_flight(),

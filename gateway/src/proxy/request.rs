@@ -189,7 +189,10 @@ mod tests {
             device: "cpu".into(),
         };
         let addr = ReplicaAddr::parse("http://127.0.0.1:9").unwrap();
-        state.registry.insert(addr, info, Arc::new(tok)).unwrap();
+        state
+            .registry
+            .insert(addr, info, Arc::new(tok.into()))
+            .unwrap();
         state
     }
 

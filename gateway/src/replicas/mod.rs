@@ -17,4 +17,4 @@ pub mod replica;
 pub use addr::ReplicaAddr;
 pub use health::{HealthState, HealthView};
 pub use registry::{Registry, Slot};
-pub use replica::{InsertError, Replica};
+pub use replica::{InsertError, Replica, UpstreamMeta};

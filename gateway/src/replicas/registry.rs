@@ -2,9 +2,9 @@
 //! in-flight slots that bound what each replica is sent.
 
 use super::addr::ReplicaAddr;
-use super::replica::{InsertError, Replica};
+use super::replica::{InsertError, Replica, UpstreamMeta};
 use crate::routing::Router;
-use crate::tokenize::CachedTokenizer;
+use crate::tokenize::PromptEncoder;
 use parking_lot::{Mutex, RwLock};
 use router_policy::{CheckpointId, ReplicaId};
 use std::collections::HashMap;
@@ -39,7 +39,7 @@ impl Drop for Slot {
 pub struct Registry {
     replicas: RwLock<Vec<Arc<Replica>>>,
     next_id: AtomicU32,
-    tokenizers: Mutex<HashMap<CheckpointId, Arc<CachedTokenizer>>>,
+    tokenizers: Mutex<HashMap<CheckpointId, Arc<PromptEncoder>>>,
     freed: Arc<Notify>,
 }
 
@@ -79,7 +79,7 @@ impl Registry {
     }
 
     /// The tokenizer already built for `checkpoint`, if a replica of it registered before.
-    pub fn tokenizer(&self, checkpoint: &CheckpointId) -> Option<Arc<CachedTokenizer>> {
+    pub fn tokenizer(&self, checkpoint: &CheckpointId) -> Option<Arc<PromptEncoder>> {
         self.tokenizers.lock().get(checkpoint).cloned()
     }
 
@@ -88,8 +88,8 @@ impl Registry {
     pub fn share_tokenizer(
         &self,
         checkpoint: &CheckpointId,
-        t: CachedTokenizer,
-    ) -> Arc<CachedTokenizer> {
+        t: PromptEncoder,
+    ) -> Arc<PromptEncoder> {
         self.tokenizers
             .lock()
             .entry(checkpoint.clone())
@@ -102,15 +102,27 @@ impl Registry {
         self.replicas.read().iter().any(|r| &r.addr == addr)
     }
 
-    /// Registers a replica whose info and tokenizer are already known (no discovery).
+    /// Registers a Warmpath replica whose info and tokenizer are already known (no discovery).
     pub fn insert(
         &self,
         addr: ReplicaAddr,
         info: ReplicaInfo,
-        tokenizer: Arc<CachedTokenizer>,
+        tokenizer: Arc<PromptEncoder>,
+    ) -> Result<Arc<Replica>, InsertError> {
+        let meta = UpstreamMeta::warmpath(&info.model);
+        self.insert_upstream(addr, info, tokenizer, meta)
+    }
+
+    /// Registers a replica of any engine whose info and encoder are already known.
+    pub fn insert_upstream(
+        &self,
+        addr: ReplicaAddr,
+        info: ReplicaInfo,
+        tokenizer: Arc<PromptEncoder>,
+        upstream: UpstreamMeta,
     ) -> Result<Arc<Replica>, InsertError> {
         let id = ReplicaId(self.next_id.fetch_add(1, Ordering::AcqRel));
-        let replica = Arc::new(Replica::new(id, addr, info, tokenizer)?);
+        let replica = Arc::new(Replica::new(id, addr, info, tokenizer, upstream)?);
         {
             let mut list = self.replicas.write();
             if list.iter().any(|r| r.addr == replica.addr) {
@@ -119,7 +131,7 @@ impl Registry {
             list.push(replica.clone());
         }
         tracing::info!(replica = %replica.id, url = %replica.addr.url(), model = %replica.info.model,
-            checkpoint = %replica.info.checkpoint, block_size = replica.info.block_size.0, "registered replica");
+            engine = replica.upstream.engine.as_str(), checkpoint = %replica.info.checkpoint, block_size = replica.info.block_size.0, "registered replica");
         Ok(replica)
     }
 
@@ -153,7 +165,7 @@ impl Registry {
             .replicas
             .read()
             .iter()
-            .map(|r| r.info.model.clone())
+            .flat_map(|r| r.upstream.models.iter().cloned())
             .collect();
         m.sort();
         m.dedup();
@@ -169,7 +181,7 @@ impl Registry {
         now: std::time::Instant,
     ) -> Option<(CheckpointId, Vec<Arc<Replica>>)> {
         let list = self.replicas.read();
-        let serving = || list.iter().filter(|r| r.info.model == model);
+        let serving = || list.iter().filter(|r| r.serves(model));
         let first = serving().next()?;
         let best = if serving().all(|r| r.info.checkpoint == first.info.checkpoint) {
             // The usual case: one checkpoint per model, nothing to count.

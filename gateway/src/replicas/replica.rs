@@ -3,7 +3,8 @@
 
 use super::addr::ReplicaAddr;
 use super::health::HealthState;
-use crate::tokenize::CachedTokenizer;
+use crate::config::{Engine, KvEventsEndpoint};
+use crate::tokenize::PromptEncoder;
 use http::HeaderValue;
 use parking_lot::Mutex;
 use router_policy::{Health, ReplicaId, ReplicaSnapshot};
@@ -20,6 +21,34 @@ pub enum InsertError {
     /// Already registered.
     #[error("replica {0} is already registered")]
     Duplicate(String),
+}
+
+/// What kind of server a replica is and how the gateway follows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UpstreamMeta {
+    /// The engine it runs.
+    pub engine: Engine,
+    /// Every model name it serves (`info.model` first).
+    pub models: Vec<String>,
+    /// Its pool, if it came from one.
+    pub pool: Option<String>,
+    /// Its ZeroMQ KV event endpoint (vLLM, SGLang).
+    pub kv_events: Option<KvEventsEndpoint>,
+    /// Whether to read its load from its Prometheus `/metrics`.
+    pub scrape_metrics: bool,
+}
+
+impl UpstreamMeta {
+    /// A Warmpath replica serving `model`.
+    pub fn warmpath(model: &str) -> Self {
+        Self {
+            engine: Engine::Warmpath,
+            models: vec![model.to_string()],
+            pool: None,
+            kv_events: None,
+            scrape_metrics: false,
+        }
+    }
 }
 
 /// One registered replica.
@@ -39,8 +68,10 @@ pub struct Replica {
     pub socket_addr: Option<std::net::SocketAddr>,
     /// What it serves (discovered at registration).
     pub info: ReplicaInfo,
-    /// Tokenizer shared by every replica of the checkpoint.
-    pub tokenizer: Arc<CachedTokenizer>,
+    /// Prompt encoder (tokenizer, or text units) shared by every replica of the checkpoint.
+    pub tokenizer: Arc<PromptEncoder>,
+    /// The engine it runs, and how the gateway follows it.
+    pub upstream: UpstreamMeta,
     /// Last polled load.
     pub load: Mutex<ReplicaLoad>,
     /// Requests the gateway has in flight to it.
@@ -59,7 +90,8 @@ impl Replica {
         id: ReplicaId,
         addr: ReplicaAddr,
         info: ReplicaInfo,
-        tokenizer: Arc<CachedTokenizer>,
+        tokenizer: Arc<PromptEncoder>,
+        upstream: UpstreamMeta,
     ) -> Result<Self, InsertError> {
         let label = id.to_string();
         let header = |v: &str| {
@@ -76,12 +108,18 @@ impl Replica {
             addr,
             info,
             tokenizer,
+            upstream,
             load: Mutex::new(ReplicaLoad::default()),
             in_flight: AtomicU32::new(0),
             health: Mutex::new(HealthState::default()),
             draining: AtomicBool::new(false),
             removed: AtomicBool::new(false),
         })
+    }
+
+    /// Whether it serves `model` (any of its names).
+    pub fn serves(&self, model: &str) -> bool {
+        self.info.model == model || self.upstream.models.iter().any(|m| m == model)
     }
 
     /// Requests in flight from this gateway.

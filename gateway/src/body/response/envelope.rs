@@ -12,7 +12,8 @@ pub struct Usage {
     pub prompt_tokens: u64,
     /// Generated tokens.
     pub completion_tokens: u64,
-    /// `usage.prompt_tokens_details.cached_tokens`, when reported.
+    /// `usage.prompt_tokens_details.cached_tokens`, when reported; otherwise llama.cpp's
+    /// `timings.cache_n` (prompt tokens taken from its slot's cache), when reported.
     pub cached_tokens: Option<u64>,
 }
 
@@ -41,9 +42,12 @@ impl Envelope {
     /// The fields of the top-level object.
     fn read(s: &mut Scanner<'_>) -> Option<Self> {
         let mut env = Self::default();
+        let mut cache_n = None;
         s.object(|s, key| {
             if key.is(b"usage") {
                 env.usage = read_usage(s)?;
+            } else if key.is(b"timings") {
+                cache_n = read_count_in(s, b"cache_n")?;
             } else if key.is(b"error") {
                 env.error = true;
                 s.skip_value()?;
@@ -54,6 +58,9 @@ impl Envelope {
             }
             Some(())
         })?;
+        if let Some(u) = env.usage.as_mut() {
+            u.cached_tokens = u.cached_tokens.or(cache_n);
+        }
         Some(env)
     }
 }
@@ -74,6 +81,18 @@ fn tail_usage(body: &[u8]) -> Option<Option<Usage>> {
     let Some(usage) = usage else {
         return Some(None);
     };
+    // Read as the forward scanner reads a count (`Value::as_u64`).
+    let count = |range: Option<std::ops::Range<usize>>| {
+        Scanner::document(body.get(range?)?, Scanner::u64_value).flatten()
+    };
+    // llama.cpp's `timings.cache_n`, looked for only when `usage` has no `cached_tokens`
+    // (the walk to find a member that is absent goes over the whole body).
+    let cache_n = || {
+        let [t] = last_members(body, 0..body.len(), [b"timings"])?;
+        let t = t.filter(|t| body.get(t.start) == Some(&b'{'))?;
+        let [n] = last_members(body, t, [b"cache_n"])?;
+        count(n)
+    };
     // A valid document's value: `null`, an object, or anything else (which counts zero).
     match body.get(usage.start)? {
         b'n' => Some(None),
@@ -84,10 +103,6 @@ fn tail_usage(body: &[u8]) -> Option<Option<Usage>> {
                 b"prompt_tokens_details",
             ];
             let [prompt, completion, details] = last_members(body, usage, NAMES)?;
-            // Read as the forward scanner reads a count (`Value::as_u64`).
-            let count = |range: Option<std::ops::Range<usize>>| {
-                Scanner::document(body.get(range?)?, Scanner::u64_value).flatten()
-            };
             let cached = match details {
                 Some(d) if body.get(d.start) == Some(&b'{') => {
                     let [cached] = last_members(body, d, [b"cached_tokens"])?;
@@ -98,7 +113,7 @@ fn tail_usage(body: &[u8]) -> Option<Option<Usage>> {
             Some(Some(Usage {
                 prompt_tokens: count(prompt).unwrap_or(0),
                 completion_tokens: count(completion).unwrap_or(0),
-                cached_tokens: cached,
+                cached_tokens: cached.or_else(cache_n),
             }))
         }
         _ => Some(Some(Usage::default())),
@@ -131,19 +146,24 @@ fn read_usage(s: &mut Scanner<'_>) -> Option<Option<Usage>> {
 
 /// `prompt_tokens_details`: its `cached_tokens`, when it is an object holding a count.
 fn read_cached_tokens(s: &mut Scanner<'_>) -> Option<Option<u64>> {
+    read_count_in(s, b"cached_tokens")
+}
+
+/// The count under `name` in the object at the scanner, when it is an object holding one.
+fn read_count_in(s: &mut Scanner<'_>, name: &[u8]) -> Option<Option<u64>> {
     if s.peek()? != b'{' {
         return s.skip_value().map(|()| None);
     }
-    let mut cached = None;
+    let mut found = None;
     s.object(|s, key| {
-        if key.is(b"cached_tokens") {
-            cached = s.u64_value()?;
+        if key.is(name) {
+            found = s.u64_value()?;
         } else {
             s.skip_value()?;
         }
         Some(())
     })?;
-    Some(cached)
+    Some(found)
 }
 
 #[cfg(test)]
@@ -159,6 +179,30 @@ mod tests {
             cached_tokens: Some(0),
         };
         assert_eq!(tail_usage(body), Some(Some(want)));
+    }
+
+    #[test]
+    fn llamacpp_cache_n_stands_in_for_cached_tokens() {
+        // llama-server's shape: `usage` without details, `timings` after it.
+        let body = br#"{"choices":[{"finish_reason":"length","index":0,"message":{"role":"assistant","content":"Hi"}}],"created":1,"model":"m","object":"chat.completion","usage":{"completion_tokens":2,"prompt_tokens":40,"total_tokens":42},"id":"chatcmpl-x","timings":{"cache_n":32,"prompt_n":8,"prompt_ms":1.5,"predicted_n":2}}"#;
+        let want = Usage {
+            prompt_tokens: 40,
+            completion_tokens: 2,
+            cached_tokens: Some(32),
+        };
+        assert_eq!(tail_usage(body), Some(Some(want)));
+        assert_eq!(Envelope::parse(body).and_then(|e| e.usage), Some(want));
+        // An explicit cached_tokens wins over cache_n.
+        let both = br#"{"usage":{"prompt_tokens":40,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":16}},"timings":{"cache_n":32}}"#;
+        assert_eq!(body_usage(both).unwrap().cached_tokens, Some(16));
+        assert_eq!(
+            Envelope::parse(both).unwrap().usage.unwrap().cached_tokens,
+            Some(16)
+        );
+        // Without either, none.
+        let neither =
+            br#"{"usage":{"prompt_tokens":40,"completion_tokens":2},"timings":{"prompt_n":40}}"#;
+        assert_eq!(body_usage(neither).unwrap().cached_tokens, None);
     }
 
     /// Run under callgrind to count instructions per read (not a pass/fail check).

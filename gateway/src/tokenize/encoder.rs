@@ -1,0 +1,81 @@
+//! What turns a prompt into the units its blocks are hashed from: the checkpoint's real
+//! tokenizer, or, for an engine whose tokenizer the gateway does not have, text units
+//! (`router_policy::text_units`: the rendered prompt's bytes, four per unit).
+
+use super::{CachedTokenizer, ChatText};
+use router_policy::{text_units, TokenId};
+use warmpath_text::TextError;
+
+/// A checkpoint's prompt encoder, shared by its replicas.
+#[derive(Debug)]
+pub enum PromptEncoder {
+    /// The engine's own tokenizer: hashes follow the hashing contract over real tokens.
+    Tokens(CachedTokenizer),
+    /// No tokenizer: hashes over text units, and prompt lengths estimated from them.
+    TextUnits,
+}
+
+impl From<CachedTokenizer> for PromptEncoder {
+    fn from(t: CachedTokenizer) -> Self {
+        PromptEncoder::Tokens(t)
+    }
+}
+
+impl PromptEncoder {
+    /// Units of a chat prompt.
+    pub fn encode_chat<M: ChatText>(&self, messages: &[M]) -> Result<Vec<TokenId>, TextError> {
+        match self {
+            PromptEncoder::Tokens(t) => t.encode_chat(messages),
+            PromptEncoder::TextUnits => Ok(text_units::pack(&text_units::render_chat(
+                messages.iter().map(|m| (m.role(), m.content())),
+            ))),
+        }
+    }
+
+    /// Units of a text prompt (special tokens added as the engine adds them).
+    pub fn encode(&self, text: &str, add_special: bool) -> Result<Vec<TokenId>, TextError> {
+        match self {
+            PromptEncoder::Tokens(t) => t.encode(text, add_special),
+            PromptEncoder::TextUnits => Ok(text_units::pack(text.as_bytes())),
+        }
+    }
+
+    /// Whether prompt lengths are real token counts (`false`: estimates from text units).
+    pub fn counts_tokens(&self) -> bool {
+        matches!(self, PromptEncoder::Tokens(_))
+    }
+
+    /// The real tokenizer, if there is one.
+    pub fn tokenizer(&self) -> Option<&CachedTokenizer> {
+        match self {
+            PromptEncoder::Tokens(t) => Some(t),
+            PromptEncoder::TextUnits => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use warmpath_text::ChatMessage;
+
+    #[test]
+    fn text_units_need_no_tokenizer_and_keep_prefixes() {
+        let e = PromptEncoder::TextUnits;
+        let a = e
+            .encode_chat(&[
+                ChatMessage::new("system", &"shared ".repeat(20)),
+                ChatMessage::new("user", "a"),
+            ])
+            .unwrap();
+        let b = e
+            .encode_chat(&[
+                ChatMessage::new("system", &"shared ".repeat(20)),
+                ChatMessage::new("user", "bb"),
+            ])
+            .unwrap();
+        assert_eq!(a[..30], b[..30]);
+        assert_eq!(e.encode("abcdefgh", true).unwrap().len(), 2);
+        assert!(!e.counts_tokens());
+    }
+}

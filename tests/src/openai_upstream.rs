@@ -1,0 +1,226 @@
+//! A plain OpenAI-compatible server for the engine tests: it serves only `GET /v1/models`,
+//! `POST /v1/chat/completions` and `POST /v1/completions` (JSON or SSE), and answers
+//! anything else 404, the least a third-party upstream promises. Its answers are a
+//! deterministic function of the request body (an echo of the prompt with an id hashed
+//! from it), carrying fields the gateway has no reason to know, so a test can compare what
+//! came through the gateway with what the server sends directly, byte for byte.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+struct Shared {
+    model: String,
+    generations: AtomicUsize,
+    other_paths: Mutex<Vec<String>>,
+    stop: AtomicBool,
+}
+
+/// A running plain OpenAI-compatible server.
+pub struct OpenAiUpstream {
+    shared: Arc<Shared>,
+    /// `127.0.0.1:PORT`.
+    pub addr: String,
+}
+
+impl OpenAiUpstream {
+    /// Starts a server for `model` on a free loopback port.
+    pub fn start(model: &str) -> Self {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = l.local_addr().expect("addr").to_string();
+        let shared = Arc::new(Shared {
+            model: model.to_string(),
+            generations: AtomicUsize::new(0),
+            other_paths: Mutex::new(Vec::new()),
+            stop: AtomicBool::new(false),
+        });
+        let s = shared.clone();
+        std::thread::spawn(move || {
+            for conn in l.incoming() {
+                if s.stop.load(Ordering::Acquire) {
+                    return;
+                }
+                let Ok(conn) = conn else { continue };
+                let s = s.clone();
+                std::thread::spawn(move || {
+                    let _ = serve(conn, &s);
+                });
+            }
+        });
+        Self { shared, addr }
+    }
+
+    /// `http://addr`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Generation requests answered (the gateway's health probes included).
+    pub fn generations(&self) -> usize {
+        self.shared.generations.load(Ordering::Acquire)
+    }
+
+    /// Requests for paths the server does not serve, as `METHOD PATH`.
+    pub fn other_paths(&self) -> Vec<String> {
+        self.shared.other_paths.lock().expect("lock").clone()
+    }
+}
+
+impl Drop for OpenAiUpstream {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        let _ = TcpStream::connect(&self.addr);
+    }
+}
+
+/// The answer for one generation request body: `(content, id)`.
+fn answer(body: &serde_json::Value) -> (String, String) {
+    let prompt = match body.get("messages").and_then(|m| m.as_array()) {
+        Some(msgs) => msgs
+            .iter()
+            .filter_map(|m| m.get("content").and_then(|c| c.as_str()))
+            .collect::<Vec<_>>()
+            .join("|"),
+        None => body
+            .get("prompt")
+            .and_then(|p| p.as_str())
+            .unwrap_or_default()
+            .to_string(),
+    };
+    let digest = xxhash_rust::xxh3::xxh3_64(prompt.as_bytes());
+    let tail: String = prompt
+        .chars()
+        .rev()
+        .take(24)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    (format!("echo {tail}"), format!("plain-{digest:016x}"))
+}
+
+fn serve(conn: TcpStream, s: &Shared) -> std::io::Result<()> {
+    let mut r = BufReader::new(conn.try_clone()?);
+    let mut w = conn;
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line)? == 0 {
+            return Ok(());
+        }
+        let mut parts = line.split_whitespace();
+        let method = parts.next().unwrap_or_default().to_string();
+        let path = parts.next().unwrap_or_default().to_string();
+        let mut len = 0usize;
+        loop {
+            let mut h = String::new();
+            if r.read_line(&mut h)? == 0 {
+                return Ok(());
+            }
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = h.split_once(':') {
+                if k.eq_ignore_ascii_case("content-length") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+            }
+        }
+        let mut body = vec![0u8; len];
+        r.read_exact(&mut body)?;
+        match (method.as_str(), path.as_str()) {
+            ("GET", "/v1/models") => {
+                let j = serde_json::json!({"object": "list", "data": [
+                    {"id": s.model, "object": "model", "created": 1700000000, "owned_by": "plain"}
+                ]});
+                write_json(&mut w, 200, &j.to_string())?;
+            }
+            ("POST", "/v1/chat/completions") | ("POST", "/v1/completions") => {
+                s.generations.fetch_add(1, Ordering::AcqRel);
+                let chat = path.ends_with("chat/completions");
+                let req: serde_json::Value = match serde_json::from_slice(&body) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        let j = serde_json::json!({"error": {"message": e.to_string(), "type": "invalid_request_error"}});
+                        write_json(&mut w, 400, &j.to_string())?;
+                        continue;
+                    }
+                };
+                let (content, id) = answer(&req);
+                if req.get("stream").and_then(|v| v.as_bool()) == Some(true) {
+                    return write_stream(&mut w, &s.model, chat, &content, &id);
+                }
+                let choice = if chat {
+                    serde_json::json!({"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop", "logprobs": null})
+                } else {
+                    serde_json::json!({"index": 0, "text": content, "finish_reason": "stop", "logprobs": null})
+                };
+                let j = serde_json::json!({
+                    "id": id, "object": if chat { "chat.completion" } else { "text_completion" },
+                    "created": 1700000001, "model": s.model, "system_fingerprint": "fp_plain",
+                    "choices": [choice],
+                    "usage": {"prompt_tokens": 11, "completion_tokens": 2, "total_tokens": 13},
+                    "plain_extension": {"note": "unknown to the gateway", "n": [1, 2, 3]}
+                });
+                write_json(&mut w, 200, &j.to_string())?;
+            }
+            _ => {
+                s.other_paths
+                    .lock()
+                    .expect("lock")
+                    .push(format!("{method} {path}"));
+                write_json(
+                    &mut w,
+                    404,
+                    r#"{"error":{"message":"not found","type":"not_found"}}"#,
+                )?;
+            }
+        }
+    }
+}
+
+fn write_json(w: &mut TcpStream, status: u16, body: &str) -> std::io::Result<()> {
+    let reason = if status == 200 { "OK" } else { "Error" };
+    write!(
+        w,
+        "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )?;
+    w.flush()
+}
+
+/// An SSE answer: the content in two chunks, a usage chunk, `[DONE]`; then the connection
+/// closes (no length framing).
+fn write_stream(
+    w: &mut TcpStream,
+    model: &str,
+    chat: bool,
+    content: &str,
+    id: &str,
+) -> std::io::Result<()> {
+    write!(
+        w,
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
+    )?;
+    let mut mid = content.len() / 2;
+    while !content.is_char_boundary(mid) {
+        mid += 1;
+    }
+    let (a, b) = content.split_at(mid);
+    for piece in [a, b] {
+        let choice = if chat {
+            serde_json::json!({"index": 0, "delta": {"content": piece}, "finish_reason": null})
+        } else {
+            serde_json::json!({"index": 0, "text": piece, "finish_reason": null})
+        };
+        let j = serde_json::json!({"id": id, "object": if chat { "chat.completion.chunk" } else { "text_completion" },
+            "created": 1700000001, "model": model, "choices": [choice]});
+        write!(w, "data: {j}\n\n")?;
+        w.flush()?;
+    }
+    let j = serde_json::json!({"id": id, "object": "chat.completion.chunk", "created": 1700000001, "model": model,
+        "choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 2, "total_tokens": 13}});
+    write!(w, "data: {j}\n\ndata: [DONE]\n\n")?;
+    w.flush()
+}
