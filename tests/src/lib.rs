@@ -6,6 +6,7 @@
 
 pub mod fixtures;
 pub mod http;
+pub mod llamacpp;
 pub mod mock;
 pub mod openai_upstream;
 pub mod procs;

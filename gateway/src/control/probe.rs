@@ -1,6 +1,12 @@
 //! Health probes: every `health.probe_interval_ms`, an engine's `GET /health` (where it has
 //! one) and then a one-token generation sent as a plain OpenAI request. A Warmpath
 //! replica's late probe does not count while its engine steps keep advancing.
+//!
+//! llama.cpp is the exception: its KV cache is a few slots, each holding one prompt, and a
+//! `ping` generation takes a slot over, evicting a whole cached prefix every interval. A
+//! healthy `llama-server` is probed with `GET /health` alone (which fails while the model
+//! loads or when the server is broken); the generation probe runs only while it is failing
+//! or ejected, to prove it can generate before it is re-admitted.
 
 use super::client;
 use super::tasks::gone;
@@ -29,6 +35,10 @@ pub async fn probe(state: Arc<AppState>, r: Arc<Replica>) {
                 state.report(&r, false);
                 continue;
             }
+        }
+        if !generation_probe_due(&r) {
+            state.report(&r, true);
+            continue;
         }
         let steps_before = r.load.lock().steps;
         let res = client::request(
@@ -61,4 +71,13 @@ fn engine_health_path(r: &Replica) -> Option<&'static str> {
         crate::config::Engine::Warmpath => None,
         e => e.health_path(),
     }
+}
+
+/// Whether this round sends the one-token generation (see the module doc).
+fn generation_probe_due(r: &Replica) -> bool {
+    if r.upstream.engine != crate::config::Engine::Llamacpp {
+        return true;
+    }
+    let view = r.health.lock().view(std::time::Instant::now());
+    view.state != "healthy" || view.consecutive_failures > 0
 }

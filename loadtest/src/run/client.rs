@@ -127,6 +127,13 @@ pub fn apply_payload(res: &mut CallResult, payload: &str, at_ms: f64, last_ms: &
         res.completion_tokens = n(&u["completion_tokens"]).or(res.completion_tokens);
         res.cached_tokens = n(&u["prompt_tokens_details"]["cached_tokens"]).or(res.cached_tokens);
     }
+    // llama.cpp's `llama-server` reports the prompt tokens it reused as `timings.cache_n`
+    // (in the last chunk), without `prompt_tokens_details`.
+    if res.cached_tokens.is_none() {
+        if let Some(c) = v["timings"]["cache_n"].as_u64() {
+            res.cached_tokens = Some(c as u32);
+        }
+    }
 }
 
 fn truncate(s: &str) -> String {
@@ -291,6 +298,14 @@ mod tests {
             &mut last,
         );
         apply_payload(&mut r, "[DONE]", 152.0, &mut last);
+        let mut llama = CallResult::default();
+        apply_payload(
+            &mut llama,
+            r#"{"choices":[],"usage":{"prompt_tokens":50,"completion_tokens":3},"timings":{"cache_n":48,"prompt_n":2}}"#,
+            1.0,
+            &mut 0.0,
+        );
+        assert_eq!(llama.cached_tokens, Some(48));
         assert_eq!(r.ttft_ms, Some(100.0));
         assert_eq!(r.itls_ms, vec![30.0, 20.0]);
         assert_eq!(r.e2el_ms, 150.0);
