@@ -137,3 +137,57 @@ fn prefix_affinity_holds_without_a_tokenizer() {
         "round_robin followed {rr_followed}/{rr_later}: the check above proves nothing"
     );
 }
+
+/// A pool whose tokenizer file cannot be read is refused at start (the gateway exits naming
+/// the key) and on reload (the running config stays, the log names the key); a pool added
+/// by a reload registers its upstream.
+#[test]
+fn bad_pool_configs_are_refused_at_start_and_on_reload() {
+    let a = OpenAiUpstream::start(MODEL);
+    let bad = "auth: {enabled: false}\npools:\n  - name: plain\n    engine: openai\n    \
+               tokenizer: {gguf: /nonexistent/model.gguf}\n    upstreams: [http://127.0.0.1:9]\n";
+    let dir = std::env::temp_dir().join(format!("warmpath-e2e-badpool-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("gateway.yaml");
+    let port = warmpath_e2e::procs::free_port();
+    let admin = warmpath_e2e::procs::free_port();
+    std::fs::write(
+        &path,
+        format!("listen: 127.0.0.1:{port}\nadmin_listen: 127.0.0.1:{admin}\n{bad}"),
+    )
+    .unwrap();
+    let out = std::process::Command::new(warmpath_e2e::procs::bin("gateway"))
+        .arg("--config")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "started with a bad pool");
+    assert!(stderr.contains("pools[0].tokenizer"), "{stderr}");
+    assert!(stderr.contains("/nonexistent/model.gguf"), "{stderr}");
+
+    let gw = gateway(&[&a], "warm");
+    let old = std::fs::read_to_string(&gw.config_path).unwrap();
+    let head: String = old.lines().take(2).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&gw.config_path, format!("{head}{bad}")).unwrap();
+    gw.signal("HUP");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !gw.log().contains("reload rejected") {
+        assert!(std::time::Instant::now() < deadline, "no rejection: {}", gw.log());
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(gw.log().contains("pools[0].tokenizer"), "{}", gw.log());
+    let body = json!({"model": MODEL, "max_tokens": 4, "prompt": "still serving"});
+    assert_eq!(post_json(&gw.addr, "/v1/completions", &[], &body).unwrap().status, 200);
+
+    // A reload that adds a second upstream to the pool registers it.
+    let b = OpenAiUpstream::start(MODEL);
+    let good = format!(
+        "auth: {{enabled: false}}\npools:\n  - name: plain\n    engine: openai\n    upstreams: [{}, {}]\n",
+        a.url(),
+        b.url()
+    );
+    std::fs::write(&gw.config_path, format!("{head}{good}")).unwrap();
+    gw.signal("HUP");
+    gw.wait_ready(2).unwrap();
+}
