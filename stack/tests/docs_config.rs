@@ -57,6 +57,15 @@ fn config_keys() -> BTreeSet<String> {
         let p = PolicyConfig::from_name(name).unwrap();
         walk("policy", &serde_json::to_value(p).unwrap(), &mut keys);
     }
+    // A pool with every key set (the example config shows pools only in comments: its
+    // upstreams would not exist on the reader's machine).
+    let pools = Config::from_yaml(
+        "pools:\n  - name: p\n    engine: vllm\n    models: [m]\n    checkpoint: c\n    \
+         upstreams:\n      - url: http://127.0.0.1:1\n        kv_events: {endpoint: \"tcp://127.0.0.1:2\", \
+         replay_endpoint: \"tcp://127.0.0.1:3\", topic: t}\n",
+    )
+    .unwrap();
+    walk("", &serde_json::to_value(&pools).unwrap(), &mut keys);
     keys
 }
 

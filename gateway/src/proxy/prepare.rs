@@ -1,6 +1,8 @@
 //! Prepare: tokenize the prompt exactly as the replica will (its published tokenizer,
-//! cached per segment), then hash full blocks under the tenant's namespace (checkpoint and
-//! cache salt in the seed: the shared hashing contract). Nothing is routed or recorded.
+//! cached per segment, or a pool's configured one, or text units), then hash full blocks
+//! under the tenant's namespace (checkpoint and cache salt in the seed: the shared hashing
+//! contract; unsalted for an engine whose KV events carry no salt). Nothing is routed or
+//! recorded.
 
 use crate::body::request::{ParsedRequest, Prompt};
 use crate::error::GatewayError;
@@ -60,7 +62,14 @@ pub fn prepare(
     let t0 = now;
     let tokens = tokenize(first, &req.prompt)?;
     let block_size = first.info.block_size;
-    let seed = tenant.root_seed(&checkpoint);
+    // An engine that publishes KV events stores blocks without the gateway's tenant salt
+    // (its cache is shared across tenants): its requests hash in the checkpoint's unsalted
+    // namespace, the one its events are re-hashed into (docs/engines.md).
+    let seed = if first.upstream.kv_events.is_some() {
+        router_policy::HashNamespace::new(checkpoint.clone()).root_seed()
+    } else {
+        tenant.root_seed(&checkpoint)
+    };
     let hashes = block_hashes(seed, &tokens, block_size);
     Ok(Prepared {
         checkpoint,
