@@ -23,6 +23,8 @@
 //! - What both read: [`config`] (the one config model), [`error`] (the one error enum and
 //!   its HTTP/OpenAI mapping), [`body`] (what the gateway reads from bodies), [`tokenize`]
 //!   (cached, replica-identical tokenization), [`headers`], [`trace`].
+//! - [`engines`]: adapters for third-party inference engines (vLLM, SGLang) behind the
+//!   gateway, e.g. their KV cache events turned into Warmpath's.
 //! - The admin listener: [`admin`] and the routing [`dashboard`]; [`logging`]; [`server`]
 //!   assembles and runs it all.
 
@@ -31,6 +33,7 @@ pub mod body;
 pub mod config;
 pub mod control;
 pub mod dashboard;
+pub mod engines;
 pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;

@@ -1,0 +1,3 @@
+//! Adapters for third-party inference engines (vLLM, SGLang) as gateway replicas.
+
+pub mod kv_events;
