@@ -3,6 +3,10 @@
 //!
 //! # Layout
 //! - [`tokenizer`]: a pool's tokenizer from its configured source.
+//! - [`metrics`]: load from an engine's Prometheus `/metrics`.
+//! - [`kv_events`]: vLLM's and SGLang's KV cache events over ZeroMQ, re-hashed into
+//!   Warmpath's events.
 
+pub mod kv_events;
 pub mod metrics;
 pub mod tokenizer;

@@ -1,0 +1,43 @@
+//! KV cache events of vLLM and SGLang over ZeroMQ, turned into Warmpath's KV event stream
+//! for the gateway's precise prefix index (see `docs/engines-kv-events.md`).
+//!
+//! # Layout
+//! - [`wire`]: one msgpack payload decoded into [`EngineBatch`] (both msgspec encodings).
+//! - [`rehash`]: [`EventMapper`], engine events rehashed under Warmpath's hashing contract.
+//! - [`stream`]: [`EventStream`], batches folded into snapshot + numbered events.
+//! - [`replay`]: the client of the engine's replay (ROUTER) socket.
+//! - [`subscribe`]: [`ZmqSubscriber`], the SUB loop: gaps, replays, drops, reconnects.
+//! - [`config`]: [`ZmqEventsConfig`]; [`counters`]: [`SubscriberCounters`].
+//!
+//! # Use
+//! ```no_run
+//! # async fn f(replica: router_policy::ReplicaId, router: std::sync::Arc<std::sync::Mutex<router_policy::PrefixIndex>>) {
+//! use gateway::engines::kv_events::{run, ZmqEventsConfig};
+//! use router_policy::{CheckpointId, HashNamespace};
+//! let cfg = ZmqEventsConfig {
+//!     endpoint: "tcp://10.0.0.5:5557".into(),
+//!     replay_endpoint: Some("tcp://10.0.0.5:5558".into()),
+//!     topic: "kv-events".into(),
+//!     ..ZmqEventsConfig::default()
+//! };
+//! let mapper = cfg.mapper(HashNamespace::new(CheckpointId::new("my-model")).root_seed());
+//! let counts = run(cfg, mapper, |msg| {
+//!     router.lock().unwrap().apply_message(replica, &msg);
+//! }, || false).await;
+//! # }
+//! ```
+
+pub mod config;
+pub mod counters;
+pub mod rehash;
+pub mod replay;
+pub mod stream;
+pub mod subscribe;
+pub mod wire;
+
+pub use config::ZmqEventsConfig;
+pub use counters::{CounterSnapshot, SubscriberCounters};
+pub use rehash::{EventMapper, SkipReason};
+pub use stream::EventStream;
+pub use subscribe::{run, ZmqSubscriber};
+pub use wire::{decode_batch, EngineBatch, EngineEvent, EngineHash, EngineLora, WireError};

@@ -1,0 +1,373 @@
+//! vLLM's KV event publisher on loopback against the gateway's subscriber: a PUB socket
+//! sending `(topic, seq, payload)` and a ROUTER serving replays from a bounded buffer, as
+//! `ZmqEventPublisher` does, fed the golden msgspec payloads
+//! (`tests/fixtures/vllm_events`); the subscriber's messages go into a real prefix index.
+
+use bytes::Bytes;
+use gateway::engines::kv_events::{SubscriberCounters, ZmqEventsConfig, ZmqSubscriber};
+use router_policy::{
+    block_hashes, BlockHash, BlockSize, CacheSalt, CheckpointId, Epoch, HashNamespace, IndexConfig,
+    KvStreamMessage, Millis, PrefixIndex, ReplicaId, RootSeed, TokenId,
+};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use zeromq::{PubSocket, RouterSocket, Socket, SocketRecv, SocketSend, ZmqMessage};
+
+const TOPIC: &str = "kv-events";
+const R: ReplicaId = ReplicaId(0);
+const WAIT: Duration = Duration::from_secs(10);
+
+fn fixture(variant: &str, name: &str) -> Vec<u8> {
+    let path = format!(
+        "{}/tests/fixtures/vllm_events/{variant}/{name}.hex",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).expect("fixture");
+    hex::decode(text.trim()).expect("hex fixture")
+}
+
+fn seed() -> RootSeed {
+    HashNamespace::new(CheckpointId::new("test-model")).root_seed()
+}
+
+/// The gateway's hashes of `tokens` (the pool's namespace, no salt).
+fn hashes(tokens: std::ops::Range<u32>) -> Vec<BlockHash> {
+    let t: Vec<TokenId> = tokens.map(TokenId).collect();
+    block_hashes(seed(), &t, BlockSize(16))
+}
+
+fn frames(parts: Vec<Bytes>) -> ZmqMessage {
+    ZmqMessage::try_from(parts).expect("frames")
+}
+
+/// A publisher that behaves as vLLM's `ZmqEventPublisher`.
+struct FakeEngine {
+    publisher: PubSocket,
+    endpoint: String,
+    replay_endpoint: String,
+    next_seq: u64,
+    buffer: Arc<Mutex<VecDeque<(u64, Bytes)>>>,
+    buffer_steps: usize,
+    /// Start sequence numbers of the replay requests served.
+    requests: Arc<Mutex<Vec<u64>>>,
+    router: tokio::task::JoinHandle<()>,
+}
+
+impl FakeEngine {
+    async fn start(buffer_steps: usize) -> Self {
+        let mut publisher = PubSocket::new();
+        let endpoint = publisher.bind("tcp://127.0.0.1:0").await.expect("bind PUB");
+        let mut router = RouterSocket::new();
+        let replay_endpoint = router.bind("tcp://127.0.0.1:0").await.expect("bind ROUTER");
+        let buffer = Arc::new(Mutex::new(VecDeque::<(u64, Bytes)>::new()));
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let (buf, reqs) = (buffer.clone(), requests.clone());
+        let router = tokio::spawn(async move {
+            while let Ok(msg) = router.recv().await {
+                // (client identity, empty delimiter, start: 8 bytes BE), or ignored.
+                let Ok([client, _, start]) = <[Bytes; 3]>::try_from(msg.into_vec()) else {
+                    continue;
+                };
+                let Ok(start) = <[u8; 8]>::try_from(&start[..]) else {
+                    continue;
+                };
+                let start = u64::from_be_bytes(start);
+                reqs.lock().expect("requests").push(start);
+                let due: Vec<(u64, Bytes)> = buf
+                    .lock()
+                    .expect("buffer")
+                    .iter()
+                    .filter(|b| b.0 >= start)
+                    .cloned()
+                    .collect();
+                for (seq, payload) in due {
+                    let seq = Bytes::copy_from_slice(&seq.to_be_bytes());
+                    let reply = frames(vec![client.clone(), Bytes::new(), seq, payload]);
+                    if router.send(reply).await.is_err() {
+                        break;
+                    }
+                }
+                let end = Bytes::copy_from_slice(&(-1i64).to_be_bytes());
+                let _ = router
+                    .send(frames(vec![client, Bytes::new(), end, Bytes::new()]))
+                    .await;
+            }
+        });
+        Self {
+            publisher,
+            endpoint: endpoint.to_string(),
+            replay_endpoint: replay_endpoint.to_string(),
+            next_seq: 0,
+            buffer,
+            buffer_steps,
+            requests,
+            router,
+        }
+    }
+
+    /// Sends the next batch and keeps it for replay; returns its sequence number.
+    async fn publish(&mut self, payload: &[u8]) -> u64 {
+        self.emit(payload, true).await
+    }
+
+    /// Keeps the next batch for replay without sending it: a message the subscriber lost.
+    async fn lose(&mut self, payload: &[u8]) -> u64 {
+        self.emit(payload, false).await
+    }
+
+    async fn emit(&mut self, payload: &[u8], send: bool) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let payload = Bytes::copy_from_slice(payload);
+        if send {
+            let msg = frames(vec![
+                Bytes::from_static(TOPIC.as_bytes()),
+                Bytes::copy_from_slice(&seq.to_be_bytes()),
+                payload.clone(),
+            ]);
+            self.publisher.send(msg).await.expect("publish");
+        }
+        let mut buf = self.buffer.lock().expect("buffer");
+        buf.push_back((seq, payload));
+        while buf.len() > self.buffer_steps {
+            buf.pop_front();
+        }
+        seq
+    }
+
+    fn requests(&self) -> Vec<u64> {
+        self.requests.lock().expect("requests").clone()
+    }
+}
+
+impl Drop for FakeEngine {
+    fn drop(&mut self) {
+        self.router.abort();
+    }
+}
+
+/// The subscriber running against an engine, its messages applied to a prefix index.
+struct Gateway {
+    index: PrefixIndex,
+    rx: mpsc::UnboundedReceiver<KvStreamMessage>,
+    snapshots: Vec<Epoch>,
+    counters: Arc<SubscriberCounters>,
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<gateway::engines::kv_events::CounterSnapshot>,
+}
+
+impl Gateway {
+    fn start(engine: &FakeEngine, replay: bool) -> Self {
+        let cfg = ZmqEventsConfig {
+            endpoint: engine.endpoint.clone(),
+            replay_endpoint: replay.then(|| engine.replay_endpoint.clone()),
+            topic: TOPIC.into(),
+            poll_ms: 20,
+            ..ZmqEventsConfig::default()
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let sub = ZmqSubscriber::with_epoch(
+            cfg.clone(),
+            cfg.mapper(seed()),
+            move |m| {
+                let _ = tx.send(m);
+            },
+            Epoch(100),
+        );
+        let counters = sub.counters();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let task = tokio::spawn(sub.run(move || flag.load(Ordering::Relaxed)));
+        let index = PrefixIndex::new(IndexConfig {
+            max_precise_entries: 1 << 12,
+            max_approx_entries: 0,
+            approx_ttl: Millis(0),
+        });
+        Self {
+            index,
+            rx,
+            snapshots: Vec::new(),
+            counters,
+            stop,
+            task,
+        }
+    }
+
+    fn drain(&mut self) {
+        while let Ok(msg) = self.rx.try_recv() {
+            if let KvStreamMessage::Snapshot { epoch, .. } = &msg {
+                self.snapshots.push(*epoch);
+            }
+            self.index.apply_message(R, &msg);
+        }
+    }
+
+    /// Applies messages as they come until `done` holds; panics after [`WAIT`].
+    async fn wait_until(&mut self, what: &str, done: impl Fn(&Self) -> bool) {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            self.drain();
+            if done(self) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; counters {:?}",
+                self.counters.snapshot()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The engine sequence number the subscriber expects next.
+    fn next_seq(&self) -> u64 {
+        self.counters.next_seq.load(Ordering::Relaxed)
+    }
+
+    /// Leading blocks of `chain` the index says the replica holds.
+    fn matched(&self, chain: &[BlockHash]) -> u32 {
+        self.index
+            .match_prefix(chain, Millis(0))
+            .get(R)
+            .precise_blocks
+    }
+
+    /// Publishes empty batches until the subscriber has one (the slow-joiner wait), then
+    /// until it has applied every one sent.
+    async fn join(&mut self, engine: &mut FakeEngine, variant: &str) {
+        let deadline = Instant::now() + WAIT;
+        let mut last = 0;
+        while self.next_seq() == 0 {
+            assert!(Instant::now() < deadline, "subscriber never joined");
+            last = engine.publish(&fixture(variant, "empty")).await;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.wait_until("the warm-up batches", |g| g.next_seq() > last)
+            .await;
+    }
+
+    /// Publishes `payload` and waits until the subscriber has applied it.
+    async fn send(&mut self, engine: &mut FakeEngine, payload: &[u8]) {
+        let seq = engine.publish(payload).await;
+        self.wait_until("the batch", |g| g.next_seq() > seq).await;
+    }
+
+    async fn stop(self) -> gateway::engines::kv_events::CounterSnapshot {
+        self.stop.store(true, Ordering::Relaxed);
+        tokio::time::timeout(WAIT, self.task)
+            .await
+            .expect("subscriber stops")
+            .expect("subscriber task")
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stored_blocks_become_routable_and_removed_or_cleared_ones_do_not() {
+    for variant in ["vllm_v2", "vllm_v3", "sglang"] {
+        let mut engine = FakeEngine::start(100).await;
+        let mut gw = Gateway::start(&engine, true);
+        gw.join(&mut engine, variant).await;
+        let a = hashes(1000..1064);
+        let c = hashes(5000..5032);
+
+        gw.send(&mut engine, &fixture(variant, "stored_a")).await;
+        gw.send(&mut engine, &fixture(variant, "stored_b")).await;
+        assert_eq!(gw.matched(&a), 4, "{variant}");
+        assert_eq!(gw.index.precise_blocks(R), 4, "{variant}");
+        // A tenant-salted namespace shares nothing with the engine's blocks.
+        let salted = HashNamespace::new(CheckpointId::new("test-model"))
+            .with_salt(Some(CacheSalt::new("t1")))
+            .root_seed();
+        let t: Vec<TokenId> = (1000..1064).map(TokenId).collect();
+        assert_eq!(gw.matched(&block_hashes(salted, &t, BlockSize(16))), 0);
+
+        gw.send(&mut engine, &fixture(variant, "removed_b4")).await;
+        assert_eq!(gw.matched(&a), 3, "{variant}");
+
+        let skipped_before = gw.counters.snapshot().skipped_total();
+        gw.send(&mut engine, &fixture(variant, "skips")).await;
+        assert!(gw.counters.snapshot().skipped_total() >= skipped_before + 3);
+        assert_eq!(
+            gw.index.precise_blocks(R),
+            3,
+            "skips stored nothing ({variant})"
+        );
+
+        gw.send(&mut engine, &fixture(variant, "cleared")).await;
+        assert_eq!(gw.index.precise_blocks(R), 0, "{variant}");
+        assert_eq!(gw.matched(&a), 0, "{variant}");
+
+        gw.send(&mut engine, &fixture(variant, "stored_c")).await;
+        assert_eq!(gw.matched(&c), 2, "{variant}");
+        let counts = gw.stop().await;
+        assert_eq!((counts.drops, counts.gaps, counts.decode_errors), (0, 0, 0));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sequence_gap_is_filled_by_a_replay() {
+    let mut engine = FakeEngine::start(100).await;
+    let mut gw = Gateway::start(&engine, true);
+    gw.join(&mut engine, "vllm_v2").await;
+    let requests_before = engine.requests().len();
+
+    let lost = engine.lose(&fixture("vllm_v2", "stored_a")).await;
+    gw.send(&mut engine, &fixture("vllm_v2", "stored_b")).await;
+    gw.wait_until("the replayed blocks", |g| {
+        g.matched(&hashes(1000..1064)) == 4
+    })
+    .await;
+
+    assert_eq!(&engine.requests()[requests_before..], &[lost]);
+    assert_eq!(gw.snapshots, vec![Epoch(100)], "no drop");
+    let counts = gw.stop().await;
+    assert_eq!(counts.gaps, 1);
+    assert_eq!((counts.drops, counts.replay_failures), (0, 0));
+    assert!(counts.replayed_batches >= 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gap_the_replay_buffer_no_longer_covers_drops_the_replica() {
+    let mut engine = FakeEngine::start(1).await;
+    let mut gw = Gateway::start(&engine, true);
+    gw.join(&mut engine, "vllm_v3").await;
+    gw.send(&mut engine, &fixture("vllm_v3", "stored_a")).await;
+    let a = hashes(1000..1064);
+    assert_eq!(gw.matched(&a), 2);
+
+    let lost = engine.lose(&fixture("vllm_v3", "removed_b4")).await;
+    engine.lose(&fixture("vllm_v3", "empty")).await;
+    gw.send(&mut engine, &fixture("vllm_v3", "stored_c")).await;
+    gw.wait_until("the drop", |g| g.snapshots.len() == 2).await;
+
+    assert!(engine.requests().contains(&lost), "replay was asked for");
+    assert_eq!(gw.snapshots, vec![Epoch(100), Epoch(101)]);
+    assert_eq!(gw.matched(&a), 0, "stale blocks dropped");
+    assert_eq!(gw.matched(&hashes(5000..5032)), 2, "the live batch applies");
+    let counts = gw.stop().await;
+    assert_eq!(
+        (counts.gaps, counts.drops, counts.replay_failures),
+        (1, 1, 1)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_replay_endpoint_a_gap_drops_the_replica() {
+    let mut engine = FakeEngine::start(100).await;
+    let mut gw = Gateway::start(&engine, false);
+    gw.join(&mut engine, "vllm_v1").await;
+    gw.send(&mut engine, &fixture("vllm_v1", "stored_a")).await;
+    assert_eq!(gw.matched(&hashes(1000..1032)), 2);
+
+    engine.lose(&fixture("vllm_v1", "empty")).await;
+    gw.send(&mut engine, &fixture("vllm_v1", "stored_c")).await;
+    gw.wait_until("the drop", |g| g.snapshots.len() == 2).await;
+    assert_eq!(gw.matched(&hashes(1000..1032)), 0);
+    assert_eq!(gw.matched(&hashes(5000..5032)), 2);
+    assert!(engine.requests().is_empty());
+    let counts = gw.stop().await;
+    assert_eq!((counts.gaps, counts.drops, counts.replays), (1, 1, 0));
+}
