@@ -8,7 +8,7 @@
 //!   configured one until it answers; [`engine`]: the same for an engine pool's upstream.
 //! - [`tasks`]: per replica, the KV event follower, and the start of its other tasks:
 //!   [`load`] (the load poller: a replica's load endpoint or an engine's `/metrics`) and
-//!   [`probe`] (the health prober).
+//!   [`probe`] (the health prober); [`zmq`]: a vLLM or SGLang server's KV events.
 //! - [`reload`]: SIGHUP reload of the config file.
 //! - [`client`]: the control plane's HTTP client (hyper).
 
@@ -19,3 +19,4 @@ pub mod probe;
 pub mod register;
 pub mod reload;
 pub mod tasks;
+pub mod zmq;
