@@ -2,10 +2,12 @@
 //!
 //! Tokenizer and chat template shared by the gateway and the replica.
 //!
-//! The replica builds a [`TokenizerSpec`] from its model files (GGUF metadata, a HF
-//! `tokenizer.json`, or a synthetic byte-level vocabulary) and serves it as JSON; the
-//! gateway rebuilds the identical [`ChatTokenizer`] from that JSON, so both sides produce
-//! the same token ids (and so the same block hashes) for the same request. The spec itself
+//! A [`TokenizerSpec`] is built from model files (GGUF metadata, HF tokenizer files: both
+//! read here, by the replica and by a gateway fronting engines that publish no tokenizer)
+//! or from a synthetic byte-level vocabulary. The replica serves its spec as JSON; the
+//! gateway rebuilds the identical [`ChatTokenizer`] from that JSON (or from the same local
+//! files), so both sides produce the same token ids (and so the same block hashes) for the
+//! same request. The spec itself
 //! is a wire type of `warmpath-protocol`, re-exported here.
 //!
 //! # Layout
@@ -16,21 +18,36 @@
 //! - [`stream`]: [`StreamDecoder`], incremental decoding that only yields complete UTF-8.
 //! - [`bytelevel`]: GPT-2's byte alphabet and byte-level BPE specs built in code (dummy
 //!   models, mock replicas, benchmarks and tests).
+//! - [`gguf`]: a GGUF file's header and metadata, and the spec its `tokenizer.ggml.*` keys
+//!   describe (read without touching the weights).
+//! - [`hf_files`]: the spec of Hugging Face tokenizer files (`tokenizer.json`,
+//!   `tokenizer_config.json`, `chat_template.jinja`).
+//! - [`TokenizerSource`]: one of those, as a gateway configures it, loaded into a
+//!   [`LoadedTokenizer`] (the spec and a content-hash checkpoint hint).
 
 pub mod bytelevel;
+mod digest;
 mod fast_bpe;
+pub mod gguf;
+pub mod hf_files;
 mod literal;
+mod loaded;
 mod message;
+mod source;
 mod stream;
 mod template;
 mod tokenizer;
 
 pub use fast_bpe::FastByteLevel;
 pub use literal::ChatSegment;
+pub use loaded::LoadedTokenizer;
 pub use message::ChatMessage;
+pub use source::TokenizerSource;
 pub use stream::StreamDecoder;
 pub use tokenizer::ChatTokenizer;
 pub use warmpath_protocol::tokenizer_spec::TokenizerSpec;
+
+use std::path::PathBuf;
 
 /// Errors from building or using a tokenizer.
 #[derive(Debug, thiserror::Error)]
@@ -50,4 +67,38 @@ pub enum TextError {
     /// A special token named by the spec is not in the vocabulary.
     #[error("special token {0:?} is not in the vocabulary")]
     UnknownSpecialToken(String),
+    /// A tokenizer file could not be opened or read.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Underlying error.
+        source: std::io::Error,
+    },
+    /// A GGUF file is malformed.
+    #[error("{}: {source}", file.display())]
+    Gguf {
+        /// The file.
+        file: PathBuf,
+        /// What was wrong, and where.
+        source: gguf::GgufError,
+    },
+    /// A tokenizer file is not what it should be (not JSON, not an object, not UTF-8).
+    #[error("{}: {problem}", path.display())]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// What was wrong.
+        problem: String,
+    },
+    /// A metadata key (GGUF metadata, `tokenizer_config.json`) is missing or unusable.
+    #[error("{}: metadata key {key} {problem}", file.display())]
+    MetadataKey {
+        /// The file.
+        file: PathBuf,
+        /// The key.
+        key: String,
+        /// What is wrong with it ("missing", "is not an array", ...).
+        problem: String,
+    },
 }

@@ -1,70 +1,22 @@
-//! GGUF container parsing: header, metadata, tensor table and data alignment.
+//! GGUF tensor table and data alignment, read after the header and metadata with the
+//! metadata reader of `warmpath_text::gguf` (one parser of the container).
 //!
 //! Every read is bounds-checked; a truncated or corrupt file yields
 //! [`EngineError::Gguf`] with the byte offset of the problem, never a panic.
 
 use super::EngineError;
 use std::collections::BTreeMap;
+use warmpath_text::gguf::{GgufError, GgufMetadata, GgufReader};
 
-const MAGIC: &[u8; 4] = b"GGUF";
+pub use warmpath_text::gguf::Value;
+
 const DEFAULT_ALIGNMENT: u64 = 32;
-/// Upper bound on element counts read from the file, to reject absurd lengths early.
-const MAX_COUNT: u64 = 1 << 32;
 
-/// A metadata value.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Value {
-    /// Any unsigned integer type.
-    U64(u64),
-    /// Any signed integer type.
-    I64(i64),
-    /// `f32` or `f64`.
-    F64(f64),
-    /// Boolean.
-    Bool(bool),
-    /// UTF-8 string.
-    Str(String),
-    /// Array of values.
-    Array(Vec<Value>),
-}
-
-impl Value {
-    /// As a non-negative integer.
-    pub fn as_u64(&self) -> Option<u64> {
-        match self {
-            Value::U64(v) => Some(*v),
-            Value::I64(v) => u64::try_from(*v).ok(),
-            _ => None,
-        }
-    }
-    /// As a float.
-    pub fn as_f64(&self) -> Option<f64> {
-        match self {
-            Value::F64(v) => Some(*v),
-            Value::U64(v) => Some(*v as f64),
-            Value::I64(v) => Some(*v as f64),
-            _ => None,
-        }
-    }
-    /// As a string.
-    pub fn as_str(&self) -> Option<&str> {
-        match self {
-            Value::Str(s) => Some(s),
-            _ => None,
-        }
-    }
-    /// As a boolean.
-    pub fn as_bool(&self) -> Option<bool> {
-        match self {
-            Value::Bool(b) => Some(*b),
-            _ => None,
-        }
-    }
-    /// As an array.
-    pub fn as_array(&self) -> Option<&[Value]> {
-        match self {
-            Value::Array(a) => Some(a),
-            _ => None,
+impl From<GgufError> for EngineError {
+    fn from(e: GgufError) -> Self {
+        EngineError::Gguf {
+            offset: e.offset,
+            msg: e.msg,
         }
     }
 }
@@ -153,133 +105,23 @@ impl TensorInfo {
 /// A parsed GGUF header (metadata and tensor table; data stays in the file).
 #[derive(Clone, Debug)]
 pub struct GgufFile {
-    /// Format version.
-    pub version: u32,
-    /// Metadata key/values.
-    pub metadata: BTreeMap<String, Value>,
+    /// Format version and metadata key/values.
+    pub metadata: GgufMetadata,
     /// Tensors by name.
     pub tensors: BTreeMap<String, TensorInfo>,
     /// Absolute offset of the data section.
     pub data_offset: u64,
 }
 
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn err(&self, msg: impl Into<String>) -> EngineError {
-        EngineError::gguf(self.pos as u64, msg)
-    }
-    fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], EngineError> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len());
-        match end {
-            Some(end) => {
-                let s = &self.buf[self.pos..end];
-                self.pos = end;
-                Ok(s)
-            }
-            None => Err(self.err(format!(
-                "truncated: need {n} bytes for {what}, file has {}",
-                self.buf.len()
-            ))),
-        }
-    }
-    fn arr<const N: usize>(&mut self, what: &str) -> Result<[u8; N], EngineError> {
-        let s = self.take(N, what)?;
-        let mut a = [0u8; N];
-        a.copy_from_slice(s);
-        Ok(a)
-    }
-    fn u32(&mut self, what: &str) -> Result<u32, EngineError> {
-        Ok(u32::from_le_bytes(self.arr(what)?))
-    }
-    fn u64(&mut self, what: &str) -> Result<u64, EngineError> {
-        Ok(u64::from_le_bytes(self.arr(what)?))
-    }
-    fn count(&mut self, what: &str) -> Result<usize, EngineError> {
-        let at = self.pos;
-        let n = self.u64(what)?;
-        if n > MAX_COUNT || n as usize > self.buf.len() {
-            return Err(EngineError::gguf(
-                at as u64,
-                format!("implausible {what} {n}"),
-            ));
-        }
-        Ok(n as usize)
-    }
-    fn string(&mut self, what: &str) -> Result<String, EngineError> {
-        let n = self.count(what)?;
-        let at = self.pos;
-        let b = self.take(n, what)?;
-        String::from_utf8(b.to_vec())
-            .map_err(|_| EngineError::gguf(at as u64, format!("{what} is not UTF-8")))
-    }
-    fn value(&mut self, ty: u32, depth: u32) -> Result<Value, EngineError> {
-        Ok(match ty {
-            0 => Value::U64(self.arr::<1>("u8")?[0] as u64),
-            1 => Value::I64(self.arr::<1>("i8")?[0] as i8 as i64),
-            2 => Value::U64(u16::from_le_bytes(self.arr("u16")?) as u64),
-            3 => Value::I64(i16::from_le_bytes(self.arr("i16")?) as i64),
-            4 => Value::U64(self.u32("u32")? as u64),
-            5 => Value::I64(i32::from_le_bytes(self.arr("i32")?) as i64),
-            6 => Value::F64(f32::from_le_bytes(self.arr("f32")?) as f64),
-            7 => Value::Bool(self.arr::<1>("bool")?[0] != 0),
-            8 => Value::Str(self.string("string value")?),
-            9 => {
-                if depth > 2 {
-                    return Err(self.err("arrays nested too deeply"));
-                }
-                let ety = self.u32("array type")?;
-                let n = self.count("array length")?;
-                let mut v = Vec::with_capacity(n.min(1 << 20));
-                for _ in 0..n {
-                    v.push(self.value(ety, depth + 1)?);
-                }
-                Value::Array(v)
-            }
-            10 => Value::U64(self.u64("u64")?),
-            11 => Value::I64(i64::from_le_bytes(self.arr("i64")?)),
-            12 => Value::F64(f64::from_le_bytes(self.arr("f64")?)),
-            other => {
-                self.pos -= 4;
-                return Err(self.err(format!("unknown metadata value type {other}")));
-            }
-        })
-    }
-}
-
 impl GgufFile {
     /// Parses the header of `buf` (the whole file) and checks every tensor lies in it.
     pub fn parse(buf: &[u8]) -> Result<Self, EngineError> {
-        let mut r = Reader { buf, pos: 0 };
-        let magic = r.take(4, "magic")?;
-        if magic != MAGIC {
-            return Err(EngineError::gguf(
-                0,
-                format!("bad magic {magic:02x?}, expected \"GGUF\""),
-            ));
-        }
-        let version = r.u32("version")?;
-        if !(2..=3).contains(&version) {
-            return Err(EngineError::gguf(
-                4,
-                format!("unsupported version {version}"),
-            ));
-        }
-        let n_tensors = r.count("tensor count")?;
-        let n_kv = r.count("metadata count")?;
-        let mut metadata = BTreeMap::new();
-        for _ in 0..n_kv {
-            let key = r.string("metadata key")?;
-            let ty = r.u32("metadata type")?;
-            let v = r.value(ty, 0)?;
-            metadata.insert(key, v);
-        }
+        let mut r = GgufReader::new(buf, buf.len() as u64);
+        let metadata = r.metadata()?;
+        let n_tensors = metadata.tensor_count;
         let mut infos = Vec::with_capacity(n_tensors.min(1 << 16));
         for _ in 0..n_tensors {
-            let at = r.pos as u64;
+            let at = r.position();
             let name = r.string("tensor name")?;
             let nd = r.u32("tensor rank")?;
             if nd == 0 || nd > 4 {
@@ -297,10 +139,10 @@ impl GgufFile {
             Some(v) => v
                 .as_u64()
                 .filter(|a| a.is_power_of_two())
-                .ok_or_else(|| EngineError::gguf(r.pos as u64, "bad general.alignment"))?,
+                .ok_or_else(|| EngineError::gguf(r.position(), "bad general.alignment"))?,
             None => DEFAULT_ALIGNMENT,
         };
-        let data_offset = (r.pos as u64).div_ceil(align) * align;
+        let data_offset = r.position().div_ceil(align) * align;
         let mut tensors = BTreeMap::new();
         for (at, name, dims, ty, rel) in infos {
             let n = dims
@@ -320,7 +162,7 @@ impl GgufFile {
                 ));
             }
             let size = ty.bytes_for(n).unwrap_or(0);
-            let offset = data_offset + rel;
+            let offset = data_offset.saturating_add(rel);
             if offset
                 .checked_add(size)
                 .is_none_or(|end| end > buf.len() as u64)
@@ -346,7 +188,6 @@ impl GgufFile {
             );
         }
         Ok(GgufFile {
-            version,
             metadata,
             tensors,
             data_offset,

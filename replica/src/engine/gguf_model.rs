@@ -2,7 +2,6 @@
 
 use super::config::{ModelConfig, RopeStyle};
 use super::gguf::{GgmlType, GgufFile, TensorInfo};
-use super::gguf_tokenizer::tokenizer_spec;
 use super::matrix::{Bytes, Matrix};
 use super::quant::QuantKind;
 use super::source::Loaded;
@@ -26,7 +25,7 @@ pub(crate) fn load(path: &Path) -> Result<Loaded, EngineError> {
     };
     let config = config_from(&gguf, &src)?;
     let weights = weights_from(&src, &config)?;
-    let tokenizer = tokenizer_spec(&gguf)?;
+    let tokenizer = warmpath_text::gguf::tokenizer_spec(&gguf.metadata, path)?;
     let digest = Sha256::digest(&map[..]);
     let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
     let file_stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("model");

@@ -1,5 +1,5 @@
-//! HF Llama checkpoints: `config.json`, `*.safetensors` (f32/f16/bf16), `tokenizer.json`
-//! and `tokenizer_config.json`.
+//! HF Llama checkpoints: `config.json`, `*.safetensors` (f32/f16/bf16), and the tokenizer
+//! files (read by `warmpath_text::hf_files`).
 
 use super::config::{ModelConfig, RopeStyle};
 use super::matrix::Matrix;
@@ -12,7 +12,6 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use warmpath_text::TokenizerSpec;
 
 fn read_json(path: &Path) -> Result<Value, EngineError> {
     let text = std::fs::read_to_string(path).map_err(|e| EngineError::io(path, e))?;
@@ -49,7 +48,7 @@ pub(crate) fn load(dir: &Path) -> Result<Loaded, EngineError> {
         .and_then(Value::as_bool)
         .unwrap_or(false);
     let weights = weights_from(&mut tensors, &config, tie)?;
-    let tokenizer = tokenizer_from(dir)?;
+    let tokenizer = warmpath_text::hf_files::tokenizer_spec_from_dir(dir)?;
     let hex: String = hasher
         .finalize()
         .iter()
@@ -259,38 +258,5 @@ fn weights_from(
         layers,
         output_norm: take(t, "model.norm.weight")?.data,
         output,
-    })
-}
-
-/// `tokenizer_config.json` token fields are a string or `{"content": ...}`.
-fn token_text(v: Option<&Value>) -> Option<String> {
-    match v? {
-        Value::String(s) => Some(s.clone()),
-        Value::Object(o) => o.get("content").and_then(Value::as_str).map(str::to_string),
-        _ => None,
-    }
-}
-
-fn tokenizer_from(dir: &Path) -> Result<TokenizerSpec, EngineError> {
-    let tokenizer = read_json(&dir.join("tokenizer.json"))?;
-    let tc_path = dir.join("tokenizer_config.json");
-    let tc = if tc_path.is_file() {
-        read_json(&tc_path)?
-    } else {
-        Value::Null
-    };
-    Ok(TokenizerSpec {
-        tokenizer,
-        chat_template: tc
-            .get("chat_template")
-            .and_then(Value::as_str)
-            .map(str::to_string),
-        bos_token: token_text(tc.get("bos_token")),
-        eos_token: token_text(tc.get("eos_token")),
-        stop_tokens: Vec::new(),
-        add_bos: tc
-            .get("add_bos_token")
-            .and_then(Value::as_bool)
-            .unwrap_or(false),
     })
 }

@@ -7,7 +7,8 @@
 //!
 //! # Layout
 //! - [`source`]: [`ModelSource`] parsing and loading dispatch; `fetch`: the default model.
-//! - `gguf`, `gguf_model`, `gguf_tokenizer`: GGUF parsing, weights and tokenizer.
+//! - `gguf`, `gguf_model`: the GGUF tensor table and weights (header, metadata and the
+//!   tokenizer are read by `warmpath_text::gguf`).
 //! - `hf`: HF `config.json` + safetensors directories.
 //! - `dummy`: seeded random models with a byte-level tokenizer (`warmpath_text::bytelevel`).
 //! - `quant`, `kernels`, `matrix`: quantised formats and SIMD dot products.
@@ -27,7 +28,6 @@ mod forward;
 pub mod generate;
 pub mod gguf;
 mod gguf_model;
-mod gguf_tokenizer;
 mod hf;
 mod kernels;
 mod kv;

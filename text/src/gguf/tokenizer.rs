@@ -1,33 +1,46 @@
-//! Building a [`TokenizerSpec`] from GGUF `tokenizer.ggml.*` metadata.
+//! Building a [`TokenizerSpec`] from GGUF `tokenizer.ggml.*` metadata (and the chat
+//! template, `tokenizer.chat_template`).
 
-use super::gguf::{GgufFile, Value};
-use super::EngineError;
+use super::{GgufMetadata, Value};
+use crate::bytelevel::{bpe_tokenizer_json, smollm_pre_tokenizer};
+use crate::{TextError, TokenizerSpec};
 use serde_json::{json, Value as Json};
-use warmpath_text::bytelevel::{bpe_tokenizer_json, smollm_pre_tokenizer};
-use warmpath_text::TokenizerSpec;
+use std::path::Path;
 
 /// llama.cpp token types that are matched as whole special tokens in text.
 const TYPE_CONTROL: i64 = 3;
 const TYPE_USER_DEFINED: i64 = 4;
 
-fn strings(g: &GgufFile, key: &str) -> Result<Vec<String>, EngineError> {
-    let arr = g
-        .get(key)
-        .and_then(Value::as_array)
-        .ok_or_else(|| EngineError::InvalidModel(format!("GGUF metadata {key} missing")))?;
+/// An error about metadata `key` of `file`.
+fn key_error(file: &Path, key: &str, problem: impl Into<String>) -> TextError {
+    TextError::MetadataKey {
+        file: file.to_path_buf(),
+        key: key.to_string(),
+        problem: problem.into(),
+    }
+}
+
+fn strings(g: &GgufMetadata, file: &Path, key: &str) -> Result<Vec<String>, TextError> {
+    let arr = match g.get(key) {
+        None => return Err(key_error(file, key, "missing")),
+        Some(v) => v
+            .as_array()
+            .ok_or_else(|| key_error(file, key, "is not an array"))?,
+    };
     arr.iter()
-        .map(|v| {
+        .enumerate()
+        .map(|(i, v)| {
             v.as_str()
                 .map(str::to_string)
-                .ok_or_else(|| EngineError::InvalidModel(format!("{key}: non-string entry")))
+                .ok_or_else(|| key_error(file, key, format!("entry {i} is not a string")))
         })
         .collect()
 }
 
 /// The pre-tokenizer for llama.cpp's `tokenizer.ggml.pre` name.
-fn pre_tokenizer(pre: &str) -> Result<Json, EngineError> {
+fn pre_tokenizer(pre: &str) -> Option<Json> {
     let byte_level = |use_regex: bool| json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": use_regex});
-    Ok(match pre {
+    Some(match pre {
         // llama.cpp: "\p{N}" split, then the GPT-2 regex.
         "smollm" | "starcoder" | "refact" | "codeshell" => smollm_pre_tokenizer(),
         "gpt-2" | "gpt2" | "default" => byte_level(true),
@@ -36,42 +49,51 @@ fn pre_tokenizer(pre: &str) -> Result<Json, EngineError> {
              "behavior": "Isolated", "invert": false},
             byte_level(false)
         ]}),
-        other => {
-            return Err(EngineError::InvalidModel(format!(
-                "tokenizer.ggml.pre {other:?} is not supported"
-            )))
-        }
+        _ => return None,
     })
 }
 
-/// Reads the vocabulary, merges, token types and special ids from `g`.
-pub(crate) fn tokenizer_spec(g: &GgufFile) -> Result<TokenizerSpec, EngineError> {
-    let model = g
-        .get("tokenizer.ggml.model")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    if model != "gpt2" {
-        return Err(EngineError::InvalidModel(format!(
-            "tokenizer model {model:?} is not supported (byte-level BPE \"gpt2\" only)"
-        )));
+/// The tokenizer and chat template that the metadata `g` of GGUF file `file` describe:
+/// vocabulary, merges, token types, special ids, BOS handling. Only byte-level BPE
+/// (`tokenizer.ggml.model = "gpt2"`) is supported. Errors name `file` and the key.
+pub fn tokenizer_spec(g: &GgufMetadata, file: &Path) -> Result<TokenizerSpec, TextError> {
+    const MODEL: &str = "tokenizer.ggml.model";
+    match g.get(MODEL).map(|v| v.as_str()) {
+        None => return Err(key_error(file, MODEL, "missing")),
+        Some(Some("gpt2")) => {}
+        Some(Some(other)) => {
+            return Err(key_error(
+                file,
+                MODEL,
+                format!("is {other:?}: only byte-level BPE \"gpt2\" is supported"),
+            ))
+        }
+        Some(None) => return Err(key_error(file, MODEL, "is not a string")),
     }
-    let tokens = strings(g, "tokenizer.ggml.tokens")?;
-    let merges = strings(g, "tokenizer.ggml.merges")?;
+    let tokens = strings(g, file, "tokenizer.ggml.tokens")?;
+    let merges = strings(g, file, "tokenizer.ggml.merges")?;
     let types: Vec<i64> = g
         .get("tokenizer.ggml.token_type")
         .and_then(Value::as_array)
         .map(|a| a.iter().map(|v| v.as_f64().unwrap_or(1.0) as i64).collect())
         .unwrap_or_default();
+    if types.len() > tokens.len() {
+        return Err(key_error(
+            file,
+            "tokenizer.ggml.token_type",
+            format!("has {} entries for {} tokens", types.len(), tokens.len()),
+        ));
+    }
     let added: Vec<(u32, String)> = types
         .iter()
         .enumerate()
         .filter(|(_, &t)| t == TYPE_CONTROL || t == TYPE_USER_DEFINED)
         .map(|(i, _)| (i as u32, tokens[i].clone()))
         .collect();
-    let pre = g
-        .get("tokenizer.ggml.pre")
-        .and_then(Value::as_str)
-        .unwrap_or("default");
+    const PRE: &str = "tokenizer.ggml.pre";
+    let pre = g.get(PRE).and_then(Value::as_str).unwrap_or("default");
+    let pre_tokenizer = pre_tokenizer(pre)
+        .ok_or_else(|| key_error(file, PRE, format!("is {pre:?}: not supported")))?;
     let id_text = |key: &str| {
         g.get(key)
             .and_then(Value::as_u64)
@@ -93,7 +115,7 @@ pub(crate) fn tokenizer_spec(g: &GgufFile) -> Result<TokenizerSpec, EngineError>
         .and_then(Value::as_bool)
         .unwrap_or(false);
     Ok(TokenizerSpec {
-        tokenizer: bpe_tokenizer_json(&tokens, &merges, &added, pre_tokenizer(pre)?),
+        tokenizer: bpe_tokenizer_json(&tokens, &merges, &added, pre_tokenizer),
         chat_template: g
             .get("tokenizer.chat_template")
             .and_then(Value::as_str)
