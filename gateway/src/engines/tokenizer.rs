@@ -10,17 +10,20 @@ use warmpath_text::TokenizerSpec;
 #[error("{0}")]
 pub struct TokenizerLoadError(String);
 
-/// The tokenizer spec a source describes (`None` for `tokenizer: none`).
+/// The tokenizer spec a source describes (`None` for `tokenizer: none`), read by
+/// `warmpath-text` from the local files (a GGUF file's metadata only, never its weights).
 pub fn spec(source: &TokenizerSource) -> Result<Option<TokenizerSpec>, TokenizerLoadError> {
-    let spec = match source {
+    let text_source = match source {
         TokenizerSource::None => return Ok(None),
-        // SHIM until e23-tok merges.
-        TokenizerSource::Gguf(path) => {
-            Err::<TokenizerSpec, String>(format!("{}: shim", path.display()))
-        }
-        TokenizerSource::Hf(files) => Err(format!("{}: shim", files.tokenizer.display())),
+        TokenizerSource::Gguf(path) => warmpath_text::TokenizerSource::Gguf(path.clone()),
+        TokenizerSource::Hf(files) => warmpath_text::TokenizerSource::HuggingFace {
+            tokenizer: files.tokenizer.clone(),
+            template: files.template.clone(),
+        },
     };
-    spec.map(Some)
+    text_source
+        .load()
+        .map(|loaded| loaded.map(|l| l.spec))
         .map_err(|e| TokenizerLoadError(e.to_string()))
 }
 
