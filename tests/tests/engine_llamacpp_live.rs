@@ -6,10 +6,10 @@
 //! - llama-server's own reported cache reuse (`timings.cache_n`) is higher under `warm` than
 //!   under `round_robin` on the same requests.
 //!
-//! Each server has two slots (`-np 2`) and no host-memory prompt cache (`--cache-ram 0`), so
-//! what it can reuse is what its two slots hold: four prefix groups spread over two servers
-//! fit when each server gets two groups (what prefix routing does), and thrash when every
-//! server sees all four (round robin).
+//! Each server has four slots (`-np 4`) and no host-memory prompt cache (`--cache-ram 0`),
+//! so what it can reuse is what its four slots hold: six prefix groups, arriving in a
+//! shuffled order, fit when prefix routing gives each server its own share of the groups,
+//! and thrash when every server sees all six (round robin).
 
 use serde_json::json;
 use std::collections::{HashMap, HashSet};
@@ -23,7 +23,7 @@ const ALIAS: &str = "smollm2";
 const KEY: &str = "sk-llama-test";
 
 fn servers(model: &str) -> (LlamaServer, LlamaServer) {
-    let flags = ["-np", "2", "-c", "4096", "-t", "1", "--cache-ram", "0", "-n", "8"];
+    let flags = ["-np", "4", "-c", "8192", "-t", "1", "--cache-ram", "0", "-n", "8"];
     (
         LlamaServer::spawn(model, ALIAS, &flags).expect("llama-server 1"),
         LlamaServer::spawn(model, ALIAS, &flags).expect("llama-server 2"),
@@ -45,7 +45,7 @@ fn gateway(model: &str, a: &LlamaServer, b: &LlamaServer, policy: &str) -> Gatew
 /// A system prompt of a few hundred tokens, different per `tag`.
 fn system_prompt(tag: &str) -> String {
     let mut s = format!("Team {tag} handbook. ");
-    for i in 0..24 {
+    for i in 0..14 {
         s.push_str(&format!(
             "Rule {i} of team {tag}: answer briefly, cite the handbook, and never guess. "
         ));
@@ -63,7 +63,21 @@ struct Run {
 }
 
 fn run(gw: &GatewayProc, tag: &str) -> Run {
-    let groups: Vec<String> = (0..4).map(|g| format!("{tag}-{g}")).collect();
+    const GROUPS: usize = 6;
+    let groups: Vec<String> = (0..GROUPS).map(|g| format!("{tag}-{g}")).collect();
+    // A fixed shuffle of five rounds over the groups, so no policy sees a regular pattern.
+    let mut order: Vec<usize> = Vec::new();
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for _ in 0..5 {
+        let mut round: Vec<usize> = (0..GROUPS).collect();
+        for i in (1..GROUPS).rev() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            round.swap(i, (x % (i as u64 + 1)) as usize);
+        }
+        order.extend(round);
+    }
     let mut homes: HashMap<usize, HashSet<String>> = HashMap::new();
     let mut r = Run {
         followed: 0,
@@ -71,8 +85,7 @@ fn run(gw: &GatewayProc, tag: &str) -> Run {
         cache_n: 0,
         prompt: 0,
     };
-    for i in 0..24 {
-        let g = i % groups.len();
+    for (i, &g) in order.iter().enumerate() {
         let body = json!({"model": ALIAS, "max_tokens": 2, "temperature": 0, "messages": [
             {"role": "system", "content": system_prompt(&groups[g])},
             {"role": "user", "content": format!("Question {i}: what is rule {}?", i % 7)}]});
@@ -90,6 +103,7 @@ fn run(gw: &GatewayProc, tag: &str) -> Run {
         }
         seen.insert(server);
     }
+    eprintln!("{tag}: servers per group {homes:?}");
     r
 }
 
