@@ -20,6 +20,8 @@
 //!   in-flight slots), [`routing`] (prefix index and policy), [`tenants`] (keys, salts,
 //!   limits), [`metrics`], [`retry`] (the retry budget and backoff); [`outcome`]: what became
 //!   of one request, the value the data plane hands the shared sinks.
+//! - [`engines`]: what the gateway reads from engines that are not Warmpath replicas (vLLM,
+//!   SGLang, llama.cpp), such as their load from their Prometheus `/metrics`.
 //! - What both read: [`config`] (the one config model), [`error`] (the one error enum and
 //!   its HTTP/OpenAI mapping), [`body`] (what the gateway reads from bodies), [`tokenize`]
 //!   (cached, replica-identical tokenization), [`headers`], [`trace`]; [`engines`]: what

@@ -60,7 +60,7 @@ pub async fn poll_metrics(state: Arc<AppState>, r: Arc<Replica>) {
             });
         match scraped {
             Ok(load) => {
-                *r.load.lock() = load.to_replica_load(r.info.capacity_blocks);
+                *r.load.lock() = load.to_replica_load(r.info.block_size, r.info.capacity_blocks);
                 warned = false;
             }
             Err(e) => {

@@ -1,0 +1,94 @@
+//! The load read from an engine's `/metrics` page ([`EngineLoad`], with what it lacks and
+//! why: [`Missing`]), and that load as the [`ReplicaLoad`] the routing policies read
+//! ([`EngineLoad::to_replica_load`]).
+//!
+//! The policies count KV in the gateway's blocks (`ReplicaInfo::block_size` tokens each):
+//! `warm` adds a request's uncached blocks to `kv_used_blocks` and compares the sum with
+//! `kv_total_blocks`, so both are in those blocks here. The total is the engine's own
+//! capacity when its page gives one (vLLM, SGLang), in the gateway's blocks; else the
+//! capacity the replica was registered with; the used blocks are the usage ratio times that
+//! total. With no capacity at all the ratio is expressed against [`RATIO_SCALE_BLOCKS`]: the
+//! usage fraction is right, but a request's blocks then weigh as if the cache held that many.
+//! With no usage (llama.cpp) both stay 0, "unknown": the snapshot falls back to the registered
+//! capacity and sees no blocks in use.
+//!
+//! Engines do not report prompt tokens still to prefill, throughputs or steps: those stay 0,
+//! which the policies read as unknown (they use their defaults).
+
+use router_policy::BlockSize;
+use std::fmt;
+use warmpath_protocol::replica_api::ReplicaLoad;
+
+/// A field of [`EngineLoad`] left at 0 or `None`, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Missing {
+    /// The field.
+    pub field: &'static str,
+    /// Why it is unknown.
+    pub reason: String,
+}
+
+impl fmt::Display for Missing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.reason)
+    }
+}
+
+/// An engine's load, read from one `/metrics` page.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EngineLoad {
+    /// Requests being computed, over all engine instances.
+    pub running: u32,
+    /// Requests admitted but waiting (queued, or deferred for a free slot).
+    pub waiting: u32,
+    /// Fraction of the KV cache in use, `0..=1`, averaged over engine instances.
+    pub kv_usage: Option<f64>,
+    /// KV cache capacity in tokens, over all engine instances.
+    pub kv_capacity_tokens: Option<u64>,
+    /// Prompt tokens since the engine started, cached ones included (a counter).
+    pub prompt_tokens_total: Option<f64>,
+    /// Prompt tokens served from the prefix cache since the engine started (a counter).
+    pub cached_prompt_tokens_total: Option<f64>,
+    /// Fields left at 0 or `None`, and why.
+    pub missing: Vec<Missing>,
+}
+
+/// The block count a KV usage ratio is expressed against when no capacity is known.
+pub const RATIO_SCALE_BLOCKS: u64 = 10_000;
+
+impl EngineLoad {
+    /// The load in the policies' terms. `block_size`: tokens per block of the gateway's
+    /// hashing; `registered_blocks`: the replica's capacity as registered
+    /// (`ReplicaInfo::capacity_blocks`), 0 when unknown.
+    pub fn to_replica_load(&self, block_size: BlockSize, registered_blocks: u64) -> ReplicaLoad {
+        let (kv_used_blocks, kv_total_blocks) = match self.kv_usage {
+            Some(usage) => {
+                let total = self.capacity_blocks(block_size, registered_blocks);
+                let used = (usage.clamp(0.0, 1.0) * total as f64).round() as u64;
+                (used.min(total), total)
+            }
+            None => (0, 0),
+        };
+        ReplicaLoad {
+            running: self.running,
+            waiting: self.waiting,
+            queued_prefill_tokens: 0,
+            kv_used_blocks,
+            kv_total_blocks,
+            prefill_tokens_per_s: 0.0,
+            decode_tokens_per_s: 0.0,
+            steps: 0,
+        }
+    }
+
+    /// The KV capacity in blocks of `block_size` tokens: the engine's, else the registered
+    /// one, else [`RATIO_SCALE_BLOCKS`].
+    fn capacity_blocks(&self, block_size: BlockSize, registered_blocks: u64) -> u64 {
+        let tokens_per_block = u64::from(block_size.0.max(1));
+        self.kv_capacity_tokens
+            .map(|tokens| tokens / tokens_per_block)
+            .filter(|&blocks| blocks > 0)
+            .or((registered_blocks > 0).then_some(registered_blocks))
+            .unwrap_or(RATIO_SCALE_BLOCKS)
+    }
+}
