@@ -31,7 +31,8 @@ pub struct SubscriberCounters {
     /// Successful connections of the SUB socket.
     pub connects: AtomicU64,
     /// The engine sequence number expected next: the last one applied plus one (0 before
-    /// any). With the publisher's own count it gives the subscriber's lag.
+    /// any, and after the publisher was lost). With the publisher's own count it gives the
+    /// subscriber's lag.
     pub next_seq: AtomicU64,
 }
 

@@ -139,7 +139,15 @@ impl<S: FnMut(KvStreamMessage)> ZmqSubscriber<S> {
     ) {
         let poll = self.cfg.poll();
         while !stop() {
+            // Biased, monitor first: a disconnection is handled before any batch that came
+            // after it (over the new connection), so one restart drops once.
             tokio::select! {
+                biased;
+                Some(event) = monitor.next() => {
+                    if let SocketEvent::Disconnected(_) = event {
+                        self.lost("publisher disconnected");
+                    }
+                }
                 msg = sub.recv() => match msg {
                     Ok(msg) => self.on_message(msg).await,
                     Err(e) => {
@@ -148,11 +156,6 @@ impl<S: FnMut(KvStreamMessage)> ZmqSubscriber<S> {
                         return;
                     }
                 },
-                Some(event) = monitor.next() => {
-                    if let SocketEvent::Disconnected(_) = event {
-                        self.lost("publisher disconnected");
-                    }
-                }
                 _ = tokio::time::sleep(poll) => {}
             }
         }
@@ -162,6 +165,7 @@ impl<S: FnMut(KvStreamMessage)> ZmqSubscriber<S> {
         if self.last.take().is_some() {
             self.stream.drop_all(why);
         }
+        self.counters.next_seq.store(0, Ordering::Relaxed);
     }
 
     async fn on_message(&mut self, msg: ZmqMessage) {

@@ -2,21 +2,21 @@
 //! sending `(topic, seq, payload)` and a ROUTER serving replays from a bounded buffer, as
 //! `ZmqEventPublisher` does, fed the golden msgspec payloads
 //! (`tests/fixtures/vllm_events`); the subscriber's messages go into a real prefix index.
+//! The publisher is in [`engine`].
 
-use bytes::Bytes;
+mod engine;
+
+use engine::{FakeEngine, TOPIC};
 use gateway::engines::kv_events::{SubscriberCounters, ZmqEventsConfig, ZmqSubscriber};
 use router_policy::{
     block_hashes, BlockHash, BlockSize, CacheSalt, CheckpointId, Epoch, HashNamespace, IndexConfig,
     KvStreamMessage, Millis, PrefixIndex, ReplicaId, RootSeed, TokenId,
 };
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
-use zeromq::{PubSocket, RouterSocket, Socket, SocketRecv, SocketSend, ZmqMessage};
 
-const TOPIC: &str = "kv-events";
 const R: ReplicaId = ReplicaId(0);
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -37,116 +37,6 @@ fn seed() -> RootSeed {
 fn hashes(tokens: std::ops::Range<u32>) -> Vec<BlockHash> {
     let t: Vec<TokenId> = tokens.map(TokenId).collect();
     block_hashes(seed(), &t, BlockSize(16))
-}
-
-fn frames(parts: Vec<Bytes>) -> ZmqMessage {
-    ZmqMessage::try_from(parts).expect("frames")
-}
-
-/// A publisher that behaves as vLLM's `ZmqEventPublisher`.
-struct FakeEngine {
-    publisher: PubSocket,
-    endpoint: String,
-    replay_endpoint: String,
-    next_seq: u64,
-    buffer: Arc<Mutex<VecDeque<(u64, Bytes)>>>,
-    buffer_steps: usize,
-    /// Start sequence numbers of the replay requests served.
-    requests: Arc<Mutex<Vec<u64>>>,
-    router: tokio::task::JoinHandle<()>,
-}
-
-impl FakeEngine {
-    async fn start(buffer_steps: usize) -> Self {
-        let mut publisher = PubSocket::new();
-        let endpoint = publisher.bind("tcp://127.0.0.1:0").await.expect("bind PUB");
-        let mut router = RouterSocket::new();
-        let replay_endpoint = router.bind("tcp://127.0.0.1:0").await.expect("bind ROUTER");
-        let buffer = Arc::new(Mutex::new(VecDeque::<(u64, Bytes)>::new()));
-        let requests = Arc::new(Mutex::new(Vec::new()));
-        let (buf, reqs) = (buffer.clone(), requests.clone());
-        let router = tokio::spawn(async move {
-            while let Ok(msg) = router.recv().await {
-                // (client identity, empty delimiter, start: 8 bytes BE), or ignored.
-                let Ok([client, _, start]) = <[Bytes; 3]>::try_from(msg.into_vec()) else {
-                    continue;
-                };
-                let Ok(start) = <[u8; 8]>::try_from(&start[..]) else {
-                    continue;
-                };
-                let start = u64::from_be_bytes(start);
-                reqs.lock().expect("requests").push(start);
-                let due: Vec<(u64, Bytes)> = buf
-                    .lock()
-                    .expect("buffer")
-                    .iter()
-                    .filter(|b| b.0 >= start)
-                    .cloned()
-                    .collect();
-                for (seq, payload) in due {
-                    let seq = Bytes::copy_from_slice(&seq.to_be_bytes());
-                    let reply = frames(vec![client.clone(), Bytes::new(), seq, payload]);
-                    if router.send(reply).await.is_err() {
-                        break;
-                    }
-                }
-                let end = Bytes::copy_from_slice(&(-1i64).to_be_bytes());
-                let _ = router
-                    .send(frames(vec![client, Bytes::new(), end, Bytes::new()]))
-                    .await;
-            }
-        });
-        Self {
-            publisher,
-            endpoint: endpoint.to_string(),
-            replay_endpoint: replay_endpoint.to_string(),
-            next_seq: 0,
-            buffer,
-            buffer_steps,
-            requests,
-            router,
-        }
-    }
-
-    /// Sends the next batch and keeps it for replay; returns its sequence number.
-    async fn publish(&mut self, payload: &[u8]) -> u64 {
-        self.emit(payload, true).await
-    }
-
-    /// Keeps the next batch for replay without sending it: a message the subscriber lost.
-    async fn lose(&mut self, payload: &[u8]) -> u64 {
-        self.emit(payload, false).await
-    }
-
-    async fn emit(&mut self, payload: &[u8], send: bool) -> u64 {
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        let payload = Bytes::copy_from_slice(payload);
-        if send {
-            let msg = frames(vec![
-                Bytes::from_static(TOPIC.as_bytes()),
-                Bytes::copy_from_slice(&seq.to_be_bytes()),
-                payload.clone(),
-            ]);
-            self.publisher.send(msg).await.expect("publish");
-        }
-        let mut buf = self.buffer.lock().expect("buffer");
-        buf.push_back((seq, payload));
-        while buf.len() > self.buffer_steps {
-            buf.pop_front();
-        }
-        seq
-    }
-
-    fn requests(&self) -> Vec<u64> {
-        self.requests.lock().expect("requests").clone()
-    }
-}
-
-impl Drop for FakeEngine {
-    fn drop(&mut self) {
-        self.router.abort();
-    }
 }
 
 /// The subscriber running against an engine, its messages applied to a prefix index.
@@ -235,17 +125,33 @@ impl Gateway {
             .precise_blocks
     }
 
-    /// Publishes empty batches until the subscriber has one (the slow-joiner wait), then
-    /// until it has applied every one sent.
-    async fn join(&mut self, engine: &mut FakeEngine, variant: &str) {
+    /// Publishes empty batches until `done` holds (the slow-joiner wait), then waits until
+    /// the subscriber has applied every one sent.
+    async fn pump(
+        &mut self,
+        engine: &mut FakeEngine,
+        variant: &str,
+        what: &str,
+        done: impl Fn(&Self) -> bool,
+    ) {
         let deadline = Instant::now() + WAIT;
         let mut last = 0;
-        while self.next_seq() == 0 {
-            assert!(Instant::now() < deadline, "subscriber never joined");
+        loop {
+            self.drain();
+            if done(self) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "timed out pumping for {what}");
             last = engine.publish(&fixture(variant, "empty")).await;
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        self.wait_until("the warm-up batches", |g| g.next_seq() > last)
+        self.wait_until("the pumped batches", |g| g.next_seq() > last)
+            .await;
+    }
+
+    /// Waits until the subscriber receives batches.
+    async fn join(&mut self, engine: &mut FakeEngine, variant: &str) {
+        self.pump(engine, variant, "the first batch", |g| g.next_seq() > 0)
             .await;
     }
 
@@ -370,4 +276,28 @@ async fn without_a_replay_endpoint_a_gap_drops_the_replica() {
     assert!(engine.requests().is_empty());
     let counts = gw.stop().await;
     assert_eq!((counts.gaps, counts.drops, counts.replays), (1, 1, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publisher_restart_drops_the_replica() {
+    let mut engine = FakeEngine::start(100).await;
+    let (endpoint, replay_endpoint) = (engine.endpoint.clone(), engine.replay_endpoint.clone());
+    let mut gw = Gateway::start(&engine, true);
+    gw.join(&mut engine, "vllm_v2").await;
+    gw.send(&mut engine, &fixture("vllm_v2", "stored_a")).await;
+    assert_eq!(gw.matched(&hashes(1000..1032)), 2);
+
+    // The engine dies and comes back on the same ports, numbering from 0 with an empty cache.
+    engine.shutdown().await;
+    let mut engine = FakeEngine::start_at(100, &endpoint, &replay_endpoint).await;
+    gw.pump(&mut engine, "vllm_v2", "the restart", |g| {
+        g.snapshots.len() == 2 && g.next_seq() > 0
+    })
+    .await;
+    assert_eq!(gw.matched(&hashes(1000..1032)), 0, "the old cache is gone");
+    gw.send(&mut engine, &fixture("vllm_v2", "stored_c")).await;
+    assert_eq!(gw.matched(&hashes(5000..5032)), 2);
+    let counts = gw.stop().await;
+    assert_eq!(counts.drops, 1);
+    assert!(counts.connects >= 1);
 }
