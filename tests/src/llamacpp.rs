@@ -46,7 +46,10 @@ impl LlamaServer {
     /// and waits until `/health` answers 200 (the model is loaded).
     pub fn spawn(model: &str, alias: &str, extra: &[&str]) -> Result<Self> {
         let port = free_port();
-        let log = std::env::temp_dir().join(format!("warmpath-e2e-llama-{}-{port}.log", std::process::id()));
+        let log = std::env::temp_dir().join(format!(
+            "warmpath-e2e-llama-{}-{port}.log",
+            std::process::id()
+        ));
         let child = Command::new(llama_server_bin())
             .args(["-m", model, "--alias", alias, "--host", "127.0.0.1"])
             .args(["--port", &port.to_string(), "--metrics"])

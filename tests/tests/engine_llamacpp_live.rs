@@ -23,7 +23,18 @@ const ALIAS: &str = "smollm2";
 const KEY: &str = "sk-llama-test";
 
 fn servers(model: &str) -> (LlamaServer, LlamaServer) {
-    let flags = ["-np", "4", "-c", "8192", "-t", "1", "--cache-ram", "0", "-n", "8"];
+    let flags = [
+        "-np",
+        "4",
+        "-c",
+        "8192",
+        "-t",
+        "1",
+        "--cache-ram",
+        "0",
+        "-n",
+        "8",
+    ];
     (
         LlamaServer::spawn(model, ALIAS, &flags).expect("llama-server 1"),
         LlamaServer::spawn(model, ALIAS, &flags).expect("llama-server 2"),
@@ -90,7 +101,13 @@ fn run(gw: &GatewayProc, tag: &str) -> Run {
             {"role": "system", "content": system_prompt(&groups[g])},
             {"role": "user", "content": format!("Question {i}: what is rule {}?", i % 7)}]});
         let auth = format!("Bearer {KEY}");
-        let resp = post_json(&gw.addr, "/v1/chat/completions", &[("authorization", &auth)], &body).unwrap();
+        let resp = post_json(
+            &gw.addr,
+            "/v1/chat/completions",
+            &[("authorization", &auth)],
+            &body,
+        )
+        .unwrap();
         assert_eq!(resp.status, 200, "{}\n{}", resp.text(), gw.log());
         let server = resp.header("x-warmpath-replica").unwrap().to_string();
         let v = resp.json().unwrap();
@@ -98,7 +115,9 @@ fn run(gw: &GatewayProc, tag: &str) -> Run {
         if !seen.is_empty() {
             r.repeats += 1;
             r.followed += usize::from(seen.contains(&server));
-            r.cache_n += v["timings"]["cache_n"].as_u64().expect("llama-server reports timings.cache_n");
+            r.cache_n += v["timings"]["cache_n"]
+                .as_u64()
+                .expect("llama-server reports timings.cache_n");
             r.prompt += v["usage"]["prompt_tokens"].as_u64().unwrap();
         }
         seen.insert(server);
@@ -136,7 +155,9 @@ fn gateway_fronts_two_llama_servers() {
         assert!(v["plain_prompt_tokens"].as_u64().unwrap() > 0);
         assert!(v["stream_chunks"].as_u64().unwrap() >= 1);
         assert_eq!(v["stream_prompt_tokens"], v["plain_prompt_tokens"]);
-        assert!(v["replica_header"].as_str().is_some_and(|s| s.starts_with('r')));
+        assert!(v["replica_header"]
+            .as_str()
+            .is_some_and(|s| s.starts_with('r')));
 
         let r = run(&gw, "warm");
         assert!(

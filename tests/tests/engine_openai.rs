@@ -173,12 +173,21 @@ fn bad_pool_configs_are_refused_at_start_and_on_reload() {
     gw.signal("HUP");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while !gw.log().contains("reload rejected") {
-        assert!(std::time::Instant::now() < deadline, "no rejection: {}", gw.log());
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no rejection: {}",
+            gw.log()
+        );
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     assert!(gw.log().contains("pools[0].tokenizer"), "{}", gw.log());
     let body = json!({"model": MODEL, "max_tokens": 4, "prompt": "still serving"});
-    assert_eq!(post_json(&gw.addr, "/v1/completions", &[], &body).unwrap().status, 200);
+    assert_eq!(
+        post_json(&gw.addr, "/v1/completions", &[], &body)
+            .unwrap()
+            .status,
+        200
+    );
 
     // A reload that adds a second upstream to the pool registers it.
     let b = OpenAiUpstream::start(MODEL);

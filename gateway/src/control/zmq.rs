@@ -40,7 +40,11 @@ pub async fn follow_zmq(state: Arc<AppState>, r: Arc<Replica>) {
             Observation::Gap { .. } => "gap",
             Observation::NewEpoch => "new_epoch",
         };
-        sink_state.metrics.kv_events.with_label_values(&[label]).inc();
+        sink_state
+            .metrics
+            .kv_events
+            .with_label_values(&[label])
+            .inc();
     };
     tracing::info!(replica = %r.id, endpoint = %cfg.endpoint, "following the engine's KV events");
     let end = kv_events::run(cfg, mapper, sink, || gone(&r)).await;
