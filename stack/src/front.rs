@@ -5,11 +5,13 @@
 
 use crate::config::{generate_admin_key, generate_api_key, random_hex, FrontPool, StackConfig};
 use crate::console::{out, say};
-use crate::error::{log_tail, StackError};
+use crate::error::StackError;
 use crate::probe;
 use crate::procs::Proc;
 use crate::signals::{stopped, Stops};
-use crate::up::{banner, check_port, sibling, wait_gateway, UpArgs, STOP_GRACE, SUPERVISE_EVERY};
+use crate::up::{
+    banner, check_port, gateway_exited, sibling, wait_gateway, UpArgs, STOP_GRACE, SUPERVISE_EVERY,
+};
 use std::time::Duration;
 
 const ENGINES: [&str; 5] = ["vllm", "sglang", "llamacpp", "openai", "warmpath"];
@@ -101,12 +103,8 @@ pub async fn run(args: UpArgs) -> Result<(), StackError> {
             tokio::select! {
                 sig = stop.recv() => return stopped(sig),
                 _ = tokio::time::sleep(SUPERVISE_EVERY) => {
-                    if let Some(status) = gw.try_exited() {
-                        return Err(StackError::GatewayExited {
-                            status: status.to_string(),
-                            log: gw.log.clone(),
-                            tail: log_tail(&gw.log, 15),
-                        });
+                    if let Some(e) = gateway_exited(&mut gw) {
+                        return Err(e);
                     }
                 }
             }

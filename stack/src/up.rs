@@ -165,6 +165,16 @@ pub(crate) async fn wait_gateway(
     }
 }
 
+/// The error for a gateway that exited while serving, if it has.
+pub(crate) fn gateway_exited(gw: &mut Proc) -> Option<StackError> {
+    let status = gw.try_exited()?;
+    Some(StackError::GatewayExited {
+        status: status.to_string(),
+        log: gw.log.clone(),
+        tail: log_tail(&gw.log, 15),
+    })
+}
+
 /// The banner printed once everything is healthy.
 pub fn banner(cfg: &StackConfig, model: &str, n: usize, logs: &Path) -> String {
     let body = format!(
@@ -335,12 +345,8 @@ async fn start_and_serve(
         tokio::select! {
             sig = stop.recv() => return stopped(sig),
             _ = tokio::time::sleep(SUPERVISE_EVERY) => {
-                if let Some(status) = gw.try_exited() {
-                    return Err(StackError::GatewayExited {
-                        status: status.to_string(),
-                        log: gw.log.clone(),
-                        tail: log_tail(&gw.log, 15),
-                    });
+                if let Some(e) = gateway_exited(gw) {
+                    return Err(e);
                 }
                 replicas.tick(Instant::now()).await;
             }
