@@ -24,7 +24,7 @@
 //!   SGLang, llama.cpp), such as their load from their Prometheus `/metrics`.
 //! - What both read: [`config`] (the one config model), [`error`] (the one error enum and
 //!   its HTTP/OpenAI mapping), [`body`] (what the gateway reads from bodies), [`tokenize`]
-//!   (cached, replica-identical tokenization), [`headers`], [`trace`]; [`engines`]: what
+//!   (cached, replica-identical tokenization), [`headers`], [`trace`]; [`encoder`]: tokens or text units per checkpoint; [`engines`]: what
 //!   fronting vLLM, SGLang, llama.cpp or any OpenAI server needs (tokenizer sources,
 //!   their metrics and KV events).
 //! - The admin listener: [`admin`] and the routing [`dashboard`]; [`logging`]; [`server`]
@@ -35,6 +35,7 @@ pub mod body;
 pub mod config;
 pub mod control;
 pub mod dashboard;
+pub mod encoder;
 pub mod engines;
 pub mod error;
 #[doc(hidden)]

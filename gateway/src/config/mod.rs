@@ -2,10 +2,11 @@
 //! [`Config::validate`], whose errors name the offending key.
 //!
 //! # Layout
-//! - [`model`]: the model, its defaults and its validation.
+//! - [`model`]: the model, its defaults and its validation; [`error`]: its error type.
 //! - [`pools`]: upstream pools of other engines (vLLM, SGLang, llama.cpp, OpenAI).
 //! - [`overrides`]: the command line on top of the file; [`load`].
 
+pub mod error;
 pub mod model;
 pub mod overrides;
 pub mod pools;

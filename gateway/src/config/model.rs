@@ -16,29 +16,7 @@ pub const MAX_HEADERS_CEILING: usize = 256;
 /// Pingora refuses a head of more than 1 MiB with its own bare 400.
 pub const MAX_HEADER_BYTES_CEILING: usize = 1024 * 1024;
 
-/// A configuration error naming the key at fault.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// The file could not be read.
-    #[error("cannot read config {path}: {source}")]
-    Read {
-        /// Path given.
-        path: String,
-        /// Cause.
-        source: std::io::Error,
-    },
-    /// The YAML did not parse or has unknown keys.
-    #[error("invalid config: {0}")]
-    Parse(String),
-    /// A value is out of range.
-    #[error("invalid config key `{key}`: {reason}")]
-    Invalid {
-        /// Dotted key path.
-        key: String,
-        /// Why.
-        reason: String,
-    },
-}
+pub use super::error::ConfigError;
 
 fn invalid(key: impl Into<String>, reason: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {

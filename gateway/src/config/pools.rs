@@ -20,7 +20,7 @@
 //! The top-level `replicas:` list is shorthand for upstreams of engine `warmpath`, which
 //! publish their tokenizer, KV events and load themselves.
 
-use super::model::ConfigError;
+use super::error::ConfigError;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -106,6 +106,33 @@ impl TryFrom<serde_yaml::Value> for TokenizerSource {
             }
             _ => Err(SHAPES.to_string()),
         }
+    }
+}
+
+impl TokenizerSource {
+    /// The same source as `warmpath-text` names it (`None` for `none`).
+    pub fn to_text_source(&self) -> Option<warmpath_text::TokenizerSource> {
+        match self {
+            TokenizerSource::None => None,
+            TokenizerSource::Gguf(path) => Some(warmpath_text::TokenizerSource::Gguf(path.clone())),
+            TokenizerSource::Hf(files) => Some(warmpath_text::TokenizerSource::HuggingFace {
+                tokenizer: files.tokenizer.clone(),
+                template: files.template.clone(),
+            }),
+        }
+    }
+
+    /// Reads the files and builds the tokenizer, as registration will (config validation,
+    /// at start and on every reload); the error names the file.
+    pub fn check(&self) -> Result<(), String> {
+        let Some(source) = self.to_text_source() else {
+            return Ok(());
+        };
+        if let Some(loaded) = source.load().map_err(|e| e.to_string())? {
+            warmpath_text::ChatTokenizer::from_spec(&loaded.spec)
+                .map_err(|e| format!("the tokenizer does not build: {e}"))?;
+        }
+        Ok(())
     }
 }
 
@@ -316,8 +343,9 @@ impl PoolConfig {
                 "a warmpath replica publishes its own tokenizer: leave `tokenizer` out",
             ));
         }
-        crate::engines::tokenizer::check(&self.tokenizer)
-            .map_err(|e| invalid(format!("{key}.tokenizer"), e.to_string()))?;
+        self.tokenizer
+            .check()
+            .map_err(|e| invalid(format!("{key}.tokenizer"), e))?;
         Ok(())
     }
 }

@@ -4,7 +4,7 @@
 //! capacity) from the pool's config.
 
 use super::client;
-use super::register::RegisterError;
+use super::register_error::RegisterError;
 use crate::config::{Engine, Target, TokenizerConfig};
 use crate::replicas::{Registry, Replica, ReplicaAddr, UpstreamMeta};
 use router_policy::{BlockSize, CheckpointId};

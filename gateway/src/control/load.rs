@@ -4,7 +4,6 @@
 //! report, so the policies see only the gateway's own in-flight count for it.
 
 use super::client;
-use super::tasks::gone;
 use crate::config::Engine;
 use crate::engines::metrics::{self, MetricsDialect};
 use crate::replicas::Replica;
@@ -16,7 +15,7 @@ use warmpath_protocol::replica_api::{ReplicaLoad, PATH_LOAD};
 /// Polls a Warmpath replica's load endpoint every `load_poll_ms`.
 pub async fn poll_load(state: Arc<AppState>, r: Arc<Replica>) {
     let mut conn = client::KeptAlive::new(r.addr.clone());
-    while !gone(&r) {
+    while !r.is_removed() {
         let every = Duration::from_millis(state.config().load_poll_ms);
         match conn
             .get_json::<ReplicaLoad>(PATH_LOAD, Duration::from_secs(1))
@@ -48,7 +47,7 @@ pub async fn poll_metrics(state: Arc<AppState>, r: Arc<Replica>) {
     };
     let mut conn = client::KeptAlive::new(r.addr.clone());
     let mut warned = false;
-    while !gone(&r) {
+    while !r.is_removed() {
         let every = Duration::from_millis(state.config().load_poll_ms);
         let scraped = conn
             .get_body("/metrics", Duration::from_secs(1))

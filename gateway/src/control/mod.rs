@@ -17,6 +17,7 @@ pub mod engine;
 pub mod load;
 pub mod probe;
 pub mod register;
+pub mod register_error;
 pub mod reload;
 pub mod tasks;
 pub mod zmq;

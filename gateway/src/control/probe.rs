@@ -9,7 +9,6 @@
 //! or ejected, to prove it can generate before it is re-admitted.
 
 use super::client;
-use super::tasks::gone;
 use crate::replicas::Replica;
 use crate::state::AppState;
 use std::sync::Arc;
@@ -21,10 +20,10 @@ pub async fn probe(state: Arc<AppState>, r: Arc<Replica>) {
         "model": r.info.model, "prompt": "ping", "max_tokens": 1, "temperature": 0.0, "stream": false,
     })
     .to_string();
-    while !gone(&r) {
+    while !r.is_removed() {
         let cfg = state.config();
         tokio::time::sleep(Duration::from_millis(cfg.health.probe_interval_ms)).await;
-        if gone(&r) {
+        if r.is_removed() {
             return;
         }
         let deadline = Duration::from_millis(cfg.health.probe_timeout_ms);

@@ -2,56 +2,20 @@
 //! plane, or an engine pool's config through [`super::engine`]), add it to the replica set
 //! and start following it; remove it again; retry a configured upstream until it answers.
 
-use super::client::{self, ClientError};
+use super::client;
 use super::tasks;
 use crate::config::{Engine, Target, TokenizerConfig};
-use crate::replicas::{InsertError, Registry, Replica, ReplicaAddr};
+use crate::encoder::PromptEncoder;
+use crate::replicas::{Registry, Replica, ReplicaAddr};
 use crate::state::AppState;
-use crate::tokenize::{CachedTokenizer, PromptEncoder};
+use crate::tokenize::CachedTokenizer;
 use router_policy::ReplicaId;
 use std::sync::Arc;
 use std::time::Duration;
 use warmpath_protocol::replica_api::{ReplicaInfo, PATH_INFO, PATH_TOKENIZER};
 use warmpath_text::TokenizerSpec;
 
-/// Registration failure.
-#[derive(Debug, thiserror::Error)]
-pub enum RegisterError {
-    /// Bad URL, or one that does not make a valid header value.
-    #[error("{0}")]
-    Url(String),
-    /// Discovery request failed.
-    #[error("cannot reach {url}{path}: {source}")]
-    Discovery {
-        /// Replica URL.
-        url: String,
-        /// Endpoint.
-        path: &'static str,
-        /// Cause.
-        source: ClientError,
-    },
-    /// The replica hashes with another scheme version.
-    #[error("replica {0} uses hash scheme {1}, the gateway uses {2}")]
-    Scheme(String, u32, u32),
-    /// The tokenizer spec does not build.
-    #[error("replica {0} tokenizer: {1}")]
-    Tokenizer(String, String),
-    /// Already registered.
-    #[error("replica {0} is already registered")]
-    Duplicate(String),
-    /// An engine upstream lists no model and its pool names none.
-    #[error("{0}: GET /v1/models lists no model and the pool names none")]
-    Models(String),
-}
-
-impl From<InsertError> for RegisterError {
-    fn from(e: InsertError) -> Self {
-        match e {
-            InsertError::Url(u) => Self::Url(u),
-            InsertError::Duplicate(u) => Self::Duplicate(u),
-        }
-    }
-}
+pub use super::register_error::RegisterError;
 
 /// Discovers a replica's info and tokenizer and adds it to `registry` (the caller starts
 /// its background tasks).

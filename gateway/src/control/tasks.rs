@@ -31,8 +31,7 @@ pub fn spawn_all(state: &Arc<AppState>, r: Arc<Replica>) {
     state.control.spawn(super::probe::probe(state.clone(), r));
 }
 
-/// Whether `r` left the replica set (its tasks stop).
-pub(super) fn gone(r: &Replica) -> bool {
+fn gone(r: &Replica) -> bool {
     r.removed.load(Ordering::Acquire)
 }
 

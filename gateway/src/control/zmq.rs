@@ -3,7 +3,6 @@
 //! the pool checkpoint's unsalted namespace and fed to the precise index, exactly as a
 //! Warmpath replica's own event stream is.
 
-use super::tasks::gone;
 use crate::engines::kv_events::{self, ZmqEventsConfig};
 use crate::replicas::Replica;
 use crate::state::AppState;
@@ -47,6 +46,6 @@ pub async fn follow_zmq(state: Arc<AppState>, r: Arc<Replica>) {
             .inc();
     };
     tracing::info!(replica = %r.id, endpoint = %cfg.endpoint, "following the engine's KV events");
-    let end = kv_events::run(cfg, mapper, sink, || gone(&r)).await;
+    let end = kv_events::run(cfg, mapper, sink, || r.is_removed()).await;
     tracing::info!(replica = %r.id, counters = ?end, "KV event subscriber stopped");
 }

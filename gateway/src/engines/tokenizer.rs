@@ -2,7 +2,8 @@
 //! Face `tokenizer.json` plus chat template, or none (text units).
 
 use crate::config::{TokenizerConfig, TokenizerSource};
-use crate::tokenize::{CachedTokenizer, PromptEncoder};
+use crate::encoder::PromptEncoder;
+use crate::tokenize::CachedTokenizer;
 use warmpath_text::TokenizerSpec;
 
 /// Why a pool's tokenizer could not be built; the message names the file.
@@ -13,28 +14,13 @@ pub struct TokenizerLoadError(String);
 /// The tokenizer spec a source describes (`None` for `tokenizer: none`), read by
 /// `warmpath-text` from the local files (a GGUF file's metadata only, never its weights).
 pub fn spec(source: &TokenizerSource) -> Result<Option<TokenizerSpec>, TokenizerLoadError> {
-    let text_source = match source {
-        TokenizerSource::None => return Ok(None),
-        TokenizerSource::Gguf(path) => warmpath_text::TokenizerSource::Gguf(path.clone()),
-        TokenizerSource::Hf(files) => warmpath_text::TokenizerSource::HuggingFace {
-            tokenizer: files.tokenizer.clone(),
-            template: files.template.clone(),
-        },
+    let Some(text_source) = source.to_text_source() else {
+        return Ok(None);
     };
     text_source
         .load()
         .map(|loaded| loaded.map(|l| l.spec))
         .map_err(|e| TokenizerLoadError(e.to_string()))
-}
-
-/// Checks that a source builds a working tokenizer (config validation, at start and on
-/// every reload).
-pub fn check(source: &TokenizerSource) -> Result<(), TokenizerLoadError> {
-    if let Some(s) = spec(source)? {
-        warmpath_text::ChatTokenizer::from_spec(&s)
-            .map_err(|e| TokenizerLoadError(format!("the tokenizer does not build: {e}")))?;
-    }
-    Ok(())
 }
 
 /// The prompt encoder of a pool.

@@ -3,8 +3,8 @@
 
 use super::addr::ReplicaAddr;
 use super::replica::{InsertError, Replica, UpstreamMeta};
+use crate::encoder::PromptEncoder;
 use crate::routing::Router;
-use crate::tokenize::PromptEncoder;
 use parking_lot::{Mutex, RwLock};
 use router_policy::{CheckpointId, ReplicaId};
 use std::collections::HashMap;

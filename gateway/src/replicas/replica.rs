@@ -4,7 +4,7 @@
 use super::addr::ReplicaAddr;
 use super::health::HealthState;
 use crate::config::{Engine, KvEventsEndpoint};
-use crate::tokenize::PromptEncoder;
+use crate::encoder::PromptEncoder;
 use http::HeaderValue;
 use parking_lot::Mutex;
 use router_policy::{Health, ReplicaId, ReplicaSnapshot};
@@ -115,6 +115,11 @@ impl Replica {
             draining: AtomicBool::new(false),
             removed: AtomicBool::new(false),
         })
+    }
+
+    /// Whether it left the replica set (its background tasks stop).
+    pub fn is_removed(&self) -> bool {
+        self.removed.load(Ordering::Acquire)
     }
 
     /// Whether it serves `model` (any of its names).

@@ -14,11 +14,9 @@
 //! replica's `ChatTokenizer::encode_chat` (see `warmpath_text`'s `literal` module).
 
 mod chat_text;
-mod encoder;
 mod skeleton;
 
 pub use chat_text::ChatText;
-pub use encoder::PromptEncoder;
 
 pub use skeleton::SKELETON_MIN_BYTES;
 use skeleton::{straddles, Frame, Part, Skeleton};

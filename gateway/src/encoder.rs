@@ -2,7 +2,7 @@
 //! tokenizer, or, for an engine whose tokenizer the gateway does not have, text units
 //! (`router_policy::text_units`: the rendered prompt's bytes, four per unit).
 
-use super::{CachedTokenizer, ChatText};
+use crate::tokenize::{CachedTokenizer, ChatText};
 use router_policy::{text_units, TokenId};
 use warmpath_text::TextError;
 
