@@ -65,7 +65,12 @@ impl ProxyHttp for Gateway {
             ctx.continue_trace(t);
         }
         match request::run(&self.state, session, ctx).await? {
-            Verdict::Forward => Ok(false),
+            Verdict::Forward => {
+                if let Some(d) = DeadlineStream::of(session) {
+                    d.body_read();
+                }
+                Ok(false)
+            }
             Verdict::Answered(status) => {
                 ctx.seen.status = status;
                 Ok(true)

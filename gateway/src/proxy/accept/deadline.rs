@@ -23,8 +23,16 @@
 //! for at most [`DRAIN_MS`] (so that the client sees the answer rather than a reset); then
 //! the read fails and Pingora drops the connection without an answer of its own.
 //!
+//! Pipelining. Once a request has been read whole and is being answered
+//! ([`DeadlineStream::body_read`]), Pingora keeps reading the connection only to notice a
+//! client that goes away, and fails the request if a byte arrives ("sent data after end of
+//! body"): a client that pipelines its next request would get a 502 for the first. So in
+//! that phase the wrapper holds back what arrives (at most [`PIPELINE_BYTES`]; more fails
+//! the read) and gives Pingora only the end of the connection; the held bytes are the start
+//! of the next request, read once this one has been logged.
+//!
 //! The gateway serves plaintext HTTP/1.1 only (no h2c), so each connection carries one
-//! request at a time and the two hooks see every one.
+//! request at a time and the hooks see every one.
 
 use super::answer;
 use super::head::{HeadLimits, HeadScanner, Verdict};
@@ -43,6 +51,10 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 const OFF: u64 = 0;
 /// Between requests: the clock starts at the next byte.
 const WAITING: u64 = u64::MAX;
+/// A request is being answered: what arrives is held back for the next one.
+const HELD: u64 = u64::MAX - 1;
+/// The most bytes of pipelined requests held back while one is answered.
+pub const PIPELINE_BYTES: usize = 64 * 1024;
 /// After a 431, the most bytes read and dropped before the connection is closed.
 pub const DRAIN_BYTES: usize = 64 * 1024;
 /// After a 431, the longest wait for the client to stop sending.
@@ -80,6 +92,10 @@ pub struct DeadlineStream {
     head: HeadScanner,
     head_limits: HeadLimits,
     refusal: Option<Refusal>,
+    /// Pipelined bytes held back while a request was answered, not yet given to Pingora.
+    early: Vec<u8>,
+    /// The client closed its side after pipelining (`early` is the rest of the connection).
+    early_eof: bool,
 }
 
 impl DeadlineStream {
@@ -99,6 +115,8 @@ impl DeadlineStream {
             head: HeadScanner::new(),
             head_limits: limits.head,
             refusal: None,
+            early: Vec::new(),
+            early_eof: false,
         }
     }
 
@@ -110,6 +128,12 @@ impl DeadlineStream {
     /// The header is complete: no deadline until the next request.
     pub fn header_read(&self) {
         self.deadline.store(OFF, Ordering::Relaxed);
+    }
+
+    /// The request body has been read whole and the request is being answered: what the
+    /// client sends now is held back (see the module docs).
+    pub fn body_read(&self) {
+        self.deadline.store(HELD, Ordering::Relaxed);
     }
 
     /// The request is done: the next one's clock starts at its first byte.
@@ -181,6 +205,53 @@ impl DeadlineStream {
         Poll::Ready(Err(done()))
     }
 
+    /// While a request is answered: holds back what arrives; ends only with the connection
+    /// (an end with nothing held) or an error.
+    fn poll_held(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.early_eof {
+            return Poll::Pending;
+        }
+        let mut scratch = [0u8; 4096];
+        loop {
+            let mut rb = ReadBuf::new(&mut scratch);
+            match Pin::new(&mut self.inner).poll_read(cx, &mut rb) {
+                Poll::Ready(Ok(())) if rb.filled().is_empty() => {
+                    if self.early.is_empty() {
+                        return Poll::Ready(Ok(()));
+                    }
+                    // The next request is complete as far as the client goes; it is
+                    // read after this one, and the end after it.
+                    self.early_eof = true;
+                    return Poll::Pending;
+                }
+                Poll::Ready(Ok(())) => {
+                    if self.early.len() + rb.filled().len() > PIPELINE_BYTES {
+                        return Poll::Ready(Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            format!("more than {PIPELINE_BYTES} bytes pipelined"),
+                        )));
+                    }
+                    self.early.extend_from_slice(rb.filled());
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// The next bytes of the connection: the held-back ones first.
+    fn poll_source(&mut self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        if self.early.is_empty() {
+            if self.early_eof {
+                return Poll::Ready(Ok(()));
+            }
+            return Pin::new(&mut self.inner).poll_read(cx, buf);
+        }
+        let n = self.early.len().min(buf.remaining());
+        buf.put_slice(&self.early[..n]);
+        self.early.drain(..n);
+        Poll::Ready(Ok(()))
+    }
+
     fn timed_out(&self) -> io::Error {
         io::Error::new(
             io::ErrorKind::TimedOut,
@@ -200,14 +271,17 @@ impl AsyncRead for DeadlineStream {
             return this.poll_refusal(cx);
         }
         let deadline = this.deadline.load(Ordering::Relaxed);
+        if deadline == HELD {
+            return this.poll_held(cx);
+        }
         if deadline == OFF {
-            return Pin::new(&mut this.inner).poll_read(cx, buf);
+            return this.poll_source(cx, buf);
         }
         if deadline != WAITING && this.now_ms() >= deadline {
             return Poll::Ready(Err(this.timed_out()));
         }
         let before = buf.filled().len();
-        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+        match this.poll_source(cx, buf) {
             Poll::Ready(Ok(())) => {
                 if buf.filled().len() == before {
                     return Poll::Ready(Ok(()));

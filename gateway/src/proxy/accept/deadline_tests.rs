@@ -101,3 +101,52 @@ async fn a_head_within_bounds_and_its_body_pass_untouched() {
     assert!(all_sent && answer.is_empty(), "{answer}");
     assert_eq!(server.await.unwrap(), n, "the body is not counted as head");
 }
+
+/// A request whose body is read while the client pipelines the next one: Pingora's idle
+/// read (one byte) must not see the pipelined bytes while the first request is answered;
+/// they are the next request's, read after it is logged.
+#[tokio::test]
+async fn pipelined_bytes_are_held_while_a_request_is_answered() {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    let (tcp, _) = l.accept().await.unwrap();
+    let inner: Stream = Box::new(pingora_core::protocols::l4::stream::Stream::from(tcp));
+    let mut s = DeadlineStream::new(inner, LIMITS);
+    let first = b"POST / HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}";
+    c.write_all(first).await.unwrap();
+    let mut got = vec![0u8; first.len()];
+    s.read_exact(&mut got).await.unwrap();
+    s.header_read();
+    s.body_read();
+    let next = b"GET /health HTTP/1.1\r\nConnection: close\r\n\r\n";
+    c.write_all(next).await.unwrap();
+    c.shutdown().await.unwrap();
+    let mut one = [0u8; 1];
+    let idle = tokio::time::timeout(Duration::from_millis(300), s.read(&mut one)).await;
+    assert!(idle.is_err(), "the idle read waits: {idle:?}");
+    s.expect_next_request();
+    let mut rest = Vec::new();
+    s.read_to_end(&mut rest).await.unwrap();
+    assert_eq!(rest, next, "the next request, whole, then the end");
+}
+
+/// With nothing pipelined, a client that goes away while its request is answered is seen.
+#[tokio::test]
+async fn a_client_gone_while_answered_is_seen() {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let c = TcpStream::connect(addr).await.unwrap();
+    let (tcp, _) = l.accept().await.unwrap();
+    let inner: Stream = Box::new(pingora_core::protocols::l4::stream::Stream::from(tcp));
+    let mut s = DeadlineStream::new(inner, LIMITS);
+    s.header_read();
+    s.body_read();
+    drop(c);
+    let mut one = [0u8; 1];
+    let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut one))
+        .await
+        .expect("the end is seen")
+        .unwrap();
+    assert_eq!(n, 0);
+}
