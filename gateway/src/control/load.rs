@@ -47,6 +47,7 @@ pub async fn poll_metrics(state: Arc<AppState>, r: Arc<Replica>) {
     };
     let mut conn = client::KeptAlive::new(r.addr.clone());
     let mut warned = false;
+    let mut rate = metrics::PrefillRate::default();
     while !r.is_removed() {
         let every = Duration::from_millis(state.config().load_poll_ms);
         let scraped = conn
@@ -59,7 +60,9 @@ pub async fn poll_metrics(state: Arc<AppState>, r: Arc<Replica>) {
             });
         match scraped {
             Ok(load) => {
-                *r.load.lock() = load.to_replica_load(r.info.block_size, r.info.capacity_blocks);
+                let per_s = rate.update(load.prefill);
+                *r.load.lock() =
+                    load.to_replica_load(r.info.block_size, r.info.capacity_blocks, per_s);
                 warned = false;
             }
             Err(e) => {

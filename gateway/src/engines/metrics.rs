@@ -14,6 +14,7 @@
 //! | KV capacity | `vllm:cache_config_info` labels `num_gpu_blocks` × `block_size` | `sglang:max_total_num_tokens` | none |
 //! | prompt tokens | `vllm:prompt_tokens_total` | `sglang:prompt_tokens_total` | `llamacpp:prompt_tokens_total` + `llamacpp:prompt_tokens_cached_total` |
 //! | cached prompt tokens | `vllm:prefix_cache_hits_total` | `sglang:cached_tokens_total` | `llamacpp:prompt_tokens_cached_total` |
+//! | prefill seconds | not read (a histogram) | none | `llamacpp:prompt_seconds_total` |
 //!
 //! Both vLLM usage gauges are fractions despite `_perc` ("1 means 100 percent usage").
 //! llama.cpp's `prompt_tokens_total` leaves out tokens reused from the cache, so the prompt
@@ -35,7 +36,7 @@ mod scrape;
 mod tests;
 
 pub use error::MetricsError;
-pub use load::{EngineLoad, Missing, RATIO_SCALE_BLOCKS};
+pub use load::{EngineLoad, Missing, PrefillCounters, PrefillRate, RATIO_SCALE_BLOCKS};
 use scrape::{Found, Scrape};
 
 /// Which engine's metric names to read.
@@ -107,6 +108,7 @@ impl Reader<'_> {
             kv_capacity_tokens,
             prompt_tokens_total,
             cached_prompt_tokens_total,
+            prefill: None,
             missing: Vec::new(),
         }))
     }
@@ -128,6 +130,7 @@ impl Reader<'_> {
             kv_capacity_tokens,
             prompt_tokens_total,
             cached_prompt_tokens_total,
+            prefill: None,
             missing: Vec::new(),
         }))
     }
@@ -162,6 +165,10 @@ impl Reader<'_> {
             }
             (None, _) => None,
         };
+        let seconds = self.counter("prefill", "llamacpp:prompt_seconds_total");
+        let prefill = computed
+            .zip(seconds)
+            .map(|(tokens, seconds)| PrefillCounters { tokens, seconds });
         Ok(self.finish(EngineLoad {
             running,
             waiting,
@@ -169,6 +176,7 @@ impl Reader<'_> {
             kv_capacity_tokens: None,
             prompt_tokens_total,
             cached_prompt_tokens_total: cached,
+            prefill,
             missing: Vec::new(),
         }))
     }

@@ -12,8 +12,13 @@
 //! With no usage (llama.cpp) both stay 0, "unknown": the snapshot falls back to the registered
 //! capacity and sees no blocks in use.
 //!
-//! Engines do not report prompt tokens still to prefill, throughputs or steps: those stay 0,
-//! which the policies read as unknown (they use their defaults).
+//! Engines do not report prompt tokens still to prefill, decode throughput or steps: those
+//! stay 0, which the policies read as unknown (they use their defaults). The prefill rate
+//! comes from the engine's prefill counters where it has them (llama.cpp: prompt tokens
+//! computed and the seconds spent on them), over the window between two scrapes
+//! ([`PrefillRate`]). It is the speed of one request's prefill as the engine times it: with
+//! several prompts prefilled in one batch each is timed whole, so the rate reads low and
+//! `warm` sees queues as longer than they are (it spreads sooner), never shorter.
 
 use router_policy::BlockSize;
 use std::fmt;
@@ -49,6 +54,9 @@ pub struct EngineLoad {
     pub prompt_tokens_total: Option<f64>,
     /// Prompt tokens served from the prefix cache since the engine started (a counter).
     pub cached_prompt_tokens_total: Option<f64>,
+    /// Prompt tokens computed (not reused) and the seconds spent computing them since the
+    /// engine started (counters), where the engine times its prefills.
+    pub prefill: Option<PrefillCounters>,
     /// Fields left at 0 or `None`, and why.
     pub missing: Vec<Missing>,
 }
@@ -60,7 +68,13 @@ impl EngineLoad {
     /// The load in the policies' terms. `block_size`: tokens per block of the gateway's
     /// hashing; `registered_blocks`: the replica's capacity as registered
     /// (`ReplicaInfo::capacity_blocks`), 0 when unknown.
-    pub fn to_replica_load(&self, block_size: BlockSize, registered_blocks: u64) -> ReplicaLoad {
+    /// `prefill_tokens_per_s`: the rate [`PrefillRate`] measured, 0 when unknown.
+    pub fn to_replica_load(
+        &self,
+        block_size: BlockSize,
+        registered_blocks: u64,
+        prefill_tokens_per_s: f64,
+    ) -> ReplicaLoad {
         let (kv_used_blocks, kv_total_blocks) = match self.kv_usage {
             Some(usage) => {
                 let total = self.capacity_blocks(block_size, registered_blocks);
@@ -75,7 +89,7 @@ impl EngineLoad {
             queued_prefill_tokens: 0,
             kv_used_blocks,
             kv_total_blocks,
-            prefill_tokens_per_s: 0.0,
+            prefill_tokens_per_s,
             decode_tokens_per_s: 0.0,
             steps: 0,
         }
@@ -90,5 +104,56 @@ impl EngineLoad {
             .filter(|&blocks| blocks > 0)
             .or((registered_blocks > 0).then_some(registered_blocks))
             .unwrap_or(RATIO_SCALE_BLOCKS)
+    }
+}
+
+/// An engine's prefill counters: prompt tokens computed and seconds spent computing them.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PrefillCounters {
+    /// Prompt tokens computed (cache hits left out).
+    pub tokens: f64,
+    /// Seconds spent prefilling them.
+    pub seconds: f64,
+}
+
+/// Less prefill time than this between two scrapes keeps the previous rate.
+const MIN_WINDOW_S: f64 = 0.05;
+
+/// One engine's prefill rate, from its counters scrape after scrape: over the window between
+/// the last two scrapes that saw prefill work, else the engine's lifetime average; an engine
+/// restart (a counter going back) starts over.
+#[derive(Clone, Debug, Default)]
+pub struct PrefillRate {
+    last: Option<PrefillCounters>,
+    rate: f64,
+}
+
+impl PrefillRate {
+    /// Takes a scrape's counters (`None`: the engine does not time its prefills); returns
+    /// the rate in tokens per second, 0 when unknown.
+    pub fn update(&mut self, now: Option<PrefillCounters>) -> f64 {
+        let Some(now) = now else {
+            *self = Self::default();
+            return 0.0;
+        };
+        match self.last {
+            Some(l) if now.tokens >= l.tokens && now.seconds >= l.seconds => {
+                // Too little prefill time since the window opened: it stays open.
+                if now.seconds - l.seconds >= MIN_WINDOW_S {
+                    self.rate = (now.tokens - l.tokens) / (now.seconds - l.seconds);
+                    self.last = Some(now);
+                }
+            }
+            // The first scrape, or the engine restarted.
+            _ => {
+                self.rate = if now.seconds >= MIN_WINDOW_S {
+                    now.tokens / now.seconds
+                } else {
+                    0.0
+                };
+                self.last = Some(now);
+            }
+        }
+        self.rate
     }
 }

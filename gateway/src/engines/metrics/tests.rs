@@ -111,6 +111,31 @@ fn llamacpp_captured_page() {
     // (values of this capture; a new capture changes them).
     assert!(close(l.cached_prompt_tokens_total, 36.0));
     assert!(close(l.prompt_tokens_total, 74.0));
+    // 38 tokens computed in 0.659555 s.
+    let p = l.prefill.expect("llama.cpp times its prefills");
+    assert_eq!((p.tokens, p.seconds), (38.0, 0.659555));
+    assert!((PrefillRate::default().update(l.prefill) - 38.0 / 0.659555).abs() < 1e-9);
+}
+
+#[test]
+fn the_prefill_rate_is_the_window_between_scrapes() {
+    let c = |tokens, seconds| Some(PrefillCounters { tokens, seconds });
+    let near = |got: f64, want: f64| assert!((got - want).abs() < 1e-6, "{got} != {want}");
+    let mut r = PrefillRate::default();
+    // Lifetime average first: 1000 tokens in 2 s.
+    near(r.update(c(1000.0, 2.0)), 500.0);
+    // Then the window: 300 more tokens in 0.5 s.
+    near(r.update(c(1300.0, 2.5)), 600.0);
+    // Idle scrapes (no prefill time) keep the rate, and the window stays open
+    // until enough prefill time has passed: 20 tokens in 0.01 s is not a measure.
+    near(r.update(c(1300.0, 2.5)), 600.0);
+    near(r.update(c(1320.0, 2.51)), 600.0);
+    near(r.update(c(1400.0, 2.7)), 500.0);
+    // A restart (counters back to small values) starts over.
+    near(r.update(c(10.0, 0.01)), 0.0);
+    near(r.update(c(110.0, 0.26)), 400.0);
+    // An engine that stops timing its prefills has no rate.
+    near(r.update(None), 0.0);
 }
 
 #[test]
@@ -125,7 +150,8 @@ fn llamacpp_without_the_cached_counter_has_no_prompt_total() {
         [
             "kv_capacity_tokens",
             "cached_prompt_tokens_total",
-            "prompt_tokens_total"
+            "prompt_tokens_total",
+            "prefill"
         ]
     );
 }
@@ -218,21 +244,21 @@ fn text_that_is_not_prometheus_format_is_an_error() {
 
 #[test]
 fn replica_load_uses_the_engines_capacity_in_gateway_blocks() {
-    let r = load(MetricsDialect::Vllm, VLLM).to_replica_load(BlockSize(16), 1000);
+    let r = load(MetricsDialect::Vllm, VLLM).to_replica_load(BlockSize(16), 1000, 0.0);
     assert_eq!((r.running, r.waiting), (5, 1));
     assert_eq!(r.kv_total_blocks, 2 * 27_514);
     assert_eq!(r.kv_used_blocks, (0.30_f64 * 55_028.0).round() as u64);
     // In 64-token blocks the same capacity is a quarter of the blocks.
-    let r64 = load(MetricsDialect::Vllm, VLLM).to_replica_load(BlockSize(64), 1000);
+    let r64 = load(MetricsDialect::Vllm, VLLM).to_replica_load(BlockSize(64), 1000, 0.0);
     assert_eq!(r64.kv_total_blocks, 2 * 27_514 / 4);
 }
 
 #[test]
 fn replica_load_falls_back_to_the_registered_capacity_then_the_ratio_scale() {
     let sglang = load(MetricsDialect::Sglang, SGLANG);
-    let r = sglang.to_replica_load(BlockSize(16), 5000);
+    let r = sglang.to_replica_load(BlockSize(16), 5000, 0.0);
     assert_eq!((r.kv_used_blocks, r.kv_total_blocks), (1400, 5000));
-    let r = sglang.to_replica_load(BlockSize(16), 0);
+    let r = sglang.to_replica_load(BlockSize(16), 0, 0.0);
     assert_eq!(r.kv_total_blocks, RATIO_SCALE_BLOCKS);
     assert_eq!(r.kv_used_blocks, 2800);
     assert_eq!(r.queued_prefill_tokens, 0);
@@ -240,6 +266,6 @@ fn replica_load_falls_back_to_the_registered_capacity_then_the_ratio_scale() {
 
 #[test]
 fn replica_load_without_usage_leaves_kv_unknown() {
-    let r = load(MetricsDialect::Llamacpp, LLAMACPP).to_replica_load(BlockSize(16), 128);
+    let r = load(MetricsDialect::Llamacpp, LLAMACPP).to_replica_load(BlockSize(16), 128, 0.0);
     assert_eq!((r.kv_used_blocks, r.kv_total_blocks), (0, 0));
 }
