@@ -324,3 +324,25 @@ pub fn first_ndjson_line(addr: &str, path: &str) -> Result<String> {
         }
     }
 }
+
+/// Serves each connection `l` accepts on its own thread with `serve` until the flag
+/// `stop(shared)` is set (checked at each accept: a test double's accept loop).
+pub fn accept_loop<S: Send + Sync + 'static>(
+    l: std::net::TcpListener,
+    shared: std::sync::Arc<S>,
+    stop: fn(&S) -> &std::sync::atomic::AtomicBool,
+    serve: fn(TcpStream, &S) -> std::io::Result<()>,
+) {
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            if stop(&shared).load(std::sync::atomic::Ordering::Acquire) {
+                return;
+            }
+            let Ok(conn) = conn else { continue };
+            let s = shared.clone();
+            std::thread::spawn(move || {
+                let _ = serve(conn, &s);
+            });
+        }
+    });
+}

@@ -69,19 +69,7 @@ impl MockReplica {
             raw: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
         });
-        let s = shared.clone();
-        std::thread::spawn(move || {
-            for conn in l.incoming() {
-                if s.stop.load(Ordering::Acquire) {
-                    return;
-                }
-                let Ok(conn) = conn else { continue };
-                let s = s.clone();
-                std::thread::spawn(move || {
-                    let _ = serve(conn, &s);
-                });
-            }
-        });
+        crate::http::accept_loop(l, shared.clone(), |s| &s.stop, serve);
         Self { shared, addr }
     }
 
