@@ -88,6 +88,7 @@ YAML
   "$BIN/gateway" --config "$OUT_DIR/gateway-$1.yaml" >"$log" 2>&1 &
   PIDS+=($!)
   GATEWAY_URL=http://127.0.0.1:$port
+  ADMIN_URL=http://127.0.0.1:$admin
   wait_http "gateway $1" "$!" "$GATEWAY_URL/health" "$log"
   local t0=$SECONDS
   until curl -sf "http://127.0.0.1:$admin/admin/replicas" | python3 -c 'import json,sys; sys.exit(0 if len(json.load(sys.stdin)["replicas"]) == 2 else 1)'; do
@@ -116,6 +117,8 @@ for w in $WORKLOADS; do
       --endpoint "$GATEWAY_URL" --model smollm2 --replicas 2 --policy "$p" --quiet \
       --request-timeout 300 --json "$OUT_DIR/$w-$p.json" >"$OUT_DIR/$w-$p.log" 2>&1 ||
       { tail -n 20 "$OUT_DIR/$w-$p.log" >&2; die "loadtest run $w/$p failed"; }
+    # The gateway's last routing decisions, with each candidate's cost terms.
+    curl -sf "$ADMIN_URL/admin/decisions" >"$OUT_DIR/$w-$p-decisions.json" || true
     cleanup
   done
 done

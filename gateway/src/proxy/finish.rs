@@ -26,6 +26,14 @@ pub fn finish(state: &AppState, e: Option<&Error>, ctx: &mut RequestCtx) {
     if let Some(mut permit) = permit {
         permit.settle_at(outcome.charged_tokens, now);
     }
+    if let Some(slot) = &slot {
+        if let (Some(predicted), Some(actual)) = (
+            outcome.predicted_cached_tokens,
+            outcome.usage.and_then(|u| u.cached_tokens),
+        ) {
+            slot.replica().cache_truth.observe(predicted, actual);
+        }
+    }
     if let (Some(slot), Some(ok)) = (slot, outcome.replica_ok) {
         state.report(slot.replica(), ok);
     }

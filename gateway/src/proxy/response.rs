@@ -29,6 +29,9 @@ pub fn upstream_status(
     ctx: &mut RequestCtx,
 ) -> Result<()> {
     let status = resp.status.as_u16();
+    if let Some(slot) = &ctx.attempts.slot {
+        slot.prefill_done();
+    }
     if matches!(status, 429 | 503) {
         let wait = resp
             .headers

@@ -126,7 +126,11 @@ pub fn stamp_request(
     h.insert(headers::TRACEPARENT, ctx.trace.header_value());
     h.insert(headers::REQUEST_ID, ctx.id.header.clone());
     if let (Some(plan), Some(slot)) = (&ctx.plan, &ctx.attempts.slot) {
-        h.insert(http::header::HOST, slot.replica().host_header.clone());
+        let r = slot.replica();
+        h.insert(http::header::HOST, r.host_header.clone());
+        let predicted = u64::from(plan.predicted_cached_tokens(r));
+        let cached = r.cache_truth.expected(predicted);
+        slot.prefill_sent(u64::from(plan.prompt_tokens).saturating_sub(cached));
         let now = Instant::now();
         state
             .router

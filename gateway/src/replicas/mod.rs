@@ -11,6 +11,7 @@
 
 pub mod addr;
 pub mod health;
+pub mod pending;
 pub mod registry;
 pub mod replica;
 

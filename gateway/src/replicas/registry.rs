@@ -8,17 +8,19 @@ use crate::routing::Router;
 use parking_lot::{Mutex, RwLock};
 use router_policy::{CheckpointId, ReplicaId};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
 use warmpath_protocol::replica_api::ReplicaInfo;
 
-/// A held in-flight slot on a replica; released on drop.
+/// A held in-flight slot on a replica, with the prompt tokens it counts as pending there;
+/// released on drop.
 #[derive(Debug)]
 pub struct Slot {
     replica: Arc<Replica>,
     freed: Arc<Notify>,
+    prefill: AtomicU64,
 }
 
 impl Slot {
@@ -26,10 +28,25 @@ impl Slot {
     pub fn replica(&self) -> &Arc<Replica> {
         &self.replica
     }
+
+    /// The request went upstream with `tokens` prompt tokens to prefill: they count as
+    /// the replica's pending prefill until [`Self::prefill_done`] (or the drop).
+    pub fn prefill_sent(&self, tokens: u64) {
+        let before = self.prefill.swap(tokens, Ordering::AcqRel);
+        self.replica.pending_prefill.sub(before);
+        self.replica.pending_prefill.add(tokens);
+    }
+
+    /// The response started: the prompt is no longer pending.
+    pub fn prefill_done(&self) {
+        let n = self.prefill.swap(0, Ordering::AcqRel);
+        self.replica.pending_prefill.sub(n);
+    }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
+        self.prefill_done();
         self.replica.in_flight.fetch_sub(1, Ordering::AcqRel);
         self.freed.notify_waiters();
     }
@@ -215,6 +232,7 @@ impl Registry {
         let slot = Slot {
             replica: r.clone(),
             freed: self.freed.clone(),
+            prefill: AtomicU64::new(0),
         };
         if prev >= max {
             drop(slot);

@@ -3,6 +3,7 @@
 
 use super::addr::ReplicaAddr;
 use super::health::HealthState;
+use super::pending::{CacheTruth, PendingPrefill};
 use crate::config::{Engine, KvEventsEndpoint};
 use crate::encoder::PromptEncoder;
 use http::HeaderValue;
@@ -76,6 +77,10 @@ pub struct Replica {
     pub load: Mutex<ReplicaLoad>,
     /// Requests the gateway has in flight to it.
     pub(super) in_flight: AtomicU32,
+    /// Prompt tokens sent whose response has not started (see [`super::pending`]).
+    pub pending_prefill: PendingPrefill,
+    /// How much of the predicted cache the engine really reuses (see [`super::pending`]).
+    pub cache_truth: CacheTruth,
     /// Health / ejection state.
     pub health: Mutex<HealthState>,
     /// Draining: no new requests.
@@ -111,6 +116,8 @@ impl Replica {
             upstream,
             load: Mutex::new(ReplicaLoad::default()),
             in_flight: AtomicU32::new(0),
+            pending_prefill: PendingPrefill::default(),
+            cache_truth: CacheTruth::default(),
             health: Mutex::new(HealthState::default()),
             draining: AtomicBool::new(false),
             removed: AtomicBool::new(false),
@@ -154,7 +161,14 @@ impl Replica {
             region: self.info.region.clone(),
             running: load.running,
             waiting: load.waiting,
-            queued_prefill_tokens: load.queued_prefill_tokens,
+            // Warmpath's replica reports its queue exactly; for other engines the prompt
+            // tokens this gateway sent and that are not answered yet stand in for it.
+            queued_prefill_tokens: if self.upstream.engine == Engine::Warmpath {
+                load.queued_prefill_tokens
+            } else {
+                load.queued_prefill_tokens
+                    .max(self.pending_prefill.tokens())
+            },
             in_flight: self.in_flight(),
             kv_used_blocks: load.kv_used_blocks,
             kv_capacity_blocks: if load.kv_total_blocks > 0 {
