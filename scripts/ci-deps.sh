@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # System packages the gateway and its tests need: cmake (Pingora's build), python3 + the
-# official OpenAI SDK (the SDK e2e test), wrk and nginx (scripts/bench-gateway.sh only);
-# and cargo-deny (the dependency checks in scripts/test.sh).
+# official OpenAI SDK (the SDK e2e test), python3-venv (scripts/k8s-check.sh), wrk and
+# nginx (scripts/bench-gateway.sh only); and cargo-deny (the dependency checks in
+# scripts/test.sh).
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 SUDO=""
@@ -9,6 +10,8 @@ if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO=sudo; fi
 need=()
 command -v cmake >/dev/null || need+=(cmake)
 command -v python3 >/dev/null || need+=(python3 python3-pip)
+# A virtualenv for the Kubernetes manifest tools (scripts/k8s-check.sh).
+python3 -c 'import ensurepip' 2>/dev/null || need+=(python3-venv)
 # Debian Chromium + ChromeDriver: the dashboard browser test (tests/tests/dashboard.rs).
 command -v chromium >/dev/null || need+=(chromium)
 command -v chromedriver >/dev/null || need+=(chromium-driver)

@@ -4,8 +4,10 @@
 //! # Layout
 //! - [`model`]: the model, its defaults and its validation; [`error`]: its error type.
 //! - [`pools`]: upstream pools of other engines (vLLM, SGLang, llama.cpp, OpenAI).
+//! - [`env`]: `${NAME}` in string values, from the environment (secrets).
 //! - [`overrides`]: the command line on top of the file; [`load`].
 
+pub mod env;
 pub mod error;
 pub mod model;
 pub mod overrides;

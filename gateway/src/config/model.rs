@@ -363,9 +363,17 @@ impl Config {
         Ok(cfg)
     }
 
-    /// Parses YAML (no validation).
+    /// Parses YAML (no validation), with `${NAME}` in string values taken from the
+    /// environment ([`super::env`]).
     pub fn from_yaml(text: &str) -> Result<Config, ConfigError> {
-        serde_yaml::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))
+        let parse = |e: serde_yaml::Error| ConfigError::Parse(e.to_string());
+        if !text.contains("${") {
+            // Parsed straight from the text, errors keep their line and column.
+            return serde_yaml::from_str(text).map_err(parse);
+        }
+        let mut v: serde_yaml::Value = serde_yaml::from_str(text).map_err(parse)?;
+        super::env::expand(&mut v, &|name| std::env::var(name).ok())?;
+        serde_yaml::from_value(v).map_err(parse)
     }
 
     /// Checks ranges and cross-field rules; errors name the key.

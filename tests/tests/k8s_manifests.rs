@@ -1,0 +1,107 @@
+//! The Kubernetes manifests (`deploy/kubernetes`), checked offline: `scripts/k8s-check.sh`
+//! renders them with kustomize and validates every object against the Kubernetes API
+//! schemas; this test then reads the rendered objects and checks what ties them together:
+//! the gateway's config (from the ConfigMap, secrets from the Secret) is one the gateway
+//! accepts, it names the replica StatefulSet's pods on their Service and port, and the
+//! gateway Deployment has its fleet shape (three pods, `/ready`, a preStop, a budget).
+
+use serde::Deserialize;
+use serde_yaml::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Runs the check script on `dir`; the rendered objects, or the script's error output.
+fn check(dir: &Path) -> Result<Vec<Value>, String> {
+    let out = Command::new(root().join("scripts/k8s-check.sh"))
+        .arg(dir)
+        .output()
+        .expect("run scripts/k8s-check.sh (needs python3 with venv: scripts/ci-deps.sh)");
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    let path = String::from_utf8(out.stdout).unwrap();
+    let text = std::fs::read_to_string(path.trim()).unwrap();
+    let _ = std::fs::remove_file(path.trim());
+    Ok(serde_yaml::Deserializer::from_str(&text)
+        .map(|d| Value::deserialize(d).unwrap())
+        .collect())
+}
+
+fn object<'a>(objs: &'a [Value], kind: &str, name_prefix: &str) -> &'a Value {
+    objs.iter()
+        .find(|o| {
+            o["kind"] == kind
+                && o["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with(name_prefix))
+        })
+        .unwrap_or_else(|| panic!("no {kind} {name_prefix}"))
+}
+
+#[test]
+fn manifests_render_validate_and_fit_together() {
+    let objs = check(&root().join("deploy/kubernetes")).expect("the manifests validate");
+    assert!(objs.iter().all(|o| o["metadata"]["namespace"] == "warmpath" || o["kind"] == "Namespace"));
+
+    // The gateway's config, with the Secret's values in its environment, is accepted.
+    let secret = object(&objs, "Secret", "gateway-secrets");
+    let env = |key: &str| {
+        use base64::Engine;
+        let b64 = secret["data"][key].as_str().unwrap();
+        let raw = base64::engine::general_purpose::STANDARD.decode(b64).unwrap();
+        String::from_utf8(raw).unwrap()
+    };
+    let deployment = object(&objs, "Deployment", "gateway");
+    let pod = &deployment["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    for var in container["env"].as_sequence().unwrap() {
+        let key = var["valueFrom"]["secretKeyRef"]["key"].as_str().unwrap();
+        std::env::set_var(var["name"].as_str().unwrap(), env(key));
+    }
+    let cm = object(&objs, "ConfigMap", "gateway-config");
+    let cfg = gateway::config::Config::from_yaml(cm["data"]["gateway.yaml"].as_str().unwrap())
+        .expect("the ConfigMap's gateway.yaml parses");
+    cfg.validate().expect("the ConfigMap's gateway.yaml validates");
+    assert_eq!(cfg.auth.salt_secret, env("salt-secret"));
+
+    // It names every replica pod on the headless Service and the container's port.
+    let sts = object(&objs, "StatefulSet", "replica");
+    let service = sts["spec"]["serviceName"].as_str().unwrap();
+    let n = sts["spec"]["replicas"].as_u64().unwrap();
+    let port = sts["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"]
+        .as_u64()
+        .unwrap();
+    let want: Vec<String> = (0..n).map(|i| format!("http://replica-{i}.{service}:{port}")).collect();
+    assert_eq!(cfg.replicas, want);
+    assert_eq!(object(&objs, "Service", service)["spec"]["clusterIP"], "None");
+
+    // The fleet's shape.
+    assert_eq!(deployment["spec"]["replicas"], 3);
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/ready");
+    assert!(container["lifecycle"]["preStop"].is_mapping());
+    let grace = pod["terminationGracePeriodSeconds"].as_u64().unwrap();
+    assert!(grace > cfg.shutdown_grace_s, "the pod outlives the gateway's drain");
+    let pdb = object(&objs, "PodDisruptionBudget", "gateway");
+    assert_eq!(pdb["spec"]["selector"], deployment["spec"]["selector"]);
+}
+
+/// The validation is not a formality: a misspelt field in a copy of the manifests fails.
+#[test]
+fn an_unknown_field_fails_validation() {
+    let dir = std::env::temp_dir().join(format!("warmpath-k8s-bad-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for entry in std::fs::read_dir(root().join("deploy/kubernetes")).unwrap() {
+        let p = entry.unwrap().path();
+        let text = std::fs::read_to_string(&p).unwrap();
+        let text = text.replace("readinessProbe:", "readinesProbe:");
+        std::fs::write(dir.join(p.file_name().unwrap()), text).unwrap();
+    }
+    let err = check(&dir).expect_err("a misspelt field is refused");
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(err.contains("readinesProbe"), "{err}");
+}
