@@ -5,6 +5,8 @@
 //! accepts, it names the replica StatefulSet's pods on their Service and port, and the
 //! gateway Deployment has its fleet shape (three pods, `/ready`, a preStop, a budget).
 
+#![allow(clippy::unwrap_used)]
+
 use serde::Deserialize;
 use serde_yaml::Value;
 use std::path::{Path, PathBuf};
@@ -45,14 +47,23 @@ fn object<'a>(objs: &'a [Value], kind: &str, name_prefix: &str) -> &'a Value {
 #[test]
 fn manifests_render_validate_and_fit_together() {
     let objs = check(&root().join("deploy/kubernetes")).expect("the manifests validate");
-    assert!(objs.iter().all(|o| o["metadata"]["namespace"] == "warmpath" || o["kind"] == "Namespace"));
+    assert!(objs
+        .iter()
+        .all(|o| o["metadata"]["namespace"] == "warmpath" || o["kind"] == "Namespace"));
 
     // The gateway's config, with the Secret's values in its environment, is accepted.
     let secret = object(&objs, "Secret", "gateway-secrets");
     let env = |key: &str| {
         use base64::Engine;
-        let b64 = secret["data"][key].as_str().unwrap();
-        let raw = base64::engine::general_purpose::STANDARD.decode(b64).unwrap();
+        // kustomize wraps long values.
+        let b64: String = secret["data"][key]
+            .as_str()
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .unwrap();
         String::from_utf8(raw).unwrap()
     };
     let deployment = object(&objs, "Deployment", "gateway");
@@ -65,7 +76,8 @@ fn manifests_render_validate_and_fit_together() {
     let cm = object(&objs, "ConfigMap", "gateway-config");
     let cfg = gateway::config::Config::from_yaml(cm["data"]["gateway.yaml"].as_str().unwrap())
         .expect("the ConfigMap's gateway.yaml parses");
-    cfg.validate().expect("the ConfigMap's gateway.yaml validates");
+    cfg.validate()
+        .expect("the ConfigMap's gateway.yaml validates");
     assert_eq!(cfg.auth.salt_secret, env("salt-secret"));
 
     // It names every replica pod on the headless Service and the container's port.
@@ -75,16 +87,24 @@ fn manifests_render_validate_and_fit_together() {
     let port = sts["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"]
         .as_u64()
         .unwrap();
-    let want: Vec<String> = (0..n).map(|i| format!("http://replica-{i}.{service}:{port}")).collect();
+    let want: Vec<String> = (0..n)
+        .map(|i| format!("http://replica-{i}.{service}:{port}"))
+        .collect();
     assert_eq!(cfg.replicas, want);
-    assert_eq!(object(&objs, "Service", service)["spec"]["clusterIP"], "None");
+    assert_eq!(
+        object(&objs, "Service", service)["spec"]["clusterIP"],
+        "None"
+    );
 
     // The fleet's shape.
     assert_eq!(deployment["spec"]["replicas"], 3);
     assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/ready");
     assert!(container["lifecycle"]["preStop"].is_mapping());
     let grace = pod["terminationGracePeriodSeconds"].as_u64().unwrap();
-    assert!(grace > cfg.shutdown_grace_s, "the pod outlives the gateway's drain");
+    assert!(
+        grace > cfg.shutdown_grace_s,
+        "the pod outlives the gateway's drain"
+    );
     let pdb = object(&objs, "PodDisruptionBudget", "gateway");
     assert_eq!(pdb["spec"]["selector"], deployment["spec"]["selector"]);
 }

@@ -103,7 +103,10 @@ mod tests {
     fn names_are_replaced_in_strings_anywhere() {
         let v = run("auth: {salt_secret: \"${SALT}\"}\nlist: [\"a${EMPTY}b\", \"$${SALT}\", \"$5\"]\nn: 3\n")
             .unwrap();
-        assert_eq!(v["auth"]["salt_secret"], Value::from("s3cret: with a colon"));
+        assert_eq!(
+            v["auth"]["salt_secret"],
+            Value::from("s3cret: with a colon")
+        );
         assert_eq!(v["list"][0], Value::from("ab"));
         assert_eq!(v["list"][1], Value::from("${SALT}"));
         assert_eq!(v["list"][2], Value::from("$5"));
@@ -113,9 +116,21 @@ mod tests {
     #[test]
     fn an_unset_or_malformed_name_is_refused_naming_the_key() {
         for (yaml, key, words) in [
-            ("auth: {salt_secret: \"${NOPE}\"}", "auth.salt_secret", "NOPE is not set"),
-            ("tenants: [{id: \"${SALT\"}]", "tenants[0].id", "unterminated"),
-            ("admin: {key_sha256: \"${}\"}", "admin.key_sha256", "names no"),
+            (
+                "auth: {salt_secret: \"${NOPE}\"}",
+                "auth.salt_secret",
+                "NOPE is not set",
+            ),
+            (
+                "tenants: [{id: \"${SALT\"}]",
+                "tenants[0].id",
+                "unterminated",
+            ),
+            (
+                "admin: {key_sha256: \"${}\"}",
+                "admin.key_sha256",
+                "names no",
+            ),
         ] {
             let e = run(yaml).unwrap_err().to_string();
             assert!(e.contains(key) && e.contains(words), "{yaml}: {e}");
