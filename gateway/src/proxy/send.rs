@@ -5,6 +5,7 @@
 
 use super::ctx::RequestCtx;
 use super::upstream;
+use crate::config::Engine;
 use crate::headers;
 use crate::retry::backoff;
 use crate::state::AppState;
@@ -128,9 +129,13 @@ pub fn stamp_request(
     if let (Some(plan), Some(slot)) = (&ctx.plan, &ctx.attempts.slot) {
         let r = slot.replica();
         h.insert(http::header::HOST, r.host_header.clone());
-        let predicted = u64::from(plan.predicted_cached_tokens(r));
-        let cached = r.cache_truth.expected(predicted);
-        slot.prefill_sent(u64::from(plan.prompt_tokens).saturating_sub(cached));
+        // Warmpath's replica reports its queue exactly: only other engines need the
+        // gateway's own count (`crate::replicas::pending`), so the default path pays nothing.
+        if r.upstream.engine != Engine::Warmpath {
+            let predicted = u64::from(plan.predicted_cached_tokens(r));
+            let cached = r.cache_truth.expected(predicted);
+            slot.prefill_sent(u64::from(plan.prompt_tokens).saturating_sub(cached));
+        }
         let now = Instant::now();
         state
             .router
