@@ -6,6 +6,14 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
+# Disk: CI machines have little free disk, and one fresh-clone run filled it. About 50 test
+# binaries each carried ~90 MB of line tables (3 MB without), and incremental caches took
+# 2 GB more for a build that runs once. Both are off here; panics still name file and line.
+export CARGO_INCREMENTAL=0
+export CARGO_PROFILE_DEV_DEBUG=false
+
+df -h . | tail -1
+
 step "system packages and cargo-deny"
 scripts/ci-deps.sh
 
@@ -52,3 +60,7 @@ cargo clippy -p replica --features cuda --all-targets -- -D warnings
 # The host-checkable parts: kernels emulated on the CPU, launch geometry, weight packing,
 # block-table plans, and the probe's errors without a driver.
 cargo test -p replica --features cuda --lib --test cuda_kernels_host cuda
+
+step "disk used by this run (CI machines have little to spare)"
+du -sh target ~/.cache/warmpath 2>/dev/null || true
+df -h . | tail -1
