@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# System packages the gateway and its tests need: cmake (Pingora's build), python3 + the
+# System packages the gateway and its tests need: cmake (Pingora's build), Redis and
+# faketime (the fleet test), python3 + the
 # official OpenAI SDK (the SDK e2e test), python3-venv (scripts/k8s-check.sh), wrk and
 # nginx (scripts/bench-gateway.sh only); and cargo-deny (the dependency checks in
 # scripts/test.sh).
@@ -12,6 +13,11 @@ command -v cmake >/dev/null || need+=(cmake)
 command -v python3 >/dev/null || need+=(python3 python3-pip)
 # A virtualenv for the Kubernetes manifest tools (scripts/k8s-check.sh).
 python3 -c 'import ensurepip' 2>/dev/null || need+=(python3-venv)
+# Redis (server and redis-cli, for a single server and a 3-master Cluster) and libfaketime:
+# the gateway fleet test (tests/tests/fleet.rs).
+command -v redis-server >/dev/null || need+=(redis-server)
+command -v redis-cli >/dev/null || need+=(redis-tools)
+[ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ] || command -v faketime >/dev/null || need+=(faketime)
 # Debian Chromium + ChromeDriver: the dashboard browser test (tests/tests/dashboard.rs).
 command -v chromium >/dev/null || need+=(chromium)
 command -v chromedriver >/dev/null || need+=(chromium-driver)

@@ -47,7 +47,7 @@ cargo deny --offline --locked check bans licenses sources
 step "module cycles and layering (gateway)"
 cargo run -q -p modcycles -- gateway/src/lib.rs \
   --forbid control=proxy --forbid state=proxy --forbid replicas=proxy --forbid routing=proxy \
-  --forbid tenants=proxy --forbid metrics=proxy --forbid outcome=proxy --forbid dashboard=proxy
+  --forbid tenants=proxy --forbid fleet=proxy --forbid metrics=proxy --forbid outcome=proxy --forbid dashboard=proxy
 
 step "tests"
 cargo test --workspace --no-fail-fast

@@ -20,6 +20,8 @@
 //!   in-flight slots), [`routing`] (prefix index and policy), [`tenants`] (keys, salts,
 //!   limits), [`metrics`], [`retry`] (the retry budget and backoff); [`outcome`]: what became
 //!   of one request, the value the data plane hands the shared sinks.
+//! - [`fleet`]: state a fleet of gateways shares in Redis or a Redis Cluster (tenant
+//!   limits), with the degraded fallback when Redis is away.
 //! - [`engines`]: what the gateway reads from engines that are not Warmpath replicas (vLLM,
 //!   SGLang, llama.cpp), such as their load from their Prometheus `/metrics`.
 //! - What both read: [`config`] (the one config model), [`error`] (the one error enum and
@@ -38,6 +40,7 @@ pub mod dashboard;
 pub mod encoder;
 pub mod engines;
 pub mod error;
+pub mod fleet;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod headers;

@@ -33,6 +33,8 @@ pub struct AppState {
     pub queued: AtomicU32,
     /// Control-plane runtime (event followers, pollers, probes).
     pub control: tokio::runtime::Handle,
+    /// The fleet's shared state in Redis (`state.backend: redis`); fixed at start.
+    pub fleet: Option<Arc<crate::fleet::Fleet>>,
     started: Instant,
 }
 
@@ -60,7 +62,11 @@ impl AppState {
         let now = Instant::now();
         let metrics = Metrics::new();
         metrics.set_configured_models(configured_models(&config));
+        let fleet = (config.state.backend == crate::config::StateBackend::Redis).then(|| {
+            crate::fleet::Fleet::start(config.state.clone(), control.clone(), metrics.state.clone())
+        });
         Arc::new(Self {
+            fleet,
             config: RwLock::new(Arc::new(config)),
             tenants: RwLock::new(Arc::new(tenants)),
             registry: Registry::new(),

@@ -10,6 +10,7 @@ pub mod llamacpp;
 pub mod mock;
 pub mod openai_upstream;
 pub mod procs;
+pub mod redis;
 pub mod stats;
 
 pub use http::{HttpResponse, Sse};

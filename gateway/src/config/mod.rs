@@ -4,6 +4,7 @@
 //! # Layout
 //! - [`model`]: the model, its defaults and its validation; [`error`]: its error type.
 //! - [`pools`]: upstream pools of other engines (vLLM, SGLang, llama.cpp, OpenAI).
+//! - [`state`]: `state:`, the memory or Redis backend a gateway fleet shares.
 //! - [`env`]: `${NAME}` in string values, from the environment (secrets).
 //! - [`overrides`]: the command line on top of the file; [`load`].
 
@@ -12,7 +13,9 @@ pub mod error;
 pub mod model;
 pub mod overrides;
 pub mod pools;
+pub mod state;
 
 pub use model::*;
 pub use overrides::{load, Overrides};
 pub use pools::{Engine, KvEventsEndpoint, PoolConfig, Target, TokenizerSource};
+pub use state::{StateBackend, StateConfig};

@@ -48,6 +48,8 @@ pub struct Config {
     pub auth: AuthConfig,
     /// Tenants and their keys and limits.
     pub tenants: Vec<TenantConfig>,
+    /// Where tenant limits and keys live: this gateway's memory, or Redis for a fleet.
+    pub state: super::state::StateConfig,
     /// Request size and connection bounds.
     pub limits: RequestLimits,
     /// Admission control / load shedding.
@@ -82,6 +84,7 @@ impl Default for Config {
             policy: PolicyConfig::default(),
             auth: AuthConfig::default(),
             tenants: Vec::new(),
+            state: super::state::StateConfig::default(),
             limits: RequestLimits::default(),
             admission: AdmissionConfig::default(),
             retry: RetryConfig::default(),
@@ -412,6 +415,7 @@ impl Config {
                 "auth is enabled but no tenant is configured",
             ));
         }
+        self.state.validate()?;
         let mut ids = std::collections::HashSet::new();
         for (i, t) in self.tenants.iter().enumerate() {
             let key = format!("tenants[{i}]");

@@ -2,8 +2,10 @@
 //! listener at `/metrics`.
 
 mod family;
+mod state;
 
 pub use family::CounterFamily;
+pub use state::StateMetrics;
 
 use parking_lot::RwLock;
 use prometheus::{
@@ -121,6 +123,8 @@ pub struct Metrics {
     pub route_tokenize_hash: Histogram,
     /// `route_latency_seconds{stage="select"}`.
     pub route_select: Histogram,
+    /// The shared-state (Redis) series.
+    pub state: StateMetrics,
     added_latency_by_endpoint: [Histogram; 2],
     branches: SeriesCache<(&'static str, Branch), IntCounter>,
     models: SeriesCache<String, ModelSeries>,
@@ -195,6 +199,7 @@ impl Metrics {
             lat_buckets,
         );
         Self {
+            state: StateMetrics::register(&registry),
             route_tokenize_hash: route_latency.with_label_values(&["tokenize_hash"]),
             route_select: route_latency.with_label_values(&["select"]),
             added_latency_by_endpoint: [

@@ -6,7 +6,7 @@
 use super::ctx::Admission;
 use crate::error::GatewayError;
 use crate::state::AppState;
-use crate::tenants::{limits, Tenant};
+use crate::tenants::{limits, shared, Tenant};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -22,15 +22,31 @@ pub fn authenticate(
 }
 
 /// Reserves `tokens` (prompt plus the most the request may generate) against `tenant`'s
-/// limits at `now`; the permit and the rate-limit headers go into `admission`, the headers
-/// on refusal too.
-pub fn reserve(
+/// limits at `now`: the fleet's shared limits when state is in Redis (one round trip), this
+/// gateway's own limiter otherwise or while Redis is unreachable. The permit and the
+/// rate-limit headers go into `admission`, the headers on refusal too.
+pub async fn reserve(
+    state: &AppState,
     admission: &mut Admission,
     tenant: &Tenant,
     tokens: u64,
     now: Instant,
 ) -> Result<(), GatewayError> {
-    match limits::reserve(&tenant.limiter, &tenant.id, tokens, now) {
+    let shared = match &state.fleet {
+        Some(fleet) => {
+            let decided = shared::reserve(fleet, tenant, tokens).await;
+            if decided.is_none() {
+                fleet.metrics().fallback_admissions.inc();
+            }
+            decided
+        }
+        None => None,
+    };
+    let decided = match shared {
+        Some(d) => d,
+        None => limits::reserve(&tenant.limiter, &tenant.id, tokens, now),
+    };
+    match decided {
         Ok((permit, headers)) => {
             admission.rate_headers = headers.headers;
             admission.permit = Some(permit);

@@ -134,7 +134,7 @@ pub async fn decide(
     let default_max_tokens = cfg.limits.default_max_tokens;
     let max_tokens = u64::from(parsed.max_tokens.unwrap_or(default_max_tokens));
     let tokens = u64::from(prepared.prompt_tokens) + max_tokens * u64::from(parsed.n);
-    admit::reserve(&mut ctx.admission, tenant, tokens, now)?;
+    admit::reserve(state, &mut ctx.admission, tenant, tokens, now).await?;
     if parsed.max_tokens.is_none() {
         // The replica must stop where the reservation does.
         ctx.read.bounded_body = bounded_body(body, endpoint, default_max_tokens);

@@ -42,9 +42,22 @@ pub struct Permit {
     reserved: u64,
     settled: bool,
     in_flight: Option<Arc<AtomicU32>>,
+    /// The hold on the fleet's shared limits (Redis), when they admitted the request.
+    shared: Option<crate::fleet::limits::Lease>,
 }
 
 impl Permit {
+    /// A permit for `reserved` tokens the fleet's shared limits granted (`lease`).
+    pub fn shared(lease: Option<crate::fleet::limits::Lease>, reserved: u64) -> Self {
+        Self {
+            tokens_of: None,
+            reserved,
+            settled: false,
+            in_flight: None,
+            shared: lease,
+        }
+    }
+
     /// Tokens reserved.
     pub fn reserved(&self) -> u64 {
         self.reserved
@@ -63,6 +76,9 @@ impl Permit {
             return;
         }
         self.settled = true;
+        if let Some(mut lease) = self.shared.take() {
+            lease.settle(actual);
+        }
         if let Some(l) = &self.tokens_of {
             if let Some(b) = &l.tokens {
                 b.lock().settle(self.reserved, actual, now);
@@ -130,6 +146,7 @@ pub fn reserve(
         reserved: 0,
         settled: true,
         in_flight: None,
+        shared: None,
     };
     if l.limits.max_concurrent > 0 {
         let prev = l.in_flight.fetch_add(1, Ordering::AcqRel);
@@ -230,7 +247,7 @@ fn token_headers(l: &TenantLimiter, b: &Mutex<TokenBucket>, now: Instant, hdrs: 
 
 /// A duration as OpenAI's reset headers write it: seconds with millisecond precision
 /// (`1.250s`, rounded up so a client never retries early), formatted from integers.
-fn format_secs(d: Duration) -> http::HeaderValue {
+pub(crate) fn format_secs(d: Duration) -> http::HeaderValue {
     let ms = d.as_nanos().div_ceil(1_000_000);
     if ms == 0 {
         return http::HeaderValue::from_static("0.000s");

@@ -15,10 +15,12 @@
 //! # Layout
 //! - this module: the tenant table, authentication, salts and root seeds.
 //! - [`limits`]: each tenant's limiter and the reservation a request holds.
+//! - [`shared`]: admission on the fleet's shared limits (Redis), as a permit or a 429.
 
 pub mod limits;
+pub mod shared;
 
-use crate::config::{Config, TenantConfig, TenantLimits};
+use crate::config::{Config, StateBackend, StateConfig, TenantConfig, TenantLimits};
 use crate::error::GatewayError;
 use hmac::{Hmac, Mac};
 use limits::TenantLimiter;
@@ -45,7 +47,10 @@ pub struct Tenant {
     pub salt: CacheSalt,
     /// [`Self::salt`] as the header value sent to replicas.
     pub salt_header: http::HeaderValue,
-    /// Rate limiter state.
+    /// The tenant's configured limits. With shared state in Redis these hold across the
+    /// fleet, and [`Self::limiter`] holds this gateway's fallback share of them.
+    pub limits: TenantLimits,
+    /// Rate limiter state (this gateway's own).
     pub limiter: Arc<TenantLimiter>,
     key_hashes: Vec<[u8; 32]>,
     /// Root hash seeds of this tenant's namespace per checkpoint, computed once each.
@@ -60,11 +65,12 @@ impl Tenant {
         id: Arc<str>,
         models: Vec<String>,
         salt: CacheSalt,
-        limiter: Arc<TenantLimiter>,
+        (limits, limiter): (TenantLimits, Arc<TenantLimiter>),
         key_hashes: Vec<[u8; 32]>,
     ) -> Self {
         Self {
             id,
+            limits,
             models,
             salt_header: crate::headers::text(salt.as_str()),
             salt,
@@ -127,6 +133,22 @@ impl Hasher for PrfHasher {
     }
 }
 
+/// The limits this gateway enforces alone. In memory mode, the tenant's limits. With
+/// shared state, its fallback share for when Redis is away: each limit divided by the
+/// fleet's `gateway_count`, rounded up so no limit falls to zero (which means unlimited).
+pub fn local_share(limits: &TenantLimits, state: &StateConfig) -> TenantLimits {
+    let n = match state.backend {
+        StateBackend::Memory => return limits.clone(),
+        StateBackend::Redis => state.gateway_count.max(1),
+    };
+    TenantLimits {
+        requests_per_minute: limits.requests_per_minute.div_ceil(n),
+        request_burst: limits.request_burst.div_ceil(n),
+        tokens_per_minute: limits.tokens_per_minute.div_ceil(u64::from(n)),
+        max_concurrent: limits.max_concurrent.div_ceil(n),
+    }
+}
+
 /// SHA-256 of an API key, hex (what the config stores).
 pub fn hash_key(key: &str) -> String {
     hex::encode(Sha256::digest(key.as_bytes()))
@@ -155,23 +177,27 @@ impl TenantTable {
                 LOCAL_TENANT.into(),
                 vec!["*".into()],
                 derive_salt(secret, LOCAL_TENANT),
-                Arc::new(TenantLimiter::new(&TenantLimits::default())),
+                (
+                    TenantLimits::default(),
+                    Arc::new(TenantLimiter::new(&TenantLimits::default())),
+                ),
                 Vec::new(),
             )));
         }
         for t in &cfg.tenants {
-            if let Some(prev) = previous.and_then(|p| p.reuse(t, secret)) {
+            let local = local_share(&t.limits, &cfg.state);
+            if let Some(prev) = previous.and_then(|p| p.reuse(t, &local, secret)) {
                 tenants.push(prev);
                 continue;
             }
             let limiter = previous
-                .and_then(|p| p.limiter_for(t))
-                .unwrap_or_else(|| Arc::new(TenantLimiter::new(&t.limits)));
+                .and_then(|p| p.limiter_for(t, &local))
+                .unwrap_or_else(|| Arc::new(TenantLimiter::new(&local)));
             tenants.push(Arc::new(Tenant::new(
                 t.id.as_str().into(),
                 t.models.clone(),
                 derive_salt(secret, &t.id),
-                limiter,
+                (t.limits.clone(), limiter),
                 decode_hashes(&t.api_key_sha256),
             )));
         }
@@ -183,9 +209,10 @@ impl TenantTable {
         }
     }
 
-    fn reuse(&self, t: &TenantConfig, secret: &str) -> Option<Arc<Tenant>> {
+    fn reuse(&self, t: &TenantConfig, local: &TenantLimits, secret: &str) -> Option<Arc<Tenant>> {
         let old = self.tenants.iter().find(|o| *o.id == *t.id)?;
-        let same = old.limiter.limits() == &t.limits
+        let same = old.limits == t.limits
+            && old.limiter.limits() == local
             && old.models == t.models
             && old.key_hashes == decode_hashes(&t.api_key_sha256)
             && old.salt == derive_salt(secret, &t.id);
@@ -193,12 +220,12 @@ impl TenantTable {
     }
 
     /// The limiter a reloaded tenant `t` continues with, if it existed before.
-    fn limiter_for(&self, t: &TenantConfig) -> Option<Arc<TenantLimiter>> {
+    fn limiter_for(&self, t: &TenantConfig, local: &TenantLimits) -> Option<Arc<TenantLimiter>> {
         let old = self.tenants.iter().find(|o| *o.id == *t.id)?;
-        Some(if old.limiter.limits() == &t.limits {
+        Some(if old.limiter.limits() == local {
             old.limiter.clone()
         } else {
-            Arc::new(TenantLimiter::carried_from(&t.limits, &old.limiter))
+            Arc::new(TenantLimiter::carried_from(local, &old.limiter))
         })
     }
 

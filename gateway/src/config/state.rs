@@ -1,0 +1,155 @@
+//! `state:`: where tenant limits (and, with Redis, tenants' keys) live. `memory` keeps
+//! them in this gateway alone; `redis` shares them across a fleet of gateways through one
+//! Redis server or a Redis Cluster.
+
+use super::error::ConfigError;
+use serde::{Deserialize, Serialize};
+
+/// Which store holds the shared state.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StateBackend {
+    /// This gateway's memory only (the default; `warmpath up` needs nothing else).
+    #[default]
+    Memory,
+    /// Redis (`url`) or a Redis Cluster (`cluster`).
+    Redis,
+}
+
+/// The `state:` section.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StateConfig {
+    /// `memory` or `redis`.
+    pub backend: StateBackend,
+    /// One Redis server, `redis://[:password@]host:port[/db]`.
+    pub url: Option<String>,
+    /// Seed nodes of a Redis Cluster (`redis://host:port` each), instead of `url`.
+    pub cluster: Vec<String>,
+    /// Gateways in the fleet. While Redis is unreachable each gateway admits a tenant's
+    /// limits divided by this, so the fleet together stays near the limit.
+    pub gateway_count: u32,
+    /// The longest any Redis call may hold a request, milliseconds; past it the gateway
+    /// serves from its local fallback and says it is degraded.
+    pub timeout_ms: u64,
+    /// How often a degraded gateway tries Redis again, milliseconds.
+    pub probe_ms: u64,
+    /// Lifetime of a concurrency lease, seconds: a gateway that dies frees its tenants'
+    /// concurrency slots after this. Keep it above the longest request.
+    pub lease_ttl_s: u64,
+    /// Prefix of every key the gateway writes.
+    pub key_prefix: String,
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        Self {
+            backend: StateBackend::Memory,
+            url: None,
+            cluster: Vec::new(),
+            gateway_count: 1,
+            timeout_ms: 100,
+            probe_ms: 250,
+            lease_ttl_s: 900,
+            key_prefix: "warmpath".into(),
+        }
+    }
+}
+
+fn invalid(key: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        key: format!("state.{key}"),
+        reason: reason.into(),
+    }
+}
+
+fn check_url(key: &str, url: &str) -> Result<(), ConfigError> {
+    if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+        return Err(invalid(key, format!("{url:?}: must start with redis://")));
+    }
+    redis::parse_redis_url(url)
+        .map(|_| ())
+        .ok_or_else(|| invalid(key, format!("{url:?}: not a Redis URL")))
+}
+
+impl StateConfig {
+    /// Checks the section; errors name the key under `state.`.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.backend == StateBackend::Memory {
+            if self.url.is_some() || !self.cluster.is_empty() {
+                return Err(invalid(
+                    "backend",
+                    "is `memory` but `url` or `cluster` is set: say `backend: redis`",
+                ));
+            }
+            return Ok(());
+        }
+        match (&self.url, self.cluster.is_empty()) {
+            (None, true) => {
+                return Err(invalid(
+                    "url",
+                    "backend `redis` needs `url` (one server) or `cluster` (seed nodes)",
+                ))
+            }
+            (Some(_), false) => return Err(invalid("cluster", "set `url` or `cluster`, not both")),
+            (Some(u), true) => check_url("url", u)?,
+            (None, false) => {
+                for (i, u) in self.cluster.iter().enumerate() {
+                    check_url(&format!("cluster[{i}]"), u)?;
+                }
+            }
+        }
+        if self.gateway_count == 0 {
+            return Err(invalid("gateway_count", "must be at least 1"));
+        }
+        if !(1..=10_000).contains(&self.timeout_ms) {
+            return Err(invalid("timeout_ms", "must be in 1..=10000"));
+        }
+        if self.probe_ms == 0 {
+            return Err(invalid("probe_ms", "must be positive"));
+        }
+        if self.lease_ttl_s == 0 {
+            return Err(invalid("lease_ttl_s", "must be positive"));
+        }
+        if self.key_prefix.is_empty() || self.key_prefix.contains(['{', '}', ' ']) {
+            return Err(invalid(
+                "key_prefix",
+                "must be non-empty, without braces or spaces",
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(yaml: &str) -> Result<StateConfig, String> {
+        let c: StateConfig = serde_yaml::from_str(yaml).map_err(|e| e.to_string())?;
+        c.validate().map_err(|e| e.to_string())?;
+        Ok(c)
+    }
+
+    #[test]
+    fn memory_is_the_default_and_redis_needs_an_address() {
+        assert_eq!(parse("{}").unwrap().backend, StateBackend::Memory);
+        let e = parse("{backend: redis}").unwrap_err();
+        assert!(e.contains("state.url"), "{e}");
+        let e = parse("{backend: redis, url: 'http://x:1'}").unwrap_err();
+        assert!(e.contains("state.url") && e.contains("redis://"), "{e}");
+        let e =
+            parse("{backend: redis, url: 'redis://a:1', cluster: ['redis://b:2']}").unwrap_err();
+        assert!(e.contains("state.cluster"), "{e}");
+        let e = parse("{url: 'redis://a:1'}").unwrap_err();
+        assert!(e.contains("state.backend"), "{e}");
+        let e = parse("{backend: redis, cluster: ['redis://a:1', 'nope']}").unwrap_err();
+        assert!(e.contains("state.cluster[1]"), "{e}");
+        let e = parse("{backend: redis, url: 'redis://a:1', gateway_count: 0}").unwrap_err();
+        assert!(e.contains("state.gateway_count"), "{e}");
+        let e = parse("{backend: redis, url: 'redis://a:1', timeout: 5}").unwrap_err();
+        assert!(e.contains("unknown field"), "{e}");
+        let ok = parse("{backend: redis, cluster: ['redis://a:1', 'redis://b:2']}").unwrap();
+        assert_eq!(ok.cluster.len(), 2);
+    }
+}

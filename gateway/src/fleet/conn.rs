@@ -1,0 +1,60 @@
+//! One handle on Redis, a single server or a Cluster. Both kinds multiplex every caller on
+//! one connection per node and are cheap to clone; both reconnect on their own.
+
+use crate::config::StateConfig;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClientBuilder;
+use redis::cluster_async::ClusterConnection;
+use redis::{FromRedisValue, RedisResult, ScriptInvocation};
+use std::time::Duration;
+
+/// A connection to the configured Redis.
+#[derive(Clone)]
+pub enum Conn {
+    /// `state.url`.
+    Single(ConnectionManager),
+    /// `state.cluster`.
+    Cluster(ClusterConnection),
+}
+
+impl Conn {
+    /// Connects to `cfg`'s Redis; every call on the result gives up after `timeout_ms`.
+    pub async fn connect(cfg: &StateConfig) -> RedisResult<Self> {
+        let response = Duration::from_millis(cfg.timeout_ms);
+        // Opening a TCP connection may take longer than a command; it never holds a request.
+        let connect = response.max(Duration::from_millis(500));
+        if let Some(url) = &cfg.url {
+            let client = redis::Client::open(url.as_str())?;
+            let config = ConnectionManagerConfig::new()
+                .set_connection_timeout(Some(connect))
+                .set_response_timeout(Some(response))
+                .set_number_of_retries(1);
+            return Ok(Self::Single(
+                ConnectionManager::new_with_config(client, config).await?,
+            ));
+        }
+        let client = ClusterClientBuilder::new(cfg.cluster.clone())
+            .connection_timeout(connect)
+            .response_timeout(response)
+            .retries(1)
+            .build()?;
+        Ok(Self::Cluster(client.get_async_connection().await?))
+    }
+
+    /// Runs a script (EVALSHA, loading it once after a Redis restart); a Cluster routes it
+    /// by its first key.
+    pub async fn invoke<T: FromRedisValue>(&self, call: &ScriptInvocation<'_>) -> RedisResult<T> {
+        match self {
+            Self::Single(c) => call.invoke_async(&mut c.clone()).await,
+            Self::Cluster(c) => call.invoke_async(&mut c.clone()).await,
+        }
+    }
+
+    /// Runs one command.
+    pub async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd) -> RedisResult<T> {
+        match self {
+            Self::Single(c) => cmd.query_async(&mut c.clone()).await,
+            Self::Cluster(c) => cmd.query_async(&mut c.clone()).await,
+        }
+    }
+}

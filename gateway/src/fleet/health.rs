@@ -1,0 +1,53 @@
+//! Whether this gateway reaches Redis. A failed or slow call marks it degraded (a metric
+//! and one log line); from then on requests do not wait on Redis at all, and a probe
+//! retries every `probe_ms` until Redis answers, then marks it healthy again.
+
+use crate::metrics::StateMetrics;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The degraded flag and its metric.
+#[derive(Debug)]
+pub struct Health {
+    degraded: AtomicBool,
+    metrics: StateMetrics,
+}
+
+impl Health {
+    /// Starts degraded: nothing is known about Redis until the first connection.
+    pub fn new(metrics: StateMetrics) -> Self {
+        metrics.degraded.set(1);
+        Self {
+            degraded: AtomicBool::new(true),
+            metrics,
+        }
+    }
+
+    /// Whether requests should skip Redis.
+    pub fn is_degraded(&self) -> bool {
+        self.degraded.load(Ordering::Acquire)
+    }
+
+    /// Marks Redis unreachable; true when this call made the change (start a probe).
+    pub fn fail(&self, why: &dyn std::fmt::Display) -> bool {
+        self.metrics.errors.inc();
+        if self.degraded.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        self.metrics.degraded.set(1);
+        tracing::warn!(error = %why, "shared state degraded: Redis unreachable, serving known tenants under local fallback limits");
+        true
+    }
+
+    /// Marks Redis reachable again.
+    pub fn recover(&self) {
+        if self.degraded.swap(false, Ordering::AcqRel) {
+            self.metrics.degraded.set(0);
+            tracing::info!("shared state healthy: Redis reachable, shared limits in force");
+        }
+    }
+
+    /// The metrics this flag reports to.
+    pub fn metrics(&self) -> &StateMetrics {
+        &self.metrics
+    }
+}

@@ -1,0 +1,192 @@
+//! A fleet of gateways sharing state in Redis (one server or a Redis Cluster): tenant
+//! limits now, with the admission and settlement scripts that keep them.
+//!
+//! # How a fleet keeps one limit
+//! Each admission is one script call (one round trip): the script reads the time with Redis
+//! `TIME`, so the gateways' own clocks never matter, and keeps GCRA state per tenant:
+//! requests per minute, tokens per minute (reserved at admission, settled at the end with
+//! another call off the request path) and concurrency leases that expire on their own if
+//! the gateway holding them dies. Every key of a tenant carries the hash tag `{tenant}`, so
+//! each script touches one Cluster slot.
+//!
+//! # When Redis is away
+//! A call that fails or runs past `state.timeout_ms` marks the gateway degraded
+//! ([`health`]): requests stop waiting on Redis and each tenant is admitted by this
+//! gateway's own limiter, built with the tenant's limits divided by `state.gateway_count`.
+//! A probe brings shared limits back when Redis answers, without a restart. A Redis that
+//! comes back empty starts every tenant from a fresh bucket: at most one extra burst.
+//!
+//! # Layout
+//! - this module: [`Fleet`], the connection slot, the degraded probe.
+//! - [`conn`]: the connection, single server or Cluster.
+//! - [`health`]: the degraded flag, its metric and log line.
+//! - [`limits`]: the admission and settlement calls and the lease a request holds.
+
+pub mod conn;
+pub mod health;
+pub mod limits;
+
+use crate::config::StateConfig;
+use crate::metrics::StateMetrics;
+use conn::Conn;
+use health::Health;
+use parking_lot::RwLock;
+use redis::{FromRedisValue, ScriptInvocation};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// This gateway's handle on the fleet's shared state.
+pub struct Fleet {
+    cfg: StateConfig,
+    conn: RwLock<Option<Conn>>,
+    health: Health,
+    probing: AtomicBool,
+    /// Runtime of the background calls (probes, settlements).
+    handle: tokio::runtime::Handle,
+    scripts: limits::Scripts,
+    /// Lease ids: this gateway's random tag and a sequence.
+    lease_tag: u64,
+    lease_seq: AtomicU64,
+}
+
+impl std::fmt::Debug for Fleet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fleet")
+            .field("degraded", &self.health.is_degraded())
+            .finish()
+    }
+}
+
+impl Fleet {
+    /// Starts connecting to `cfg`'s Redis in the background on `handle`; until the first
+    /// connection the gateway is degraded.
+    pub fn start(
+        cfg: StateConfig,
+        handle: tokio::runtime::Handle,
+        metrics: StateMetrics,
+    ) -> Arc<Self> {
+        let fleet = Arc::new(Self {
+            cfg,
+            conn: RwLock::new(None),
+            health: Health::new(metrics),
+            probing: AtomicBool::new(false),
+            handle,
+            scripts: limits::Scripts::new(),
+            lease_tag: rand::random(),
+            lease_seq: AtomicU64::new(0),
+        });
+        fleet.probe();
+        fleet
+    }
+
+    /// The state configuration.
+    pub fn config(&self) -> &StateConfig {
+        &self.cfg
+    }
+
+    /// Whether Redis is unreachable now.
+    pub fn is_degraded(&self) -> bool {
+        self.health.is_degraded()
+    }
+
+    /// The shared-state metrics.
+    pub fn metrics(&self) -> &StateMetrics {
+        self.health.metrics()
+    }
+
+    /// The key of one piece of a tenant's state, tagged so all of it shares a slot.
+    fn key(&self, tenant: &str, what: &str) -> String {
+        format!("{}:{{{tenant}}}:{what}", self.cfg.key_prefix)
+    }
+
+    fn next_lease(&self) -> String {
+        let n = self.lease_seq.fetch_add(1, Ordering::Relaxed);
+        format!("{:016x}-{n}", self.lease_tag)
+    }
+
+    fn timeout(&self) -> Duration {
+        Duration::from_millis(self.cfg.timeout_ms)
+    }
+
+    /// Runs a script within the timeout, or `None` (and degraded) when Redis does not
+    /// answer. Degraded, it returns `None` at once.
+    async fn call<T: FromRedisValue>(self: &Arc<Self>, call: &ScriptInvocation<'_>) -> Option<T> {
+        if self.health.is_degraded() {
+            return None;
+        }
+        let conn = self.conn.read().clone()?;
+        let started = Instant::now();
+        let result = tokio::time::timeout(self.timeout(), conn.invoke(call)).await;
+        match result {
+            Ok(Ok(v)) => {
+                self.metrics()
+                    .redis_seconds
+                    .observe(started.elapsed().as_secs_f64());
+                Some(v)
+            }
+            Ok(Err(e)) => {
+                self.failed(&e);
+                None
+            }
+            Err(_) => {
+                self.failed(&format_args!("no answer within {} ms", self.cfg.timeout_ms));
+                None
+            }
+        }
+    }
+
+    /// Marks the gateway degraded and starts the probe.
+    fn failed(self: &Arc<Self>, why: &dyn std::fmt::Display) {
+        if self.health.fail(why) {
+            self.probe();
+        }
+    }
+
+    /// Until Redis answers a `PING` (connecting first if need be): waits `probe_ms`,
+    /// tries again. One probe runs at a time.
+    fn probe(self: &Arc<Self>) {
+        if self.probing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let fleet = self.clone();
+        self.handle.spawn(async move {
+            let every = Duration::from_millis(fleet.cfg.probe_ms);
+            loop {
+                if fleet.try_once().await {
+                    fleet.health.recover();
+                    break;
+                }
+                tokio::time::sleep(every).await;
+            }
+            fleet.probing.store(false, Ordering::Release);
+            // A failure between the recovery and the flag's reset found `probing` set.
+            if fleet.health.is_degraded() {
+                fleet.probe();
+            }
+        });
+    }
+
+    async fn try_once(&self) -> bool {
+        let existing = self.conn.read().clone();
+        let conn = match existing {
+            Some(c) => c,
+            None => {
+                match tokio::time::timeout(Duration::from_secs(2), Conn::connect(&self.cfg)).await {
+                    Ok(Ok(c)) => {
+                        *self.conn.write() = Some(c.clone());
+                        c
+                    }
+                    Ok(Err(e)) => {
+                        tracing::debug!(error = %e, "Redis connect failed");
+                        return false;
+                    }
+                    Err(_) => return false,
+                }
+            }
+        };
+        let ping = redis::cmd("PING");
+        let answer = tokio::time::timeout(self.timeout(), conn.query::<String>(&ping)).await;
+        matches!(answer, Ok(Ok(_)))
+    }
+}

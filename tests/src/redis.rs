@@ -1,0 +1,172 @@
+//! Real Redis for the fleet tests: Debian's `redis-server` on loopback, alone or as a
+//! three-master Redis Cluster made with `redis-cli --cluster create`. Each server keeps
+//! nothing on disk (no RDB, no AOF), so a restart comes back empty.
+
+use crate::procs::free_port;
+use anyhow::{bail, Context, Result};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const INSTALL: &str =
+    "redis-server not found: install Debian's redis-server and redis-tools (scripts/ci-deps.sh does)";
+
+/// One `redis-server` process.
+pub struct RedisServer {
+    child: Option<Child>,
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    dir: PathBuf,
+    cluster: bool,
+}
+
+impl RedisServer {
+    /// Starts a server on a free port.
+    pub fn start() -> Result<Self> {
+        Self::start_on(free_port(), false)
+    }
+
+    fn start_on(port: u16, cluster: bool) -> Result<Self> {
+        let dir =
+            std::env::temp_dir().join(format!("warmpath-redis-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let mut s = Self {
+            child: None,
+            port,
+            dir,
+            cluster,
+        };
+        s.spawn()?;
+        Ok(s)
+    }
+
+    fn spawn(&mut self) -> Result<()> {
+        let mut cmd = Command::new("redis-server");
+        cmd.args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
+            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+            .arg("--dir")
+            .arg(&self.dir);
+        if self.cluster {
+            cmd.args(["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"]);
+            cmd.args(["--cluster-config-file", "nodes.conf"]);
+        }
+        let log = std::fs::File::create(self.dir.join("redis.log"))?;
+        let child = cmd
+            .stdout(log)
+            .stderr(Stdio::null())
+            .spawn()
+            .context(INSTALL)?;
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if self.cli(&["PING"]).is_ok_and(|o| o.trim() == "PONG") {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        bail!("redis-server on port {} did not answer PING", self.port)
+    }
+
+    /// `redis://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Runs `redis-cli -p PORT args...` and returns its output.
+    pub fn cli(&self, args: &[&str]) -> Result<String> {
+        let out = Command::new("redis-cli")
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .context("redis-cli not found: install Debian's redis-tools")?;
+        if !out.status.success() {
+            bail!(
+                "redis-cli {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Kills the server (SIGKILL), as a crash would.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts it again on the same port, empty.
+    pub fn restart(&mut self) -> Result<()> {
+        self.kill();
+        self.spawn()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A Redis Cluster of `n` masters (no replicas) on loopback.
+pub struct RedisCluster {
+    /// The nodes.
+    pub nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    /// Starts `n` cluster-enabled servers and joins them with `redis-cli --cluster create`,
+    /// then waits for `cluster_state:ok` on every node.
+    pub fn start(n: usize) -> Result<Self> {
+        let nodes = (0..n)
+            .map(|_| RedisServer::start_on(free_port(), true))
+            .collect::<Result<Vec<_>>>()?;
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|s| format!("127.0.0.1:{}", s.port))
+            .collect();
+        let out = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .output()
+            .context("redis-cli not found: install Debian's redis-tools")?;
+        if !out.status.success() {
+            bail!(
+                "redis-cli --cluster create: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if nodes.iter().all(|s| {
+                s.cli(&["CLUSTER", "INFO"])
+                    .is_ok_and(|o| o.contains("cluster_state:ok"))
+            }) {
+                return Ok(Self { nodes });
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        bail!("Redis Cluster never reached cluster_state:ok")
+    }
+
+    /// The seed URLs, one per node.
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisServer::url).collect()
+    }
+}
+
+/// libfaketime's preload library (Debian's `faketime` package), for clock-skew tests.
+pub fn libfaketime() -> PathBuf {
+    let p = PathBuf::from("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1");
+    assert!(
+        p.exists(),
+        "{} not found: install Debian's faketime (scripts/ci-deps.sh does)",
+        p.display()
+    );
+    p
+}

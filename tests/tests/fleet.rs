@@ -1,0 +1,351 @@
+#![allow(clippy::unwrap_used)]
+//! A fleet of three gateways sharing tenant limits in a real Redis (one server, then a
+//! three-master Redis Cluster), in front of a real replica: the fleet admits what one
+//! gateway would, whatever the gateways' clocks say; Redis killed mid-run degrades each
+//! gateway to its local share without hanging a request, and Redis restarted brings the
+//! shared limits back without a gateway restart.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use warmpath_e2e::fixtures::{auth_yaml, chat, model_of, replicas_yaml, smollm2_model};
+use warmpath_e2e::http::{post_json, post_sse};
+use warmpath_e2e::redis::{libfaketime, RedisCluster, RedisServer};
+use warmpath_e2e::{GatewayProc, ReplicaProc};
+
+/// The tests here measure rates on two cores: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const RPM: f64 = 600.0;
+const BURST: f64 = 10.0;
+const TPM: f64 = 1500.0;
+
+/// Three gateways on `state` in front of `replica`, their clocks skewed by -30 s, 0 and
+/// +30 s with libfaketime.
+fn fleet(state: &str, replica: &str, tenants: &[(&str, &str, &str)]) -> Vec<GatewayProc> {
+    let yaml = format!(
+        "{}{}{state}",
+        auth_yaml(tenants),
+        replicas_yaml(&[replica.to_string()])
+    );
+    let preload = libfaketime();
+    ["-30", "+0", "+30"]
+        .iter()
+        .map(|skew| {
+            let env = [
+                ("LD_PRELOAD", preload.to_str().unwrap()),
+                ("FAKETIME", *skew),
+                ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+            ];
+            GatewayProc::spawn_with(&yaml, &[], 1, None, &env).expect("gateway")
+        })
+        .collect()
+}
+
+/// Waits until every gateway reports `state_degraded` = `want`.
+fn wait_degraded(gws: &[GatewayProc], want: u8, within: Duration) -> Duration {
+    let start = Instant::now();
+    let line = format!("warmpath_gateway_state_degraded {want}");
+    while start.elapsed() < within {
+        if gws
+            .iter()
+            .all(|g| g.metrics().is_ok_and(|m| m.lines().any(|l| l == line)))
+        {
+            return start.elapsed();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!(
+        "gateways not at state_degraded {want} within {within:?}; log: {}",
+        gws[0].log()
+    );
+}
+
+/// What a load run saw.
+#[derive(Default)]
+struct Run {
+    admitted: usize,
+    refused: usize,
+    /// Tokens the admitted requests used (from their usage), streaming runs.
+    tokens: u64,
+    first_sent: Option<Instant>,
+    last_done: Option<Instant>,
+    slowest: Duration,
+}
+
+impl Run {
+    fn window(&self) -> f64 {
+        (self.last_done.unwrap() - self.first_sent.unwrap()).as_secs_f64()
+    }
+}
+
+/// Two clients per gateway send `key`'s requests for `secs`, pausing `pause` between
+/// requests; streaming requests count the tokens their usage reports.
+fn load(
+    gws: &[GatewayProc],
+    model: &str,
+    key: &str,
+    secs: f64,
+    stream: bool,
+    pause: Duration,
+) -> Run {
+    let run = Arc::new(Mutex::new(Run::default()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut handles = Vec::new();
+    for (g, gw) in gws.iter().enumerate() {
+        for c in 0..2 {
+            let (addr, model, run, stop) = (
+                gw.addr.clone(),
+                model.to_string(),
+                run.clone(),
+                stop.clone(),
+            );
+            let auth = format!("Bearer {key}");
+            handles.push(std::thread::spawn(move || {
+                let mut i = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    i += 1;
+                    let mut body = chat(
+                        &model,
+                        "Answer briefly.",
+                        &format!("g{g}c{c} n{i}: hi"),
+                        4,
+                        stream,
+                    );
+                    if stream {
+                        body["stream_options"] = serde_json::json!({"include_usage": true});
+                    }
+                    let sent = Instant::now();
+                    let (status, used) = if stream {
+                        let r = post_sse(
+                            &addr,
+                            "/v1/chat/completions",
+                            &[("Authorization", &auth)],
+                            &body,
+                        )
+                        .unwrap();
+                        let used = r
+                            .events
+                            .iter()
+                            .filter_map(|e| serde_json::from_str::<serde_json::Value>(e).ok())
+                            .filter_map(|v| v["usage"]["total_tokens"].as_u64())
+                            .last()
+                            .unwrap_or(0);
+                        (r.status, used)
+                    } else {
+                        let r = post_json(
+                            &addr,
+                            "/v1/chat/completions",
+                            &[("Authorization", &auth)],
+                            &body,
+                        )
+                        .unwrap();
+                        (r.status, 0)
+                    };
+                    let done = Instant::now();
+                    let mut r = run.lock().unwrap();
+                    r.first_sent = Some(r.first_sent.map_or(sent, |f| f.min(sent)));
+                    r.last_done = Some(r.last_done.map_or(done, |l| l.max(done)));
+                    r.slowest = r.slowest.max(done - sent);
+                    match status {
+                        200 => {
+                            assert!(!stream || used > 0, "a stream without usage");
+                            r.admitted += 1;
+                            r.tokens += used;
+                        }
+                        429 => r.refused += 1,
+                        s => panic!("unexpected status {s}"),
+                    }
+                    drop(r);
+                    std::thread::sleep(pause);
+                }
+            }));
+        }
+    }
+    std::thread::sleep(Duration::from_secs_f64(secs));
+    stop.store(true, Ordering::Relaxed);
+    for h in handles {
+        h.join().unwrap();
+    }
+    Arc::try_unwrap(run).ok().unwrap().into_inner().unwrap()
+}
+
+/// The fleet's RPM and TPM hold as one limit: at most `L × t/60 + B` within 1%.
+fn limits_hold(state: &str) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let replica = ReplicaProc::spawn(&smollm2_model()).expect("replica");
+    let model = model_of(&replica.addr);
+    let rpm = format!("requests_per_minute: {RPM}, request_burst: {BURST}");
+    let tpm = format!("tokens_per_minute: {TPM}");
+    let gws = fleet(
+        state,
+        &replica.url(),
+        &[("rpm", "key-rpm", &rpm), ("tpm", "key-tpm", &tpm)],
+    );
+    wait_degraded(&gws, 0, Duration::from_secs(10));
+
+    let r = load(
+        &gws,
+        &model,
+        "key-rpm",
+        8.0,
+        false,
+        Duration::from_millis(15),
+    );
+    let bound = RPM * r.window() / 60.0 + BURST;
+    let admitted = r.admitted as f64;
+    eprintln!(
+        "rpm: admitted {admitted} of {} in {:.2}s, bound {bound:.1}",
+        r.admitted + r.refused,
+        r.window()
+    );
+    assert!(
+        admitted <= bound * 1.01,
+        "admitted {admitted} > bound {bound:.1}"
+    );
+    assert!(
+        admitted >= bound * 0.97 - 1.0,
+        "admitted {admitted}, far under bound {bound:.1}"
+    );
+    assert!(r.refused > 0);
+
+    // TPM, streaming: reservations of prompt + max_tokens, settled with the usage.
+    let r = load(
+        &gws,
+        &model,
+        "key-tpm",
+        8.0,
+        true,
+        Duration::from_millis(15),
+    );
+    let bound = TPM * r.window() / 60.0 + TPM;
+    eprintln!(
+        "tpm: {} tokens in {} requests ({} refused) in {:.2}s, bound {bound:.0}",
+        r.tokens,
+        r.admitted,
+        r.refused,
+        r.window()
+    );
+    assert!(
+        (r.tokens as f64) <= bound * 1.01,
+        "used {} > bound {bound:.0}",
+        r.tokens
+    );
+    assert!(
+        (r.tokens as f64) >= bound * 0.85,
+        "used {}, far under bound {bound:.0}",
+        r.tokens
+    );
+    assert!(r.refused > 0);
+}
+
+#[test]
+fn shared_limits_hold_across_three_skewed_gateways_on_one_redis() {
+    let redis = RedisServer::start().expect("redis");
+    limits_hold(&format!(
+        "state: {{backend: redis, url: '{}', gateway_count: 3}}\n",
+        redis.url()
+    ));
+    // The state really is in Redis, under the tenant's hash tag, and every admission was
+    // one script call.
+    let keys = redis.cli(&["KEYS", "warmpath:*"]).unwrap();
+    assert!(keys.contains("warmpath:{tpm}:tpm"), "{keys}");
+    let stats = redis.cli(&["INFO", "commandstats"]).unwrap();
+    let calls: u64 = stats
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|l| l.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(calls > 1000, "{stats}");
+}
+
+#[test]
+fn shared_limits_hold_on_a_three_master_redis_cluster() {
+    let cluster = RedisCluster::start(3).expect("redis cluster");
+    let seeds = cluster
+        .urls()
+        .iter()
+        .map(|u| format!("'{u}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    limits_hold(&format!(
+        "state: {{backend: redis, cluster: [{seeds}], gateway_count: 3}}\n"
+    ));
+}
+
+#[test]
+fn redis_killed_degrades_to_local_shares_and_restarted_resumes_shared_limits() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut redis = RedisServer::start().expect("redis");
+    let replica = ReplicaProc::spawn(&smollm2_model()).expect("replica");
+    let model = model_of(&replica.addr);
+    let rpm = format!("requests_per_minute: {RPM}, request_burst: 9");
+    let gws = fleet(
+        &format!(
+            "state: {{backend: redis, url: '{}', gateway_count: 3, timeout_ms: 100}}\n",
+            redis.url()
+        ),
+        &replica.url(),
+        &[("t", "key-t", &rpm)],
+    );
+    wait_degraded(&gws, 0, Duration::from_secs(10));
+
+    redis.kill();
+    // Known tenants are served, each gateway under its share: 600/3 per minute, burst 3.
+    let r = load(&gws, &model, "key-t", 4.0, false, Duration::from_millis(15));
+    let per_gateway = RPM / 3.0 * r.window() / 60.0 + 3.0;
+    eprintln!(
+        "degraded: admitted {} refused {} in {:.2}s, slowest {:?}",
+        r.admitted,
+        r.refused,
+        r.window(),
+        r.slowest
+    );
+    assert!(
+        r.admitted as f64 <= 3.0 * per_gateway * 1.01 + 1.0,
+        "{} admitted",
+        r.admitted
+    );
+    assert!(
+        r.admitted as f64 >= 3.0 * per_gateway * 0.8,
+        "{} admitted",
+        r.admitted
+    );
+    assert!(
+        r.slowest < Duration::from_secs(2),
+        "a request took {:?}",
+        r.slowest
+    );
+    wait_degraded(&gws, 1, Duration::from_secs(1));
+    // An unknown key is refused, degraded or not.
+    let unknown = post_json(
+        &gws[0].addr,
+        "/v1/chat/completions",
+        &[("Authorization", "Bearer nope")],
+        &chat(&model, "s", "u", 1, false),
+    )
+    .unwrap();
+    assert_eq!(unknown.status, 401);
+    for g in &gws {
+        assert!(g.log().contains("shared state degraded"), "{}", g.log());
+    }
+
+    // Redis back, empty: every gateway returns to the shared limits without a restart.
+    redis.restart().expect("redis restart");
+    let back = wait_degraded(&gws, 0, Duration::from_secs(5));
+    eprintln!("recovered {back:?} after the restart");
+    std::thread::sleep(Duration::from_secs(2));
+    let r = load(&gws, &model, "key-t", 4.0, false, Duration::from_millis(15));
+    let bound = RPM * r.window() / 60.0 + 9.0;
+    eprintln!(
+        "resumed: admitted {} in {:.2}s, bound {bound:.1}",
+        r.admitted,
+        r.window()
+    );
+    assert!(
+        r.admitted as f64 <= bound * 1.01,
+        "admitted {} > shared bound {bound:.1}",
+        r.admitted
+    );
+}
