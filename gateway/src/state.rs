@@ -65,6 +65,9 @@ impl AppState {
         let fleet = (config.state.backend == crate::config::StateBackend::Redis).then(|| {
             crate::fleet::Fleet::start(config.state.clone(), control.clone(), metrics.state.clone())
         });
+        if let Some(f) = &fleet {
+            f.set_seed_keys(tenants.config_keys());
+        }
         Arc::new(Self {
             fleet,
             config: RwLock::new(Arc::new(config)),
@@ -110,6 +113,9 @@ impl AppState {
 
     /// Replaces the tenant table (a reload).
     pub fn set_tenants(&self, tenants: TenantTable) {
+        if let Some(f) = &self.fleet {
+            f.set_seed_keys(tenants.config_keys());
+        }
         *self.tenants.write() = Arc::new(tenants);
     }
 

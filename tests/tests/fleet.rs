@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use warmpath_e2e::fixtures::{auth_yaml, chat, model_of, replicas_yaml, smollm2_model};
-use warmpath_e2e::http::{post_json, post_sse};
+use warmpath_e2e::http::{post_json, post_sse, request};
 use warmpath_e2e::redis::{libfaketime, RedisCluster, RedisServer};
 use warmpath_e2e::{GatewayProc, ReplicaProc};
 
@@ -348,4 +348,109 @@ fn redis_killed_degrades_to_local_shares_and_restarted_resumes_shared_limits() {
         "admitted {} > shared bound {bound:.1}",
         r.admitted
     );
+}
+
+/// Status of one chat request with `key` through `addr`.
+fn status_with(addr: &str, model: &str, key: &str) -> u16 {
+    let auth = format!("Bearer {key}");
+    post_json(
+        addr,
+        "/v1/chat/completions",
+        &[("Authorization", &auth)],
+        &chat(model, "s", "hi", 1, false),
+    )
+    .unwrap()
+    .status
+}
+
+/// Waits until `key` gets `want` from every gateway in `gws`; returns how long it took.
+fn until_status(gws: &[&GatewayProc], model: &str, key: &str, want: u16) -> Duration {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(5) {
+        if gws.iter().all(|g| status_with(&g.addr, model, key) == want) {
+            return start.elapsed();
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("key never got {want} from every gateway");
+}
+
+#[test]
+fn keys_made_rotated_and_revoked_on_one_gateway_hold_on_all_three() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let redis = RedisServer::start().expect("redis");
+    let replica = ReplicaProc::spawn(&smollm2_model()).expect("replica");
+    let model = model_of(&replica.addr);
+    let gws = fleet(
+        &format!(
+            "state: {{backend: redis, url: '{}', gateway_count: 3}}\n",
+            redis.url()
+        ),
+        &replica.url(),
+        &[("t", "config-key", "")],
+    );
+    wait_degraded(&gws, 0, Duration::from_secs(10));
+    let admin = |g: &GatewayProc, method: &str, path: &str| {
+        let r = request(&g.admin, method, path, &[], None).unwrap();
+        (r.status, r.json().unwrap_or_default())
+    };
+
+    // The config's key was seeded into the store; a new key is shown once, stored hashed.
+    let (status, made) = admin(&gws[0], "POST", "/admin/tenants/t/keys");
+    assert_eq!(status, 201, "{made}");
+    let key = made["key"].as_str().unwrap().to_string();
+    let key_id = made["record"]["key_id"].as_str().unwrap().to_string();
+    let (_, listed) = admin(&gws[1], "GET", "/admin/tenants/t/keys");
+    let text = listed.to_string();
+    assert!(
+        text.contains(&key_id) && text.contains("\"config\""),
+        "{text}"
+    );
+    assert!(!text.contains(&key), "a listing shows a key: {text}");
+    let all = redis.cli(&["HGETALL", "warmpath:{keys}:all"]).unwrap();
+    assert!(!all.contains(&key), "a key stored in clear");
+    let others = [&gws[1], &gws[2]];
+    let new_key = until_status(&others, &model, &key, 200);
+    eprintln!("a new key worked on the other gateways after {new_key:?}");
+    assert_eq!(status_with(&gws[0].addr, &model, &key), 200);
+
+    // Revoked through gateway 0: the other two refuse it within one second.
+    let (status, _) = admin(
+        &gws[0],
+        "DELETE",
+        &format!("/admin/tenants/t/keys/{key_id}"),
+    );
+    assert_eq!(status, 200);
+    let revoked = until_status(&others, &model, &key, 401);
+    eprintln!("a revoked key was refused by the other gateways after {revoked:?}");
+    assert!(revoked < Duration::from_secs(1), "{revoked:?}");
+    assert_eq!(status_with(&gws[0].addr, &model, &key), 401);
+
+    // A config key can be rotated: the new one works everywhere, the old one nowhere.
+    let config_id = listed["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["source"] == "config")
+        .unwrap()["key_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (status, rotated) = admin(
+        &gws[2],
+        "POST",
+        &format!("/admin/tenants/t/keys/{config_id}/rotate"),
+    );
+    assert_eq!(status, 201, "{rotated}");
+    let fresh = rotated["key"].as_str().unwrap().to_string();
+    let all: Vec<&GatewayProc> = gws.iter().collect();
+    until_status(&all, &model, "config-key", 401);
+    until_status(&all, &model, &fresh, 200);
+
+    // Bad asks get clear errors.
+    let (status, e) = admin(&gws[0], "DELETE", "/admin/tenants/t/keys/k-nope");
+    assert_eq!(status, 404, "{e}");
+    let (status, e) = admin(&gws[0], "POST", "/admin/tenants/nobody/keys");
+    assert_eq!(status, 404, "{e}");
+    assert!(e["error"]["message"].as_str().unwrap().contains("nobody"));
 }

@@ -27,6 +27,9 @@ pub enum AdminError {
     /// The replica to register could not be reached or used.
     #[error("{0}")]
     Upstream(String),
+    /// The shared state (Redis) did not answer.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 impl AdminError {
@@ -39,6 +42,7 @@ impl AdminError {
             AdminError::BadRequest(_) => 400,
             AdminError::NotFound(_) => 404,
             AdminError::Upstream(_) => 502,
+            AdminError::Unavailable(_) => 503,
         }
     }
 
@@ -51,6 +55,7 @@ impl AdminError {
             AdminError::BadRequest(_) => ("invalid_request_error", "invalid_request"),
             AdminError::NotFound(_) => ("invalid_request_error", "not_found"),
             AdminError::Upstream(_) => ("api_error", "replica_unavailable"),
+            AdminError::Unavailable(_) => ("api_error", "state_unavailable"),
         }
     }
 

@@ -1,5 +1,6 @@
 //! The admin listener (separate from the data plane): metrics, replicas (list, add, drain,
-//! remove), recent routing decisions and index statistics, as JSON, and the dashboard.
+//! remove), recent routing decisions and index statistics, tenants' API keys (with shared
+//! state), as JSON, and the dashboard.
 //!
 //! Every route but the dashboard's login needs the admin key when one is configured
 //! ([`auth`]): a request without it gets 401 before anything else is looked at. A
@@ -10,12 +11,14 @@
 //! - this module: the routes.
 //! - [`auth`]: the admin key, dashboard sessions, origin and content-type checks.
 //! - [`login`]: the dashboard's login page and session cookie.
+//! - [`keys`]: tenants' API keys in the shared key store.
 //! - `body`: reading a bounded request body.
 //! - [`error`]: [`AdminError`] and its one mapping to status and OpenAI error JSON.
 
 pub mod auth;
 mod body;
 pub mod error;
+pub mod keys;
 pub mod login;
 
 use crate::control::register::{add_replica, remove_replica};
@@ -63,7 +66,7 @@ fn reply(status: u16, content_type: &str, body: Vec<u8>) -> Response<Vec<u8>> {
         .unwrap_or_else(|_| Response::new(Vec::new()))
 }
 
-fn json(status: u16, v: &impl serde::Serialize) -> Response<Vec<u8>> {
+pub(crate) fn json(status: u16, v: &impl serde::Serialize) -> Response<Vec<u8>> {
     reply(
         status,
         "application/json",
@@ -194,6 +197,18 @@ impl Admin {
                     .and_then(|v| v.parse().ok())
                     .unwrap_or(100);
                 json(200, &self.state.router.recent(limit))
+            }
+            ("GET", ["admin", "tenants", t, "keys"]) => {
+                keys::handle(&self.state, t, keys::KeyOp::List).await?
+            }
+            ("POST", ["admin", "tenants", t, "keys"]) => {
+                keys::handle(&self.state, t, keys::KeyOp::Create).await?
+            }
+            ("POST", ["admin", "tenants", t, "keys", k, "rotate"]) => {
+                keys::handle(&self.state, t, keys::KeyOp::Rotate(k)).await?
+            }
+            ("DELETE", ["admin", "tenants", t, "keys", k]) => {
+                keys::handle(&self.state, t, keys::KeyOp::Revoke(k)).await?
             }
             ("GET", ["admin", "index"]) => json(200, &self.state.router.index_stats()),
             ("GET", ["dashboard", rest @ ..]) => {

@@ -37,6 +37,9 @@ pub struct StateConfig {
     /// Lifetime of a concurrency lease, seconds: a gateway that dies frees its tenants'
     /// concurrency slots after this. Keep it above the longest request.
     pub lease_ttl_s: u64,
+    /// How often each gateway reads the key store's change counter, milliseconds: a key
+    /// revoked on one gateway is refused by all within about this.
+    pub keys_poll_ms: u64,
     /// Prefix of every key the gateway writes.
     pub key_prefix: String,
 }
@@ -51,6 +54,7 @@ impl Default for StateConfig {
             timeout_ms: 100,
             probe_ms: 250,
             lease_ttl_s: 900,
+            keys_poll_ms: 250,
             key_prefix: "warmpath".into(),
         }
     }
@@ -107,6 +111,9 @@ impl StateConfig {
         }
         if self.probe_ms == 0 {
             return Err(invalid("probe_ms", "must be positive"));
+        }
+        if !(10..=60_000).contains(&self.keys_poll_ms) {
+            return Err(invalid("keys_poll_ms", "must be in 10..=60000"));
         }
         if self.lease_ttl_s == 0 {
             return Err(invalid("lease_ttl_s", "must be positive"));

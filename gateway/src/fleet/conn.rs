@@ -57,4 +57,12 @@ impl Conn {
             Self::Cluster(c) => cmd.query_async(&mut c.clone()).await,
         }
     }
+
+    /// Runs a pipeline (atomic when built so; a Cluster needs all its keys in one slot).
+    pub async fn pipeline<T: FromRedisValue>(&self, pipe: &redis::Pipeline) -> RedisResult<T> {
+        match self {
+            Self::Single(c) => pipe.query_async(&mut c.clone()).await,
+            Self::Cluster(c) => pipe.query_async(&mut c.clone()).await,
+        }
+    }
 }

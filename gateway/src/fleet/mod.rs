@@ -1,5 +1,5 @@
 //! A fleet of gateways sharing state in Redis (one server or a Redis Cluster): tenant
-//! limits now, with the admission and settlement scripts that keep them.
+//! limits (the admission and settlement scripts that keep them) and tenants' API keys.
 //!
 //! # How a fleet keeps one limit
 //! Each admission is one script call (one round trip): the script reads the time with Redis
@@ -21,9 +21,11 @@
 //! - [`conn`]: the connection, single server or Cluster.
 //! - [`health`]: the degraded flag, its metric and log line.
 //! - [`limits`]: the admission and settlement calls and the lease a request holds.
+//! - [`keys`]: tenants' API keys in Redis, and each gateway's view of them.
 
 pub mod conn;
 pub mod health;
+pub mod keys;
 pub mod limits;
 
 use crate::config::StateConfig;
@@ -48,6 +50,10 @@ pub struct Fleet {
     /// Lease ids: this gateway's random tag and a sequence.
     lease_tag: u64,
     lease_seq: AtomicU64,
+    /// This gateway's copy of the key store.
+    keys: keys::KeyView,
+    /// The config's keys (tenant, SHA-256), written into an empty store.
+    seed: RwLock<Vec<(String, [u8; 32])>>,
 }
 
 impl std::fmt::Debug for Fleet {
@@ -75,8 +81,11 @@ impl Fleet {
             scripts: limits::Scripts::new(),
             lease_tag: rand::random(),
             lease_seq: AtomicU64::new(0),
+            keys: keys::KeyView::default(),
+            seed: RwLock::new(Vec::new()),
         });
         fleet.probe();
+        fleet.follow_keys();
         fleet
     }
 

@@ -16,7 +16,8 @@ pub fn authenticate(
     admission: &mut Admission,
     authorization: Option<&[u8]>,
 ) -> Result<Arc<Tenant>, GatewayError> {
-    let tenant = state.tenants().authenticate(authorization)?;
+    let keys = state.fleet.as_ref().map(|f| f.key_view());
+    let tenant = state.tenants().authenticate_with(authorization, keys)?;
     admission.tenant = Some(tenant.clone());
     Ok(tenant)
 }

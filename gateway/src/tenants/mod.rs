@@ -22,6 +22,7 @@ pub mod shared;
 
 use crate::config::{Config, StateBackend, StateConfig, TenantConfig, TenantLimits};
 use crate::error::GatewayError;
+use crate::fleet::keys::KeyView;
 use hmac::{Hmac, Mac};
 use limits::TenantLimiter;
 use parking_lot::{Mutex, RwLock};
@@ -109,7 +110,9 @@ pub struct TenantTable {
     auth: bool,
     tenants: Vec<Arc<Tenant>>,
     /// Keys that matched a stored hash, by their keyed SipHash (see the module docs).
-    verified: RwLock<HashMap<u128, Arc<Tenant>, BuildHasherDefault<PrfHasher>>>,
+    /// Each entry carries the key store's epoch it was verified at ([`KeyView::epoch`]):
+    /// one from another epoch is checked again, so a revocation reaches remembered keys.
+    verified: RwLock<HashMap<u128, (Arc<Tenant>, u64), BuildHasherDefault<PrfHasher>>>,
     /// The SipHash key of [`Self::verified`], random per table.
     prf_key: [u8; 16],
 }
@@ -229,8 +232,20 @@ impl TenantTable {
         })
     }
 
-    /// Authenticates an `Authorization` header value.
+    /// Authenticates an `Authorization` header value against the config's keys.
     pub fn authenticate(&self, authorization: Option<&[u8]>) -> Result<Arc<Tenant>, GatewayError> {
+        self.authenticate_with(authorization, None)
+    }
+
+    /// Authenticates an `Authorization` header value against the config's keys and, with
+    /// shared state, the key store as this gateway last read it (`keys`): a key the store
+    /// revoked is refused even when the config lists it, and a key the store added works
+    /// for its tenant when the config has that tenant.
+    pub fn authenticate_with(
+        &self,
+        authorization: Option<&[u8]>,
+        keys: Option<&KeyView>,
+    ) -> Result<Arc<Tenant>, GatewayError> {
         if !self.auth {
             return self
                 .tenants
@@ -245,10 +260,16 @@ impl TenantTable {
             return Err(GatewayError::Unauthorized);
         }
         let tag = self.prf(key.as_bytes());
-        if let Some(t) = self.verified.read().get(&tag) {
-            return Ok(t.clone());
+        let epoch = keys.map_or(0, KeyView::epoch);
+        if let Some((t, at)) = self.verified.read().get(&tag) {
+            if *at == epoch {
+                return Ok(t.clone());
+            }
         }
         let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
+        if keys.is_some_and(|k| k.is_revoked(&digest)) {
+            return Err(GatewayError::Unauthorized);
+        }
         // Compare against every stored hash without early exit.
         let mut found: Option<&Arc<Tenant>> = None;
         for t in &self.tenants {
@@ -258,9 +279,29 @@ impl TenantTable {
                 }
             }
         }
-        let tenant = found.cloned().ok_or(GatewayError::Unauthorized)?;
-        self.verified.write().insert(tag, tenant.clone());
+        let stored = || {
+            let id = keys?.tenant_of(&digest)?;
+            self.tenants.iter().find(|t| *t.id == *id)
+        };
+        let tenant = found
+            .or_else(stored)
+            .cloned()
+            .ok_or(GatewayError::Unauthorized)?;
+        self.verified.write().insert(tag, (tenant.clone(), epoch));
         Ok(tenant)
+    }
+
+    /// The config's keys as (tenant, SHA-256), to seed a shared key store.
+    pub fn config_keys(&self) -> Vec<(String, [u8; 32])> {
+        self.tenants
+            .iter()
+            .flat_map(|t| t.key_hashes.iter().map(|h| (t.id.to_string(), *h)))
+            .collect()
+    }
+
+    /// The tenant with id `id`.
+    pub fn get(&self, id: &str) -> Option<&Arc<Tenant>> {
+        self.tenants.iter().find(|t| *t.id == *id)
     }
 
     /// The keyed SipHash-2-4 of a presented key.
