@@ -129,7 +129,7 @@ fn load(
                             .iter()
                             .filter_map(|e| serde_json::from_str::<serde_json::Value>(e).ok())
                             .filter_map(|v| v["usage"]["total_tokens"].as_u64())
-                            .last()
+                            .next_back()
                             .unwrap_or(0);
                         (r.status, used)
                     } else {

@@ -5,10 +5,8 @@
 //! - `DELETE .../{key_id}`: revoked on every gateway within `state.keys_poll_ms`.
 
 use super::error::AdminError;
-use super::json;
 use crate::fleet::keys::KeyError;
 use crate::state::AppState;
-use http::Response;
 
 impl From<KeyError> for AdminError {
     fn from(e: KeyError) -> Self {
@@ -32,12 +30,12 @@ pub enum KeyOp<'a> {
     Revoke(&'a str),
 }
 
-/// Runs `op` on `tenant`'s keys.
+/// Runs `op` on `tenant`'s keys: the status and JSON body of the answer.
 pub async fn handle(
     state: &AppState,
     tenant: &str,
     op: KeyOp<'_>,
-) -> Result<Response<Vec<u8>>, AdminError> {
+) -> Result<(u16, serde_json::Value), AdminError> {
     let fleet = state.fleet.as_ref().ok_or(KeyError::NoStore)?;
     if state.tenants().get(tenant).is_none() {
         return Err(AdminError::NotFound(format!(
@@ -48,11 +46,11 @@ pub async fn handle(
         KeyOp::List => {
             let mut keys = fleet.list_keys(tenant).await?;
             keys.sort_by(|a, b| (a.created, &a.key_id).cmp(&(b.created, &b.key_id)));
-            json(200, &serde_json::json!({"tenant": tenant, "keys": keys}))
+            (200, serde_json::json!({"tenant": tenant, "keys": keys}))
         }
         KeyOp::Create => {
             let (key, stored) = fleet.create_key(tenant).await?;
-            json(201, &serde_json::json!({"key": key, "record": stored}))
+            (201, serde_json::json!({"key": key, "record": stored}))
         }
         KeyOp::Rotate(old) => {
             // The old key must exist before a new one is made.
@@ -66,14 +64,14 @@ pub async fn handle(
             }
             let (key, stored) = fleet.create_key(tenant).await?;
             fleet.revoke_key(tenant, old).await?;
-            json(
+            (
                 201,
-                &serde_json::json!({"key": key, "record": stored, "revoked": old}),
+                serde_json::json!({"key": key, "record": stored, "revoked": old}),
             )
         }
         KeyOp::Revoke(key_id) => {
             fleet.revoke_key(tenant, key_id).await?;
-            json(200, &serde_json::json!({"revoked": key_id}))
+            (200, serde_json::json!({"revoked": key_id}))
         }
     })
 }

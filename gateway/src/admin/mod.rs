@@ -66,7 +66,11 @@ fn reply(status: u16, content_type: &str, body: Vec<u8>) -> Response<Vec<u8>> {
         .unwrap_or_else(|_| Response::new(Vec::new()))
 }
 
-pub(crate) fn json(status: u16, v: &impl serde::Serialize) -> Response<Vec<u8>> {
+fn keys_reply((status, body): (u16, serde_json::Value)) -> Response<Vec<u8>> {
+    json(status, &body)
+}
+
+fn json(status: u16, v: &impl serde::Serialize) -> Response<Vec<u8>> {
     reply(
         status,
         "application/json",
@@ -199,16 +203,16 @@ impl Admin {
                 json(200, &self.state.router.recent(limit))
             }
             ("GET", ["admin", "tenants", t, "keys"]) => {
-                keys::handle(&self.state, t, keys::KeyOp::List).await?
+                keys_reply(keys::handle(&self.state, t, keys::KeyOp::List).await?)
             }
             ("POST", ["admin", "tenants", t, "keys"]) => {
-                keys::handle(&self.state, t, keys::KeyOp::Create).await?
+                keys_reply(keys::handle(&self.state, t, keys::KeyOp::Create).await?)
             }
             ("POST", ["admin", "tenants", t, "keys", k, "rotate"]) => {
-                keys::handle(&self.state, t, keys::KeyOp::Rotate(k)).await?
+                keys_reply(keys::handle(&self.state, t, keys::KeyOp::Rotate(k)).await?)
             }
             ("DELETE", ["admin", "tenants", t, "keys", k]) => {
-                keys::handle(&self.state, t, keys::KeyOp::Revoke(k)).await?
+                keys_reply(keys::handle(&self.state, t, keys::KeyOp::Revoke(k)).await?)
             }
             ("GET", ["admin", "index"]) => json(200, &self.state.router.index_stats()),
             ("GET", ["dashboard", rest @ ..]) => {

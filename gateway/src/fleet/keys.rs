@@ -16,66 +16,12 @@
 //! it never held is refused (fail closed).
 
 use super::conn::Conn;
+use super::view::{decode, key_id, KeyView, StoredKey};
 use super::Fleet;
-use parking_lot::RwLock;
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// A key as stored (never the key itself).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct StoredKey {
-    /// The tenant it authenticates.
-    pub tenant: String,
-    /// Public id: `k-` and the first 12 hex digits of its hash.
-    pub key_id: String,
-    /// Unix seconds of its creation (0 for keys seeded from the config).
-    pub created: u64,
-    /// `admin` (made by the admin API) or `config` (seeded from the YAML file).
-    pub source: String,
-}
-
-/// The public id of the key whose SHA-256 is `hash`.
-pub fn key_id(hash: &[u8; 32]) -> String {
-    format!("k-{}", &hex::encode(hash)[..12])
-}
-
-/// This gateway's copy of the store.
-#[derive(Debug, Default)]
-pub struct KeyView {
-    inner: RwLock<ViewState>,
-}
-
-#[derive(Debug, Default)]
-struct ViewState {
-    /// Epoch of the copy; 0 before the first read.
-    epoch: u64,
-    keys: HashMap<[u8; 32], Arc<str>>,
-    revoked: HashSet<[u8; 32]>,
-}
-
-impl KeyView {
-    /// The epoch of the copy (a verified-key cache entry from another epoch is stale).
-    pub fn epoch(&self) -> u64 {
-        self.inner.read().epoch
-    }
-
-    /// The tenant a key hash belongs to in the store.
-    pub fn tenant_of(&self, hash: &[u8; 32]) -> Option<Arc<str>> {
-        self.inner.read().keys.get(hash).cloned()
-    }
-
-    /// Whether a key hash was revoked.
-    pub fn is_revoked(&self, hash: &[u8; 32]) -> bool {
-        self.inner.read().revoked.contains(hash)
-    }
-}
-
-fn decode(hash_hex: &str) -> Option<[u8; 32]> {
-    hex::decode(hash_hex).ok()?.try_into().ok()
-}
 
 /// Why a key operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -257,11 +203,7 @@ impl Fleet {
             })
             .collect();
         let revoked = revoked.iter().filter_map(|h| decode(h)).collect();
-        *self.keys.inner.write() = ViewState {
-            epoch: epoch.unwrap_or(0),
-            keys,
-            revoked,
-        };
+        self.keys.replace(epoch.unwrap_or(0), keys, revoked);
         Ok(())
     }
 
@@ -280,5 +222,66 @@ impl Fleet {
                 }
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Config, TenantConfig};
+    use crate::tenants::{hash_key, TenantTable};
+
+    fn table() -> TenantTable {
+        let mut c = Config::default();
+        c.auth.salt_secret = "0123456789abcdef-secret".into();
+        c.tenants = vec![TenantConfig {
+            id: "a".into(),
+            api_key_sha256: vec![hash_key("config-key")],
+            models: vec!["*".into()],
+            limits: Default::default(),
+        }];
+        TenantTable::build(&c, None)
+    }
+
+    fn digest(key: &str) -> [u8; 32] {
+        Sha256::digest(key.as_bytes()).into()
+    }
+
+    fn set(view: &KeyView, epoch: u64, keys: &[(&str, &str)], revoked: &[&str]) {
+        view.replace(
+            epoch,
+            keys.iter()
+                .map(|(k, t)| (digest(k), Arc::from(*t)))
+                .collect(),
+            revoked.iter().map(|k| digest(k)).collect(),
+        );
+    }
+
+    #[test]
+    fn the_store_adds_and_revokes_keys_and_a_new_epoch_reaches_remembered_ones() {
+        let t = table();
+        let view = KeyView::default();
+        let auth = |k: &str, v: &KeyView| {
+            t.authenticate_with(Some(format!("Bearer {k}").as_bytes()), Some(v))
+                .map(|t| t.id.to_string())
+        };
+        set(&view, 1, &[("stored-key", "a"), ("orphan", "gone")], &[]);
+        assert_eq!(auth("config-key", &view).unwrap(), "a");
+        assert_eq!(auth("stored-key", &view).unwrap(), "a");
+        // A stored key of a tenant the config does not have, and an unknown key: refused.
+        assert!(auth("orphan", &view).is_err());
+        assert!(auth("never-made", &view).is_err());
+        // Both remembered keys are revoked at the next epoch: refused at once.
+        set(&view, 2, &[], &["config-key", "stored-key"]);
+        assert!(auth("config-key", &view).is_err());
+        assert!(auth("stored-key", &view).is_err());
+        // Without the store, the config alone decides.
+        assert!(t.authenticate(Some(b"Bearer config-key")).is_ok());
+    }
+
+    #[test]
+    fn key_ids_are_the_hash_prefix() {
+        let h = digest("k");
+        assert_eq!(key_id(&h), format!("k-{}", &hex::encode(h)[..12]));
     }
 }

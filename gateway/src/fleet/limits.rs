@@ -4,31 +4,8 @@
 
 use super::Fleet;
 use crate::config::TenantLimits;
-use redis::Script;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// The two scripts, hashed once.
-pub struct Scripts {
-    admit: Script,
-    settle: Script,
-}
-
-impl Scripts {
-    /// Loads the script texts.
-    pub fn new() -> Self {
-        Self {
-            admit: Script::new(include_str!("admit.lua")),
-            settle: Script::new(include_str!("settle.lua")),
-        }
-    }
-}
-
-impl Default for Scripts {
-    fn default() -> Self {
-        Self::new()
-    }
-}
 
 /// Which limit refused a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -21,12 +21,15 @@
 //! - [`conn`]: the connection, single server or Cluster.
 //! - [`health`]: the degraded flag, its metric and log line.
 //! - [`limits`]: the admission and settlement calls and the lease a request holds.
-//! - [`keys`]: tenants' API keys in Redis, and each gateway's view of them.
+//! - [`keys`]: tenants' API keys in Redis: the admin operations and the poll.
+//! - [`view`]: each gateway's copy of the key store; [`scripts`]: the Lua scripts.
 
 pub mod conn;
 pub mod health;
 pub mod keys;
 pub mod limits;
+pub mod scripts;
+pub mod view;
 
 use crate::config::StateConfig;
 use crate::metrics::StateMetrics;
@@ -46,12 +49,12 @@ pub struct Fleet {
     probing: AtomicBool,
     /// Runtime of the background calls (probes, settlements).
     handle: tokio::runtime::Handle,
-    scripts: limits::Scripts,
+    scripts: scripts::Scripts,
     /// Lease ids: this gateway's random tag and a sequence.
     lease_tag: u64,
     lease_seq: AtomicU64,
     /// This gateway's copy of the key store.
-    keys: keys::KeyView,
+    keys: view::KeyView,
     /// The config's keys (tenant, SHA-256), written into an empty store.
     seed: RwLock<Vec<(String, [u8; 32])>>,
 }
@@ -78,10 +81,10 @@ impl Fleet {
             health: Health::new(metrics),
             probing: AtomicBool::new(false),
             handle,
-            scripts: limits::Scripts::new(),
+            scripts: scripts::Scripts::new(),
             lease_tag: rand::random(),
             lease_seq: AtomicU64::new(0),
-            keys: keys::KeyView::default(),
+            keys: view::KeyView::default(),
             seed: RwLock::new(Vec::new()),
         });
         fleet.probe();

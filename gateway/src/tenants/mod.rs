@@ -22,7 +22,7 @@ pub mod shared;
 
 use crate::config::{Config, StateBackend, StateConfig, TenantConfig, TenantLimits};
 use crate::error::GatewayError;
-use crate::fleet::keys::KeyView;
+use crate::fleet::view::KeyView;
 use hmac::{Hmac, Mac};
 use limits::TenantLimiter;
 use parking_lot::{Mutex, RwLock};
@@ -112,10 +112,14 @@ pub struct TenantTable {
     /// Keys that matched a stored hash, by their keyed SipHash (see the module docs).
     /// Each entry carries the key store's epoch it was verified at ([`KeyView::epoch`]):
     /// one from another epoch is checked again, so a revocation reaches remembered keys.
-    verified: RwLock<HashMap<u128, (Arc<Tenant>, u64), BuildHasherDefault<PrfHasher>>>,
+    verified: RwLock<VerifiedKeys>,
     /// The SipHash key of [`Self::verified`], random per table.
     prf_key: [u8; 16],
 }
+
+/// Verified keys by their keyed SipHash: the tenant, and the key store epoch it was
+/// verified at.
+type VerifiedKeys = HashMap<u128, (Arc<Tenant>, u64), BuildHasherDefault<PrfHasher>>;
 
 /// Hashes a `u128` that is already a PRF output by taking its low 64 bits.
 #[derive(Default)]
@@ -334,6 +338,30 @@ fn decode_hashes(hexes: &[String]) -> Vec<[u8; 32]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fleet_gateway_enforces_its_share_of_each_limit_alone() {
+        let limits = TenantLimits {
+            requests_per_minute: 600,
+            request_burst: 10,
+            tokens_per_minute: 1000,
+            max_concurrent: 1,
+        };
+        let mut state = StateConfig::default();
+        assert_eq!(local_share(&limits, &state), limits);
+        state.backend = StateBackend::Redis;
+        state.gateway_count = 3;
+        let share = local_share(&limits, &state);
+        assert_eq!(share.requests_per_minute, 200);
+        assert_eq!(share.request_burst, 4);
+        assert_eq!(share.tokens_per_minute, 334);
+        // Never rounded down to 0, which would mean unlimited.
+        assert_eq!(share.max_concurrent, 1);
+        assert_eq!(
+            local_share(&TenantLimits::default(), &state),
+            TenantLimits::default()
+        );
+    }
     use crate::config::TenantConfig;
 
     fn cfg() -> Config {
