@@ -35,6 +35,7 @@ pub fn run(cfg: Config, path: Option<PathBuf>, overrides: Overrides) -> anyhow::
         register_with_retry(state.clone(), target);
     }
     control.spawn(reload_on_sighup(state.clone(), path, overrides));
+    crate::control::history::spawn(&state);
     control.spawn(drain::on_sigterm(Duration::from_secs(cfg.shutdown_grace_s)));
 
     let conf = ServerConf {

@@ -154,6 +154,20 @@ pub struct SimulateArgs {
     /// Load report period (staleness bound), ms; 0 = always fresh.
     #[arg(long, default_value_t = 100.0)]
     pub load_staleness_ms: f64,
+    /// Gateways in front of the replicas, each with its own prefix index; requests reach
+    /// them in turn.
+    #[arg(long, default_value_t = 1)]
+    pub gateways: u32,
+    /// Whether replicas publish KV events (false: engines without them, where each
+    /// gateway's index holds only its own routing decisions).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub kv_events: bool,
+    /// Share every gateway's routing decisions with the other gateways' indexes.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub shared_history: bool,
+    /// Delay of the shared routing history, ms.
+    #[arg(long, default_value_t = 5.0)]
+    pub history_delay_ms: f64,
     /// Also compute the oracle hit rate (one cache of N x capacity); on by default.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub oracle: bool,

@@ -6,7 +6,7 @@ use crate::metrics::Summary;
 use crate::prompt::PromptHasher;
 use crate::report::{json, plot, table, RunReport};
 use crate::rng::mix;
-use crate::sim::{oracle_hit_rate, simulate, CostProfile, SimConfig};
+use crate::sim::{oracle_hit_rate, simulate, CostProfile, FleetSim, SimConfig};
 use crate::workload::{self, LoadShape, Workload};
 use anyhow::{bail, Context};
 use router_policy::{
@@ -49,6 +49,12 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Vec<RunReport>> {
         load_staleness_ms: args.load_staleness_ms,
         checkpoint: CheckpointId::new(SIM_CHECKPOINT),
         index: IndexConfig::default(),
+        fleet: FleetSim {
+            gateways: args.gateways,
+            kv_events: args.kv_events,
+            shared_history: args.shared_history,
+            history_delay_ms: args.history_delay_ms,
+        },
     };
     let oracle = args.oracle.then(|| {
         let seed = HashNamespace::new(cfg.checkpoint.clone()).root_seed();

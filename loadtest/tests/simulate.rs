@@ -187,3 +187,32 @@ fn malformed_trace_line_is_named() {
         "{msg}"
     );
 }
+
+/// Gateways whose indexes hold only their own routing decisions (no KV events) lose the
+/// cache hits one gateway gets; sharing the routing history brings them back.
+#[test]
+fn a_shared_routing_history_restores_what_one_gateway_knows() {
+    let hit = |extra: &[&str]| {
+        let mut v = small("3", &["warm"]);
+        v.extend(extra.iter().map(|s| s.to_string()));
+        loadtest::simulate_cmd::run(&args(&v)).unwrap()[0]
+            .summary
+            .cache_hit_rate
+    };
+    let one = hit(&["--gateways", "1", "--kv-events", "false"]);
+    let private = hit(&["--gateways", "3", "--kv-events", "false"]);
+    let shared = hit(&[
+        "--gateways",
+        "3",
+        "--kv-events",
+        "false",
+        "--shared-history",
+        "true",
+    ]);
+    assert!(private < one - 0.05, "one {one}, three private {private}");
+    assert!(
+        shared > private + 0.05,
+        "private {private}, shared {shared}"
+    );
+    assert!((shared - one).abs() < 0.03, "one {one}, shared {shared}");
+}

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use warmpath_e2e::fixtures::{auth_yaml, chat, model_of, replicas_yaml, smollm2_model};
 use warmpath_e2e::http::{post_json, post_sse, request};
+use warmpath_e2e::openai_upstream::OpenAiUpstream;
 use warmpath_e2e::redis::{libfaketime, RedisCluster, RedisServer};
 use warmpath_e2e::{GatewayProc, ReplicaProc};
 
@@ -453,4 +454,101 @@ fn keys_made_rotated_and_revoked_on_one_gateway_hold_on_all_three() {
     let (status, e) = admin(&gws[0], "POST", "/admin/tenants/nobody/keys");
     assert_eq!(status, 404, "{e}");
     assert!(e["error"]["message"].as_str().unwrap().contains("nobody"));
+}
+
+/// Three gateways on `redis` in front of two plain OpenAI servers (no KV events: each
+/// gateway's approximate index knows only where requests went).
+fn plain_fleet(
+    redis: &RedisServer,
+    upstreams: &[&OpenAiUpstream],
+    share: bool,
+) -> Vec<GatewayProc> {
+    let list: Vec<String> = upstreams
+        .iter()
+        .map(|u| format!("      - {}", u.url()))
+        .collect();
+    let yaml = format!(
+        "{}pools:\n  - name: plain\n    engine: openai\n    tokenizer: none\n    upstreams:\n{}\n\
+         state: {{backend: redis, url: '{}', gateway_count: 3, share_routing: {share}}}\n",
+        auth_yaml(&[("t", "key-t", "")]),
+        list.join("\n"),
+        redis.url()
+    );
+    (0..3)
+        .map(|_| GatewayProc::spawn(&yaml, &[], upstreams.len()).expect("gateway"))
+        .collect()
+}
+
+/// (replica URL, predicted cached tokens) of one chat with a long shared system prompt
+/// (replica ids are per gateway: the URL is what the gateways share).
+fn routed(gw: &GatewayProc, system: &str, user: &str) -> (String, u64) {
+    let body = serde_json::json!({"model": "plain-model", "max_tokens": 4, "messages": [
+        {"role": "system", "content": system}, {"role": "user", "content": user}]});
+    let r = post_json(
+        &gw.addr,
+        "/v1/chat/completions",
+        &[("Authorization", "Bearer key-t")],
+        &body,
+    )
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    let predicted = r
+        .header("x-warmpath-predicted-cached-tokens")
+        .unwrap_or("0")
+        .parse()
+        .unwrap();
+    let id = r
+        .header("x-warmpath-replica")
+        .unwrap()
+        .trim_start_matches('r');
+    let replicas = gw.replicas().unwrap();
+    let url = replicas
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["id"].as_u64().map(|n| n.to_string()).as_deref() == Some(id))
+        .and_then(|x| x["url"].as_str())
+        .unwrap()
+        .to_string();
+    (url, predicted)
+}
+
+#[test]
+fn routing_history_is_shared_for_engines_without_kv_events() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (a, b) = (
+        OpenAiUpstream::start("plain-model"),
+        OpenAiUpstream::start("plain-model"),
+    );
+    for share in [false, true] {
+        let redis = RedisServer::start().expect("redis");
+        let gws = plain_fleet(&redis, &[&a, &b], share);
+        wait_degraded(&gws, 0, Duration::from_secs(10));
+        let mut seen = Vec::new();
+        for conv in 0..4 {
+            let system = format!(
+                "[conversation {conv} of {share}] {}",
+                "Answer as a careful librarian would. ".repeat(40)
+            );
+            let (first, _) = routed(&gws[0], &system, "turn one");
+            std::thread::sleep(Duration::from_millis(300));
+            // The next turns reach the other gateways, which never routed this prefix.
+            for g in &gws[1..] {
+                let (replica, predicted) = routed(g, &system, "turn two");
+                seen.push((replica == first, predicted));
+            }
+        }
+        let predicted_hits = seen.iter().filter(|(_, p)| *p > 0).count();
+        let same_replica = seen.iter().filter(|(s, _)| *s).count();
+        eprintln!("share_routing {share}: {predicted_hits}/{} predicted a cached prefix, {same_replica} on the first replica", seen.len());
+        if share {
+            assert_eq!(predicted_hits, seen.len(), "{seen:?}");
+            assert_eq!(same_replica, seen.len(), "{seen:?}");
+        } else {
+            assert_eq!(
+                predicted_hits, 0,
+                "without sharing no other gateway knows the prefix: {seen:?}"
+            );
+        }
+    }
 }

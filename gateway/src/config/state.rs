@@ -40,6 +40,13 @@ pub struct StateConfig {
     /// How often each gateway reads the key store's change counter, milliseconds: a key
     /// revoked on one gateway is refused by all within about this.
     pub keys_poll_ms: u64,
+    /// Share routing decisions for engines without KV events with the other gateways
+    /// (the shared routing history).
+    pub share_routing: bool,
+    /// How often each gateway reads the others' routing decisions, milliseconds.
+    pub history_poll_ms: u64,
+    /// Entries the routing history stream keeps (about; Redis trims it).
+    pub history_cap: u64,
     /// Prefix of every key the gateway writes.
     pub key_prefix: String,
 }
@@ -55,6 +62,9 @@ impl Default for StateConfig {
             probe_ms: 250,
             lease_ttl_s: 900,
             keys_poll_ms: 250,
+            share_routing: true,
+            history_poll_ms: 50,
+            history_cap: 100_000,
             key_prefix: "warmpath".into(),
         }
     }
@@ -114,6 +124,12 @@ impl StateConfig {
         }
         if !(10..=60_000).contains(&self.keys_poll_ms) {
             return Err(invalid("keys_poll_ms", "must be in 10..=60000"));
+        }
+        if !(5..=60_000).contains(&self.history_poll_ms) {
+            return Err(invalid("history_poll_ms", "must be in 5..=60000"));
+        }
+        if self.history_cap < 1000 {
+            return Err(invalid("history_cap", "must be at least 1000"));
         }
         if self.lease_ttl_s == 0 {
             return Err(invalid("lease_ttl_s", "must be positive"));

@@ -10,10 +10,12 @@
 //!   [`load`] (the load poller: a replica's load endpoint or an engine's `/metrics`) and
 //!   [`probe`] (the health prober); [`zmq`]: a vLLM or SGLang server's KV events.
 //! - [`reload`]: SIGHUP reload of the config file.
+//! - [`history`]: the other gateways' routing decisions, from the fleet's shared history.
 //! - [`client`]: the control plane's HTTP client (hyper).
 
 pub mod client;
 pub mod engine;
+pub mod history;
 pub mod load;
 pub mod probe;
 pub mod register;

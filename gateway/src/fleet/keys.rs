@@ -96,6 +96,8 @@ impl Fleet {
             .incr(self.keys_key("epoch"), 1)
             .ignore();
         self.run::<()>(&conn, &pipe).await?;
+        // This gateway follows at once; the others within a poll.
+        let _ = self.sync_keys(&conn).await;
         Ok((key, stored))
     }
 
@@ -142,7 +144,9 @@ impl Fleet {
             .ignore()
             .incr(self.keys_key("epoch"), 1)
             .ignore();
-        self.run::<()>(&conn, &pipe).await
+        self.run::<()>(&conn, &pipe).await?;
+        // Refused here from this answer on; by the others within a poll.
+        self.sync_keys(&conn).await
     }
 
     /// Writes the config's keys into the store (never one that was revoked) and starts its

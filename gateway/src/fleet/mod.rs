@@ -23,11 +23,15 @@
 //! - [`limits`]: the admission and settlement calls and the lease a request holds.
 //! - [`keys`]: tenants' API keys in Redis: the admin operations and the poll.
 //! - [`view`]: each gateway's copy of the key store; [`scripts`]: the Lua scripts.
+//! - [`history`]: the shared routing history (engines without KV events); [`routed`]:
+//!   the queue in front of its writer.
 
 pub mod conn;
 pub mod health;
+pub mod history;
 pub mod keys;
 pub mod limits;
+pub mod routed;
 pub mod scripts;
 pub mod view;
 
@@ -57,6 +61,8 @@ pub struct Fleet {
     keys: view::KeyView,
     /// The config's keys (tenant, SHA-256), written into an empty store.
     seed: RwLock<Vec<(String, [u8; 32])>>,
+    /// Routing decisions waiting for the history writer.
+    routes: tokio::sync::mpsc::Sender<routed::Routed>,
 }
 
 impl std::fmt::Debug for Fleet {
@@ -75,7 +81,9 @@ impl Fleet {
         handle: tokio::runtime::Handle,
         metrics: StateMetrics,
     ) -> Arc<Self> {
+        let (routes, routes_rx) = routed::queue();
         let fleet = Arc::new(Self {
+            routes,
             cfg,
             conn: RwLock::new(None),
             health: Health::new(metrics),
@@ -89,6 +97,7 @@ impl Fleet {
         });
         fleet.probe();
         fleet.follow_keys();
+        fleet.write_routes(routes_rx);
         fleet
     }
 

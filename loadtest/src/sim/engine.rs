@@ -31,6 +31,35 @@ pub struct SimConfig {
     pub checkpoint: CheckpointId,
     /// Prefix index bounds.
     pub index: IndexConfig,
+    /// Gateways in front of the replicas, each with its own prefix index.
+    pub fleet: FleetSim,
+}
+
+/// A fleet of gateways in front of the simulated replicas. Requests reach the gateways in
+/// turn (as a Service spreads many clients); each gateway routes with its own prefix index.
+#[derive(Clone, Debug)]
+pub struct FleetSim {
+    /// Number of gateways (1: a single gateway).
+    pub gateways: u32,
+    /// Whether replicas publish KV events (to every gateway). Without them each index
+    /// holds only routing decisions (the approximate index, as for engines without events).
+    pub kv_events: bool,
+    /// Whether every gateway's routing decisions reach the other gateways' indexes (a shared
+    /// routing history), after `history_delay_ms`.
+    pub shared_history: bool,
+    /// Delay of the shared history, ms.
+    pub history_delay_ms: f64,
+}
+
+impl Default for FleetSim {
+    fn default() -> Self {
+        Self {
+            gateways: 1,
+            kv_events: true,
+            shared_history: false,
+            history_delay_ms: 5.0,
+        }
+    }
 }
 
 /// Per-request records of one simulated run.
@@ -51,7 +80,8 @@ struct Sim<'a> {
     replicas: Vec<Replica>,
     kv_seq: Vec<SeqNo>,
     view: ClusterView,
-    index: PrefixIndex,
+    /// One prefix index per gateway.
+    indexes: Vec<PrefixIndex>,
     policy: Box<dyn Policy>,
     records: Vec<Option<RequestRecord>>,
     predicted: Vec<u32>,
@@ -85,7 +115,9 @@ pub fn simulate(workload: &Workload, cfg: &SimConfig, policy: Box<dyn Policy>) -
         replicas: (0..n).map(|_| Replica::new(&cfg.profile)).collect(),
         kv_seq: vec![SeqNo(0); n],
         view,
-        index: PrefixIndex::new(cfg.index.clone()),
+        indexes: (0..cfg.fleet.gateways.max(1))
+            .map(|_| PrefixIndex::new(cfg.index.clone()))
+            .collect(),
         policy,
         records: vec![None; workload.requests.len()],
         predicted: vec![0; workload.requests.len()],
@@ -106,12 +138,17 @@ pub fn simulate(workload: &Workload, cfg: &SimConfig, policy: Box<dyn Policy>) -
 impl Sim<'_> {
     fn run(&mut self) {
         for r in 0..self.replicas.len() {
+            if !self.cfg.fleet.kv_events {
+                break;
+            }
             let snap = KvStreamMessage::Snapshot {
                 epoch: self.epoch,
                 seq: SeqNo(0),
                 hashes: Vec::new(),
             };
-            self.index.apply_message(ReplicaId(r as u32), &snap);
+            for index in &mut self.indexes {
+                index.apply_message(ReplicaId(r as u32), &snap);
+            }
         }
         match self.workload.shape {
             LoadShape::Closed { concurrency } => {
@@ -134,7 +171,12 @@ impl Sim<'_> {
                 Event::Arrival(i) => self.arrive(now, i),
                 Event::StepEnd(r) => self.step_end(now, r),
                 Event::KvDelivery(r, msg) => {
-                    self.index.apply_message(r, &msg);
+                    for index in &mut self.indexes {
+                        index.apply_message(r, &msg);
+                    }
+                }
+                Event::HistoryDelivery(g, r, hashes, at) => {
+                    self.indexes[g].record_routed(r, &hashes, at);
                 }
                 Event::LoadReport => {
                     self.report_all();
@@ -169,7 +211,11 @@ impl Sim<'_> {
             block_size: self.block_size,
             now: Millis(now as u64),
         };
-        let decision = match self.policy.select(&route, &self.view, &self.index) {
+        let gateway = i % self.indexes.len();
+        let decision = match self
+            .policy
+            .select(&route, &self.view, &self.indexes[gateway])
+        {
             Ok(d) => d,
             Err(e) => {
                 self.records[i] = Some(RequestRecord {
@@ -188,7 +234,15 @@ impl Sim<'_> {
             }
         };
         let r = decision.replica;
-        self.index.record_routed(r, &hashes, Millis(now as u64));
+        self.indexes[gateway].record_routed(r, &hashes, Millis(now as u64));
+        if self.cfg.fleet.shared_history {
+            for g in (0..self.indexes.len()).filter(|g| *g != gateway) {
+                self.queue.push(
+                    now + self.cfg.fleet.history_delay_ms,
+                    Event::HistoryDelivery(g, r, hashes.clone(), Millis(now as u64)),
+                );
+            }
+        }
         self.predicted[i] = decision.predicted_cached_blocks * self.block_size.0;
         self.branches[i] = Some(decision.explanation.branch.as_str());
         let ri = r.0 as usize;
@@ -252,6 +306,9 @@ impl Sim<'_> {
 
     /// Sends a replica's KV events to the router (after the configured delay).
     fn publish(&mut self, now: f64, ri: usize, events: Vec<KvEvent>) {
+        if !self.cfg.fleet.kv_events {
+            return;
+        }
         for event in events {
             self.kv_seq[ri] = self.kv_seq[ri].next();
             let msg = KvStreamMessage::Event(KvEventRecord {
@@ -261,7 +318,9 @@ impl Sim<'_> {
             });
             let r = ReplicaId(ri as u32);
             if self.cfg.kv_event_delay_ms <= 0.0 {
-                self.index.apply_message(r, &msg);
+                for index in &mut self.indexes {
+                    index.apply_message(r, &msg);
+                }
             } else {
                 self.queue
                     .push(now + self.cfg.kv_event_delay_ms, Event::KvDelivery(r, msg));

@@ -1,9 +1,10 @@
 //! The simulator's event queue: a min-heap on (time, insertion order), so equal-time events
 //! run in the order they were scheduled and runs are deterministic.
 
-use router_policy::{KvStreamMessage, ReplicaId};
+use router_policy::{BlockHash, KvStreamMessage, Millis, ReplicaId};
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
+use std::sync::Arc;
 
 /// Something that happens at a point in virtual time.
 #[derive(Debug)]
@@ -16,6 +17,9 @@ pub(crate) enum Event {
     KvDelivery(ReplicaId, KvStreamMessage),
     /// Replicas report their load.
     LoadReport,
+    /// Another gateway's routing decision (replica, block hashes, when it was made) reaches
+    /// gateway `usize` through the shared routing history.
+    HistoryDelivery(usize, ReplicaId, Arc<[BlockHash]>, Millis),
 }
 
 #[derive(Debug)]

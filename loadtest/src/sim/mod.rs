@@ -14,6 +14,6 @@ pub mod profile;
 pub mod radix;
 mod replica;
 
-pub use engine::{simulate, SimConfig, SimOutcome};
+pub use engine::{simulate, FleetSim, SimConfig, SimOutcome};
 pub use oracle::oracle_hit_rate;
 pub use profile::CostProfile;

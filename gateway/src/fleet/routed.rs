@@ -1,0 +1,23 @@
+//! A routing decision on its way to the fleet's shared history ([`super::history`]), and
+//! the bounded queue between the request path and the history writer.
+
+use router_policy::BlockHash;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// Decisions waiting to be written, at most.
+const QUEUE: usize = 4096;
+
+/// One routing decision to share.
+#[derive(Debug)]
+pub struct Routed {
+    /// The replica's URL (ids are per gateway).
+    pub replica: Arc<str>,
+    /// The prompt's block hashes.
+    pub hashes: Vec<BlockHash>,
+}
+
+/// The writer's queue: the sender the fleet keeps, the receiver its writer drains.
+pub fn queue() -> (mpsc::Sender<Routed>, mpsc::Receiver<Routed>) {
+    mpsc::channel(QUEUE)
+}
