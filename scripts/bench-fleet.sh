@@ -25,6 +25,8 @@ BIN=$CARGO_TARGET_DIR/$([ "$PROFILE" = dev ] && echo debug || echo "$PROFILE")
 WORK=$(mktemp -d)
 PIDS=()
 cleanup() {
+  # The Redis started again mid-run was started in a subshell: its pid is in a file.
+  [ -f "$WORK/redis.pid" ] && kill -KILL "$(cat "$WORK/redis.pid")" 2>/dev/null
   for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   rm -rf "$WORK"
 }
@@ -37,6 +39,7 @@ tokenizer_spec "$WORK/spec.json" "$BIN" "$PROFILE" $REP
 "$BIN/examples/fixed_upstream" 127.0.0.1:$UP 1 "${SPEC_ARGS[@]}" >/dev/null 2>&1 & PIDS+=($!)
 start_redis() {
   redis-server --bind 127.0.0.1 --port $RP --save "" --appendonly no >"$WORK/redis.log" 2>&1 & REDIS_PID=$!; PIDS+=($REDIS_PID)
+  echo $REDIS_PID > "$WORK/redis.pid"
   for _ in $(seq 100); do redis-cli -p $RP ping >/dev/null 2>&1 && return; sleep 0.05; done
 }
 start_redis

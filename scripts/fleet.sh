@@ -33,7 +33,13 @@ bin="${CARGO_TARGET_DIR:-target}/release"
 
 run=$(mktemp -d /tmp/warmpath-fleet.XXXXXX)
 pids=()
-stop() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; say "stopped (logs in $run)"; }
+stop() {
+  trap - EXIT INT TERM
+  kill "${pids[@]}" 2>/dev/null || true
+  wait 2>/dev/null || true
+  say "stopped (logs in $run)"
+  exit 0
+}
 trap stop EXIT INT TERM
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 

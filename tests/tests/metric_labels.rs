@@ -60,7 +60,15 @@ fn random_model_names_share_one_label() {
         .unwrap();
         assert_eq!(r.status, 404, "{}", r.text());
     }
-    let (labels, other) = model_labels(&gw.metrics().unwrap());
+    // A request is counted as it is logged, just after its answer is sent: wait for the last.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let (labels, other) = loop {
+        let (labels, other) = model_labels(&gw.metrics().unwrap());
+        if other >= 1000 || std::time::Instant::now() > deadline {
+            break (labels, other);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     assert!(
         labels.contains("mock"),
         "the served model keeps its label: {labels:?}"
