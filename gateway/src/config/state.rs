@@ -78,7 +78,13 @@ fn invalid(key: &str, reason: impl Into<String>) -> ConfigError {
 }
 
 fn check_url(key: &str, url: &str) -> Result<(), ConfigError> {
-    if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+    if url.starts_with("rediss://") {
+        return Err(invalid(
+            key,
+            format!("{url:?}: TLS to Redis (rediss://) is not built in; use redis:// on a private network"),
+        ));
+    }
+    if !url.starts_with("redis://") {
         return Err(invalid(key, format!("{url:?}: must start with redis://")));
     }
     redis::parse_redis_url(url)
@@ -164,6 +170,8 @@ mod tests {
         let e =
             parse("{backend: redis, url: 'redis://a:1', cluster: ['redis://b:2']}").unwrap_err();
         assert!(e.contains("state.cluster"), "{e}");
+        let e = parse("{backend: redis, url: 'rediss://a:1'}").unwrap_err();
+        assert!(e.contains("TLS"), "{e}");
         let e = parse("{url: 'redis://a:1'}").unwrap_err();
         assert!(e.contains("state.backend"), "{e}");
         let e = parse("{backend: redis, cluster: ['redis://a:1', 'nope']}").unwrap_err();

@@ -12,8 +12,13 @@ use std::sync::Arc;
 /// where unchanged), policy, limits, and upstreams (new URLs of `replicas` and every pool
 /// added, missing ones drained). An upstream that stays keeps what it registered with
 /// (its pool's tokenizer, models and checkpoint): remove and re-add it to change those.
-pub async fn reload(state: &Arc<AppState>, new: Config) {
+pub async fn reload(state: &Arc<AppState>, mut new: Config) {
     let old = state.config();
+    if new.state != old.state {
+        // The fleet's Redis connection is made once; tenants' fallback shares follow it.
+        tracing::warn!("`state` cannot change on reload; restart to apply it (kept as it was)");
+        new.state = old.state.clone();
+    }
     if new.listen != old.listen
         || new.admin_listen != old.admin_listen
         || new.threads != old.threads
