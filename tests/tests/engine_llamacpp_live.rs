@@ -6,10 +6,12 @@
 //! - llama-server's own reported cache reuse (`timings.cache_n`) is higher under `warm` than
 //!   under `round_robin` on the same requests.
 //!
-//! Each server has four slots (`-np 4`) and no host-memory prompt cache (`--cache-ram 0`),
-//! so what it can reuse is what its four slots hold: six prefix groups, arriving in a
-//! shuffled order, fit when prefix routing gives each server its own share of the groups,
-//! and thrash when every server sees all six (round robin).
+//! Each server has five slots (`-np 5`) and no host-memory prompt cache (`--cache-ram 0`),
+//! so what it can reuse is what its five slots hold. Six prefix groups arrive in a shuffled
+//! order: they fit when prefix routing gives each server its own share of the groups (five
+//! or fewer each: where a new group lands depends on the prefill rates the
+//! servers report, which differ by noise on a shared machine), and thrash when every
+//! server sees all six (round robin).
 
 use serde_json::json;
 use std::collections::{HashMap, HashSet};
@@ -25,7 +27,7 @@ const KEY: &str = "sk-llama-test";
 fn servers(model: &str) -> (LlamaServer, LlamaServer) {
     let flags = [
         "-np",
-        "4",
+        "5",
         "-c",
         "8192",
         "-t",
