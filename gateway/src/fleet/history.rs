@@ -16,7 +16,6 @@ use super::Fleet;
 use redis::streams::{StreamRangeReply, StreamReadReply};
 use router_policy::BlockHash;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// Entries read in one poll, at most.
@@ -52,12 +51,13 @@ impl Fleet {
     /// Shares one routing decision (`replica`'s URL, the prompt's block hashes) with the
     /// fleet: queued for the background writer, never waited on; dropped when the queue is
     /// full or Redis is unreachable.
-    pub fn share_route(&self, replica: &Arc<str>, hashes: &[BlockHash]) {
+    /// `replica` gives the URL, built only when the decision is shared.
+    pub fn share_route(&self, replica: impl FnOnce() -> String, hashes: &[BlockHash]) {
         if hashes.is_empty() || !self.cfg.share_routing || self.is_degraded() {
             return;
         }
         let _ = self.routes.try_send(Routed {
-            replica: replica.clone(),
+            replica: replica(),
             hashes: hashes.to_vec(),
         });
     }
@@ -67,7 +67,6 @@ impl Fleet {
         let fleet = self.clone();
         self.handle.spawn(async move {
             let key = fleet.routes_key();
-            let tag = format!("{:016x}", fleet.lease_tag);
             let mut batch = Vec::with_capacity(256);
             while rx.recv_many(&mut batch, 256).await > 0 {
                 let Some(conn) = fleet.conn.read().clone() else {
@@ -83,18 +82,16 @@ impl Fleet {
                         .arg(fleet.cfg.history_cap)
                         .arg("*")
                         .arg("g")
-                        .arg(&tag)
+                        .arg(&fleet.tag)
                         .arg("r")
-                        .arg(&*r.replica)
+                        .arg(&r.replica)
                         .arg("h")
                         .arg(encode(&r.hashes))
                         .ignore();
                 }
-                let t = Duration::from_millis(fleet.cfg.timeout_ms.max(500));
-                match tokio::time::timeout(t, conn.pipeline::<()>(&pipe)).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => fleet.failed(&e),
-                    Err(_) => fleet.failed(&"routing history write timed out"),
+                let t = fleet.background_timeout(500);
+                if let Err(e) = super::within(t, conn.pipeline::<()>(&pipe)).await {
+                    fleet.failed(&e);
                 }
             }
         });
@@ -106,17 +103,13 @@ impl Fleet {
         self: &Arc<Self>,
         cursor: &mut Cursor,
     ) -> Option<Vec<(String, Vec<BlockHash>)>> {
-        if self.is_degraded() {
-            return None;
-        }
-        let conn = self.conn.read().clone()?;
+        let conn = self.live_conn()?;
         let key = self.routes_key();
-        let t = Duration::from_millis(self.cfg.timeout_ms.max(500));
+        let t = self.background_timeout(500);
         let Some(last) = cursor.last.clone() else {
             let mut cmd = redis::cmd("XREVRANGE");
             cmd.arg(&key).arg("+").arg("-").arg("COUNT").arg(1);
-            let tail: StreamRangeReply =
-                tokio::time::timeout(t, conn.query(&cmd)).await.ok()?.ok()?;
+            let tail: StreamRangeReply = super::within(t, conn.query(&cmd)).await.ok()?;
             cursor.last = Some(tail.ids.first().map_or("0-0".into(), |e| e.id.clone()));
             return Some(Vec::new());
         };
@@ -126,20 +119,18 @@ impl Fleet {
             .arg("STREAMS")
             .arg(&key)
             .arg(&last);
-        let reply: Option<StreamReadReply> = match tokio::time::timeout(t, conn.query(&cmd)).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(e)) => {
+        let reply: Option<StreamReadReply> = match super::within(t, conn.query(&cmd)).await {
+            Ok(r) => r,
+            Err(e) => {
                 self.failed(&e);
                 return None;
             }
-            Err(_) => return None,
         };
-        let own = format!("{:016x}", self.lease_tag);
         let mut out = Vec::new();
         for entry in reply.into_iter().flat_map(|r| r.keys).flat_map(|k| k.ids) {
             cursor.last = Some(entry.id.clone());
             let text = |f: &str| entry.get::<String>(f);
-            if text("g").as_deref() == Some(own.as_str()) {
+            if text("g").as_deref() == Some(self.tag.as_str()) {
                 continue;
             }
             let (Some(replica), Some(hashes)) = (text("r"), entry.get::<Vec<u8>>("h")) else {

@@ -52,14 +52,9 @@ impl Fleet {
         &self.keys
     }
 
-    async fn conn_or_unavailable(&self) -> Result<Conn, KeyError> {
-        if self.is_degraded() {
-            return Err(KeyError::Unavailable("gateway is degraded".into()));
-        }
-        self.conn
-            .read()
-            .clone()
-            .ok_or_else(|| KeyError::Unavailable("not connected".into()))
+    fn conn_or_unavailable(&self) -> Result<Conn, KeyError> {
+        self.live_conn()
+            .ok_or_else(|| KeyError::Unavailable("not connected (gateway degraded)".into()))
     }
 
     async fn run<T: redis::FromRedisValue>(
@@ -67,17 +62,14 @@ impl Fleet {
         conn: &Conn,
         pipe: &redis::Pipeline,
     ) -> Result<T, KeyError> {
-        let t = Duration::from_millis(self.cfg.timeout_ms.max(1000));
-        match tokio::time::timeout(t, conn.pipeline(pipe)).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(KeyError::Unavailable(e.to_string())),
-            Err(_) => Err(KeyError::Unavailable("timed out".into())),
-        }
+        super::within(self.background_timeout(1000), conn.pipeline(pipe))
+            .await
+            .map_err(KeyError::Unavailable)
     }
 
     /// Creates a key for `tenant`; returns the key (shown this once) and its record.
     pub async fn create_key(&self, tenant: &str) -> Result<(String, StoredKey), KeyError> {
-        let conn = self.conn_or_unavailable().await?;
+        let conn = self.conn_or_unavailable()?;
         let key = format!("wp-{}", hex::encode(rand::random::<[u8; 24]>()));
         let hash: [u8; 32] = Sha256::digest(key.as_bytes()).into();
         let stored = StoredKey {
@@ -112,7 +104,7 @@ impl Fleet {
     }
 
     async fn read_all(&self) -> Result<HashMap<String, StoredKey>, KeyError> {
-        let conn = self.conn_or_unavailable().await?;
+        let conn = self.conn_or_unavailable()?;
         let mut pipe = redis::pipe();
         pipe.hgetall(self.keys_key("all"));
         let (all,): (HashMap<String, String>,) = self.run(&conn, &pipe).await?;
@@ -124,7 +116,7 @@ impl Fleet {
 
     /// Revokes `tenant`'s key `key_id` everywhere.
     pub async fn revoke_key(&self, tenant: &str, key_id: &str) -> Result<(), KeyError> {
-        let conn = self.conn_or_unavailable().await?;
+        let conn = self.conn_or_unavailable()?;
         let found = self
             .read_all()
             .await?
@@ -218,7 +210,7 @@ impl Fleet {
             let every = Duration::from_millis(fleet.cfg.keys_poll_ms);
             loop {
                 tokio::time::sleep(every).await;
-                let Ok(conn) = fleet.conn_or_unavailable().await else {
+                let Ok(conn) = fleet.conn_or_unavailable() else {
                     continue;
                 };
                 if let Err(e) = fleet.sync_keys(&conn).await {

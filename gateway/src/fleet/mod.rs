@@ -54,8 +54,8 @@ pub struct Fleet {
     /// Runtime of the background calls (probes, settlements).
     handle: tokio::runtime::Handle,
     scripts: scripts::Scripts,
-    /// Lease ids: this gateway's random tag and a sequence.
-    lease_tag: u64,
+    /// This gateway's random tag (16 hex digits): lease ids and routing-history entries.
+    tag: String,
     lease_seq: AtomicU64,
     /// This gateway's copy of the key store.
     keys: view::KeyView,
@@ -90,7 +90,7 @@ impl Fleet {
             probing: AtomicBool::new(false),
             handle,
             scripts: scripts::Scripts::new(),
-            lease_tag: rand::random(),
+            tag: format!("{:016x}", rand::random::<u64>()),
             lease_seq: AtomicU64::new(0),
             keys: view::KeyView::default(),
             seed: RwLock::new(Vec::new()),
@@ -123,35 +123,41 @@ impl Fleet {
 
     fn next_lease(&self) -> String {
         let n = self.lease_seq.fetch_add(1, Ordering::Relaxed);
-        format!("{:016x}-{n}", self.lease_tag)
+        format!("{}-{n}", self.tag)
     }
 
     fn timeout(&self) -> Duration {
         Duration::from_millis(self.cfg.timeout_ms)
     }
 
-    /// Runs a script within the timeout, or `None` (and degraded) when Redis does not
-    /// answer. Degraded, it returns `None` at once.
-    async fn call<T: FromRedisValue>(self: &Arc<Self>, call: &ScriptInvocation<'_>) -> Option<T> {
+    /// The bound of a call off the request path (key admin, routing history): the request
+    /// timeout, but at least `floor_ms`.
+    fn background_timeout(&self, floor_ms: u64) -> Duration {
+        Duration::from_millis(self.cfg.timeout_ms.max(floor_ms))
+    }
+
+    /// The connection, when there is one and Redis answers.
+    fn live_conn(&self) -> Option<Conn> {
         if self.health.is_degraded() {
             return None;
         }
-        let conn = self.conn.read().clone()?;
+        self.conn.read().clone()
+    }
+
+    /// Runs a script within the timeout, or `None` (and degraded) when Redis does not
+    /// answer. Degraded, it returns `None` at once.
+    async fn call<T: FromRedisValue>(self: &Arc<Self>, call: &ScriptInvocation<'_>) -> Option<T> {
+        let conn = self.live_conn()?;
         let started = Instant::now();
-        let result = tokio::time::timeout(self.timeout(), conn.invoke(call)).await;
-        match result {
-            Ok(Ok(v)) => {
+        match within(self.timeout(), conn.invoke(call)).await {
+            Ok(v) => {
                 self.metrics()
                     .redis_seconds
                     .observe(started.elapsed().as_secs_f64());
                 Some(v)
             }
-            Ok(Err(e)) => {
+            Err(e) => {
                 self.failed(&e);
-                None
-            }
-            Err(_) => {
-                self.failed(&format_args!("no answer within {} ms", self.cfg.timeout_ms));
                 None
             }
         }
@@ -192,22 +198,32 @@ impl Fleet {
         let existing = self.conn.read().clone();
         let conn = match existing {
             Some(c) => c,
-            None => {
-                match tokio::time::timeout(Duration::from_secs(2), Conn::connect(&self.cfg)).await {
-                    Ok(Ok(c)) => {
-                        *self.conn.write() = Some(c.clone());
-                        c
-                    }
-                    Ok(Err(e)) => {
-                        tracing::debug!(error = %e, "Redis connect failed");
-                        return false;
-                    }
-                    Err(_) => return false,
+            None => match within(Duration::from_secs(2), Conn::connect(&self.cfg)).await {
+                Ok(c) => {
+                    *self.conn.write() = Some(c.clone());
+                    c
                 }
-            }
+                Err(e) => {
+                    tracing::debug!(error = %e, "Redis connect failed");
+                    return false;
+                }
+            },
         };
         let ping = redis::cmd("PING");
-        let answer = tokio::time::timeout(self.timeout(), conn.query::<String>(&ping)).await;
-        matches!(answer, Ok(Ok(_)))
+        within(self.timeout(), conn.query::<String>(&ping))
+            .await
+            .is_ok()
+    }
+}
+
+/// A Redis call bounded by `limit`; a timeout is an error like any other, named.
+async fn within<T>(
+    limit: Duration,
+    call: impl std::future::Future<Output = redis::RedisResult<T>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(limit, call).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer within {} ms", limit.as_millis())),
     }
 }

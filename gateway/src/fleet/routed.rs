@@ -2,7 +2,6 @@
 //! the bounded queue between the request path and the history writer.
 
 use router_policy::BlockHash;
-use std::sync::Arc;
 use tokio::sync::mpsc;
 
 /// Decisions waiting to be written, at most.
@@ -12,7 +11,7 @@ const QUEUE: usize = 4096;
 #[derive(Debug)]
 pub struct Routed {
     /// The replica's URL (ids are per gateway).
-    pub replica: Arc<str>,
+    pub replica: String,
     /// The prompt's block hashes.
     pub hashes: Vec<BlockHash>,
 }

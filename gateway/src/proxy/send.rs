@@ -13,7 +13,6 @@ use http::HeaderValue;
 use pingora_core::upstreams::peer::HttpPeer;
 use pingora_error::{Error, ErrorType, Result};
 use pingora_http::RequestHeader;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn internal(msg: &'static str) -> Box<Error> {
@@ -144,7 +143,7 @@ pub fn stamp_request(
         // An engine without KV events is known only by where requests went: tell the fleet.
         if let Some(fleet) = &state.fleet {
             if r.upstream.engine != Engine::Warmpath && r.upstream.kv_events.is_none() {
-                fleet.share_route(&Arc::from(r.addr.url()), &plan.hashes);
+                fleet.share_route(|| r.addr.url(), &plan.hashes);
             }
         }
         if ctx.attempts.count == 1 {

@@ -167,11 +167,7 @@ pub fn reserve(
             Ok(()) => None,
             Err(TokenRefusal::Never) => {
                 return Err((
-                    GatewayError::BadRequest(format!(
-                        "request needs {tokens} tokens (prompt plus max_tokens) but tenant \
-                         {tenant}'s tokens_per_minute is {}: lower max_tokens or shorten the prompt",
-                        l.limits.tokens_per_minute
-                    )),
+                    too_many_tokens(tenant, tokens, l.limits.tokens_per_minute),
                     hdrs,
                 ));
             }
@@ -228,6 +224,15 @@ pub fn reserve(
         token_headers(l, b, now, &mut hdrs);
     }
     Ok((permit, hdrs))
+}
+
+/// A request that needs more tokens than `tenant`'s whole `tokens_per_minute`: a 400 (no
+/// wait makes them available), not a 429 it could retry.
+pub(crate) fn too_many_tokens(tenant: &str, tokens: u64, tokens_per_minute: u64) -> GatewayError {
+    GatewayError::BadRequest(format!(
+        "request needs {tokens} tokens (prompt plus max_tokens) but tenant {tenant}'s \
+         tokens_per_minute is {tokens_per_minute}: lower max_tokens or shorten the prompt"
+    ))
 }
 
 /// The `x-ratelimit-*-tokens` headers as the bucket stands at `now`.

@@ -283,10 +283,7 @@ impl TenantTable {
                 }
             }
         }
-        let stored = || {
-            let id = keys?.tenant_of(&digest)?;
-            self.tenants.iter().find(|t| *t.id == *id)
-        };
+        let stored = || self.get(&keys?.tenant_of(&digest)?);
         let tenant = found
             .or_else(stored)
             .cloned()

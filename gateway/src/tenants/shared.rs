@@ -2,7 +2,7 @@
 //! [`crate::fleet::Fleet::admit`] as a permit or a 429, with the same `x-ratelimit-*`
 //! headers the local limiter sends.
 
-use super::limits::{format_secs, Permit, RateHeaders};
+use super::limits::{format_secs, too_many_tokens, Permit, RateHeaders};
 use super::Tenant;
 use crate::error::{GatewayError, LimitKind};
 use crate::fleet::limits::Refused;
@@ -31,11 +31,7 @@ pub async fn reserve(fleet: &Arc<Fleet>, tenant: &Tenant, tokens: u64) -> Option
     if limits.tokens_per_minute > 0 && tokens > limits.tokens_per_minute {
         // Asked before Redis: no wait makes the tokens available (400, not 429).
         return Some(Err((
-            GatewayError::BadRequest(format!(
-                "request needs {tokens} tokens (prompt plus max_tokens) but tenant {}'s \
-                 tokens_per_minute is {}: lower max_tokens or shorten the prompt",
-                tenant.id, limits.tokens_per_minute
-            )),
+            too_many_tokens(&tenant.id, tokens, limits.tokens_per_minute),
             RateHeaders::default(),
         )));
     }
