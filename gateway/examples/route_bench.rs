@@ -99,6 +99,8 @@ fn main() -> anyhow::Result<()> {
             prompt_tokens: ids.len() as u32,
             block_size: bs,
             now: Millis(i as u64),
+            regions: None,
+            residency: &[],
         };
         let d = router.select(&req, &view)?;
         let t4 = Instant::now();

@@ -129,6 +129,8 @@ fn request<'a>(ck: &'a CheckpointId, hashes: &'a [BlockHash]) -> RouteRequest<'a
         prompt_tokens: PROMPT_TOKENS as u32,
         block_size: BLOCK,
         now: Millis(1),
+        regions: None,
+        residency: &[],
     }
 }
 

@@ -3,7 +3,7 @@
 //! The gateway (or the simulator) fills it from health checks, load polls and its own
 //! in-flight counters; policies never mutate it and never read a clock.
 
-use crate::ids::{CheckpointId, ReplicaId};
+use crate::ids::{CheckpointId, RegionId, ReplicaId};
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
 
@@ -37,7 +37,7 @@ pub struct ReplicaSnapshot {
     /// The exact weights it serves; only replicas serving the request's checkpoint are eligible.
     pub checkpoint: CheckpointId,
     /// Region or zone label, if known.
-    pub region: Option<String>,
+    pub region: Option<RegionId>,
     /// Requests decoding or prefilling, as last reported by the replica.
     pub running: u32,
     /// Requests queued at the replica, as last reported.

@@ -63,7 +63,7 @@ impl Branch {
 }
 
 /// Maximum number of named cost terms per candidate.
-pub const MAX_TERMS: usize = 4;
+pub const MAX_TERMS: usize = 6;
 
 /// Up to [`MAX_TERMS`] named cost terms, stored inline (no allocation per candidate).
 /// Serialises as a JSON object, e.g. `{"queue_ms":1.5,"prefill_ms":40.0}`.
@@ -145,6 +145,10 @@ pub struct Explanation {
     pub branch: Branch,
     /// Every eligible replica's score, in replica id order.
     pub candidates: Vec<CandidateScore>,
+    /// The regional comparison, when the policy weighed other regions (`warm` in `spill`
+    /// mode with replicas in more than one region).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub region: Option<crate::region::RegionNote>,
 }
 
 impl Explanation {

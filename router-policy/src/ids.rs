@@ -66,6 +66,29 @@ impl fmt::Display for CheckpointId {
     }
 }
 
+/// A region (or zone) label, e.g. `eu`. Replicas, pools, gateways and tenants' residency
+/// lists carry it; a clone is a reference count.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RegionId(Arc<str>);
+
+impl RegionId {
+    /// Wraps a region label.
+    pub fn new(id: impl Into<Arc<str>>) -> Self {
+        Self(id.into())
+    }
+    /// The label as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for RegionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// Per-tenant cache namespace. Set by the gateway (keyed HMAC of the tenant id), never by
 /// clients; requests with different salts never share a cached block.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

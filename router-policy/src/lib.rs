@@ -8,10 +8,13 @@
 //! - [`ids`]: typed identifiers (`TokenId`, `BlockHash`, `ReplicaId`, `CheckpointId`, ...).
 //! - [`hash`]: the hashing contract (root seed, chained block hashes), pinned by a golden test.
 //! - [`events`]: the KV event wire schema and the consumer's gap/epoch detection.
+//! - [`hot`]: the most requested prefixes, replayed to pre-warm a new checkpoint.
 //! - [`index`]: the prefix index (precise from events, approximate from routing history).
 //! - [`cluster`]: the per-replica snapshot policies read.
 //! - [`policy`]: the routing policies behind one trait, selected by [`PolicyConfig`].
 //! - [`decision`]: the choice, retry fallbacks and the explanation.
+//! - [`region`]: regions, RTTs, residency pinning and the spill rule.
+//! - [`rollout`]: a model on two checkpoints at once: sticky, monotone canary shares.
 //! - [`rng`]: the seeded generators and draws every crate of the workspace uses.
 //! - [`text_units`]: prompts as packed bytes, hashed when no tokenizer is known.
 //!
@@ -23,7 +26,7 @@
 //! let mut index = PrefixIndex::new(IndexConfig::default());
 //! let mut policy = PolicyConfig::default().build();
 //! let hashes = block_hashes(HashNamespace::new(ck.clone()).root_seed(), &[TokenId(1); 64], BlockSize(16));
-//! let req = RouteRequest { checkpoint: &ck, hashes: &hashes, prompt_tokens: 64, block_size: BlockSize(16), now: Millis(0) };
+//! let req = RouteRequest { checkpoint: &ck, hashes: &hashes, prompt_tokens: 64, block_size: BlockSize(16), now: Millis(0), regions: None, residency: &[] };
 //! let d = policy.select(&req, &view, &index).expect("four healthy replicas");
 //! index.record_routed(d.replica, &hashes, Millis(0));
 //! assert_eq!(d.explanation.branch, Branch::ColdHome);
@@ -35,9 +38,12 @@ pub mod decision;
 pub mod error;
 pub mod events;
 pub mod hash;
+pub mod hot;
 pub mod ids;
 pub mod index;
 pub mod policy;
+pub mod region;
+pub mod rollout;
 pub mod rng;
 pub mod text_units;
 
@@ -48,6 +54,11 @@ pub use events::{
     Epoch, KvEvent, KvEventRecord, KvStreamMessage, Observation, SeqNo, StreamCursor,
 };
 pub use hash::{block_hashes, ChainHasher, HashNamespace, RootSeed, SCHEME_VERSION};
-pub use ids::{BlockHash, BlockSize, CacheSalt, CheckpointId, Millis, ReplicaId, TokenId};
+pub use hot::{HotPrefix, HotPrefixes};
+pub use ids::{
+    BlockHash, BlockSize, CacheSalt, CheckpointId, Millis, RegionId, ReplicaId, TokenId,
+};
 pub use index::{IndexConfig, IndexStats, PrefixIndex, PrefixMatches, ReplicaMatch};
 pub use policy::{Policy, PolicyConfig, RouteRequest, POLICY_NAMES};
+pub use region::{resident, RegionMode, RegionNote, Regions, Rtt, SpillReason};
+pub use rollout::{sticky_key, Rollout, RolloutState};

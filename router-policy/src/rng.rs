@@ -13,6 +13,14 @@
 pub use rand_xoshiro::rand_core::{RngCore, SeedableRng};
 pub use rand_xoshiro::{SplitMix64, Xoshiro256StarStar};
 
+/// SplitMix64 finaliser: a fast, well-mixed 64-bit permutation.
+#[inline]
+pub fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 /// Draws from a generator's 64-bit words. Implemented for every [`RngCore`].
 pub trait Draw: RngCore {
     /// Uniform in `0..n` (`n > 0`), by Lemire's multiply-shift (no rejection: the bias is

@@ -235,6 +235,10 @@ pub struct PoolConfig {
     /// Scrape the engine's Prometheus `/metrics` for load (vLLM, SGLang, llama.cpp).
     #[serde(default = "default_true")]
     pub metrics: bool,
+    /// Region of every upstream of the pool (a Warmpath replica reports its own, from
+    /// `replica serve --region`).
+    #[serde(default)]
+    pub region: Option<String>,
 }
 
 fn default_block_size() -> u32 {

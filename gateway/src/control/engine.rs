@@ -82,7 +82,7 @@ pub async fn discover_engine(
         hash_scheme: router_policy::SCHEME_VERSION,
         capacity_blocks: pool.capacity_blocks,
         max_context: pool.max_context,
-        region: None,
+        region: pool.region.clone(),
         device: pool.engine.as_str().to_string(),
     };
     let meta = UpstreamMeta {

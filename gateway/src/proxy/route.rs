@@ -119,6 +119,8 @@ pub fn route(
         prompt_tokens,
         block_size,
         now: state.millis_at(t1),
+        regions: None,
+        residency: &[],
     };
     let decision = state
         .router

@@ -8,7 +8,7 @@ use crate::config::{Engine, KvEventsEndpoint};
 use crate::encoder::PromptEncoder;
 use http::HeaderValue;
 use parking_lot::Mutex;
-use router_policy::{Health, ReplicaId, ReplicaSnapshot};
+use router_policy::{Health, RegionId, ReplicaId, ReplicaSnapshot};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use warmpath_protocol::replica_api::{ReplicaInfo, ReplicaLoad};
@@ -69,6 +69,8 @@ pub struct Replica {
     pub socket_addr: Option<std::net::SocketAddr>,
     /// What it serves (discovered at registration).
     pub info: ReplicaInfo,
+    /// Its region (`info.region` as a typed id, made once).
+    pub region: Option<RegionId>,
     /// Prompt encoder (tokenizer, or text units) shared by every replica of the checkpoint.
     pub tokenizer: Arc<PromptEncoder>,
     /// The engine it runs, and how the gateway follows it.
@@ -111,6 +113,7 @@ impl Replica {
             socket_addr: authority.parse().ok(),
             label,
             addr,
+            region: info.region.as_deref().map(RegionId::new),
             info,
             tokenizer,
             upstream,
@@ -158,7 +161,7 @@ impl Replica {
             id: self.id,
             health,
             checkpoint: self.info.checkpoint.clone(),
-            region: self.info.region.clone(),
+            region: self.region.clone(),
             running: load.running,
             waiting: load.waiting,
             // Warmpath's replica reports its queue exactly; for other engines the prompt

@@ -210,6 +210,8 @@ impl Sim<'_> {
             prompt_tokens,
             block_size: self.block_size,
             now: Millis(now as u64),
+            regions: None,
+            residency: &[],
         };
         let gateway = i % self.indexes.len();
         let decision = match self

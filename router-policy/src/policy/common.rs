@@ -7,6 +7,7 @@ use crate::decision::{Branch, CandidateScore, Decision, Explanation, Terms};
 use crate::error::RouteError;
 use crate::ids::{BlockHash, ReplicaId};
 use crate::index::{PrefixIndex, PrefixMatches};
+use crate::region::resident;
 use smallvec::SmallVec;
 
 /// Most retry targets a decision lists.
@@ -19,12 +20,31 @@ pub(crate) struct Eligible<'v> {
 }
 
 impl<'v> Eligible<'v> {
+    /// The replicas a policy that does not compare RTTs may score: residency applied, and
+    /// narrowed to one region unless the gateway's region mode is `global`.
     pub(crate) fn gather(
         req: &RouteRequest<'_>,
         view: &'v ClusterView,
         index: &PrefixIndex,
     ) -> Result<Self, RouteError> {
-        let replicas = view.eligible(req.checkpoint);
+        Self::gather_regional(req, view, index, false)
+    }
+
+    /// [`Eligible::gather`] for a policy that charges RTTs itself (`compares_rtt`): in
+    /// `spill` mode it sees every region the tenant's residency allows.
+    pub(crate) fn gather_regional(
+        req: &RouteRequest<'_>,
+        view: &'v ClusterView,
+        index: &PrefixIndex,
+        compares_rtt: bool,
+    ) -> Result<Self, RouteError> {
+        let mut replicas = view.eligible(req.checkpoint);
+        if !req.residency.is_empty() {
+            replicas.retain(|r| resident(req.residency, r));
+        }
+        if let Some(regions) = req.regions {
+            regions.narrow(&mut replicas, compares_rtt);
+        }
         if replicas.is_empty() {
             return Err(RouteError::NoEligibleReplica {
                 checkpoint: req.checkpoint.clone(),
@@ -73,6 +93,7 @@ pub(crate) fn decide(
             policy,
             branch,
             candidates,
+            region: None,
         },
     }
 }
@@ -94,13 +115,7 @@ pub(crate) fn fallback_order(chosen: ReplicaId, candidates: &[CandidateScore]) -
         .collect()
 }
 
-/// SplitMix64 finaliser: a fast, well-mixed 64-bit permutation.
-#[inline]
-pub(crate) fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
+pub(crate) use crate::rng::mix64;
 
 /// Rendezvous (highest random weight) score of `replica` for `key`. Depends only on its
 /// inputs, so gateways that share no state rank replicas identically.

@@ -37,7 +37,8 @@ pub use warm::{Warm, WarmConfig};
 use crate::cluster::ClusterView;
 use crate::decision::Decision;
 use crate::error::RouteError;
-use crate::ids::{BlockHash, BlockSize, CheckpointId, Millis};
+use crate::ids::{BlockHash, BlockSize, CheckpointId, Millis, RegionId};
+use crate::region::Regions;
 use crate::index::PrefixIndex;
 use serde::{Deserialize, Serialize};
 
@@ -54,6 +55,10 @@ pub struct RouteRequest<'a> {
     pub block_size: BlockSize,
     /// Caller's clock, for the approximate index's TTL.
     pub now: Millis,
+    /// The deciding gateway's region and RTTs; `None` ignores regions.
+    pub regions: Option<&'a Regions>,
+    /// Regions the tenant's data may be processed in (empty = any): a hard filter.
+    pub residency: &'a [RegionId],
 }
 
 /// A routing policy. Implementations keep only small local state (counters, RNG, averages).

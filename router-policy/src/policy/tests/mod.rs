@@ -32,6 +32,8 @@ fn req<'a>(checkpoint: &'a CheckpointId, hashes: &'a [BlockHash]) -> RouteReques
         prompt_tokens: hashes.len() as u32 * 16 + 7,
         block_size: B,
         now: Millis(0),
+        regions: None,
+        residency: &[],
     }
 }
 

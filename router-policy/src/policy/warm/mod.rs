@@ -53,6 +53,7 @@
 //! [`ReplicaSnapshot::unreported_requests`]: crate::cluster::ReplicaSnapshot::unreported_requests
 
 mod config;
+mod spill;
 mod state;
 
 pub use config::WarmConfig;
@@ -63,6 +64,8 @@ use crate::cluster::{ClusterView, ReplicaSnapshot, INLINE_REPLICAS};
 use crate::decision::{Branch, CandidateScore, Decision, Terms};
 use crate::error::RouteError;
 use crate::index::PrefixIndex;
+use crate::ids::ReplicaId;
+use crate::region::{RegionNote, Regions};
 use smallvec::SmallVec;
 use state::{Seen, Tracker};
 
@@ -89,6 +92,8 @@ struct Cost {
     /// Prefill rate used, tokens per ms.
     tokens_per_ms: f64,
     uncached: u32,
+    /// Round trip from the gateway's region (0 unless regions are weighed).
+    rtt_ms: f64,
 }
 
 impl Cost {
@@ -167,8 +172,18 @@ impl Warm {
             kv_ms,
             tokens_per_ms,
             uncached: u32::try_from(uncached).unwrap_or(u32::MAX),
+            rtt_ms: 0.0,
         }
     }
+}
+
+/// One evaluation of a set of candidates: the rule that fired, the chosen index, and every
+/// candidate's score and cost parts.
+struct Eval {
+    branch: Branch,
+    chosen: usize,
+    candidates: Vec<CandidateScore>,
+    costs: SmallVec<[Cost; INLINE_REPLICAS]>,
 }
 
 impl Policy for Warm {
@@ -182,7 +197,35 @@ impl Policy for Warm {
         view: &ClusterView,
         index: &PrefixIndex,
     ) -> Result<Decision, RouteError> {
-        let el = Eligible::gather(req, view, index)?;
+        let el = Eligible::gather_regional(req, view, index, true)?;
+        let (ev, chosen_id, region) = match spill::regions_to_weigh(req, &el.replicas) {
+            None => {
+                let ev = self.evaluate(req, &el, index, None);
+                let id = el.replicas[ev.chosen].id;
+                (ev, id, None)
+            }
+            Some(g) => self.weigh_regions(req, &el, index, g),
+        };
+        let sample = f64::from(ev.costs[ev.chosen].uncached);
+        self.avg_request_tokens += EWMA_ALPHA * (sample - self.avg_request_tokens);
+        let ms = sample / ev.costs[ev.chosen].tokens_per_ms;
+        self.tracker.charge(chosen_id, req.now.0, ms);
+        let mut d = decide(self.name(), ev.branch, ev.chosen, ev.candidates);
+        d.explanation.region = region;
+        Ok(d)
+    }
+}
+
+impl Warm {
+    /// Scores `el`'s replicas and applies the branches; `regions` charges each one the round
+    /// trip from the gateway's region (an `rtt_ms` term in its cost).
+    fn evaluate(
+        &mut self,
+        req: &RouteRequest<'_>,
+        el: &Eligible<'_>,
+        index: &PrefixIndex,
+        regions: Option<&Regions>,
+    ) -> Eval {
         let chain_len = req.hashes.len() as u32;
         let bs = u64::from(req.block_size.0.max(1));
         // A replica that has not measured its prefill rate yet (fresh, or never prefilled)
@@ -204,7 +247,9 @@ impl Policy for Warm {
             let seen = self.tracker.observe(r, req.now.0);
             let matched = el.matches.get(r.id).blocks().min(chain_len);
             let cached = index.precise_blocks(r.id) as u64;
-            costs.push(self.cost(req, r, seen, matched, cached, fallback_rate));
+            let mut c = self.cost(req, r, seen, matched, cached, fallback_rate);
+            c.rtt_ms = regions.map_or(0.0, |g| g.rtt_to(r));
+            costs.push(c);
         }
         let min_uncached = costs.iter().map(|c| c.uncached).min().unwrap_or(0);
         let candidates: Vec<CandidateScore> = el
@@ -218,12 +263,15 @@ impl Policy for Warm {
                 let evicts = self.cache_full(r, u64::from(extra).div_ceil(bs));
                 let weight = self.cfg.recompute_weight * if evicts { 2.0 } else { 1.0 };
                 let recompute_ms = weight * f64::from(extra) / c.tokens_per_ms;
-                let terms = Terms::new()
+                let mut terms = Terms::new()
                     .with("queue_ms", c.queue_ms)
                     .with("prefill_ms", c.prefill_ms)
                     .with("kv_pressure_ms", c.kv_ms)
                     .with("recompute_ms", recompute_ms);
-                el.score(req, r, c.ttft() + recompute_ms, terms)
+                if regions.is_some() {
+                    terms = terms.with("rtt_ms", c.rtt_ms);
+                }
+                el.score(req, r, c.ttft() + c.rtt_ms + recompute_ms, terms)
             })
             .collect();
         let any_holder = candidates.iter().any(|c| c.matched_blocks > 0);
@@ -233,23 +281,77 @@ impl Policy for Warm {
             } else {
                 Branch::ColdHome
             };
-            let ch = self.cold_choice(req, &el, &candidates, &costs);
+            let ch = self.cold_choice(req, el, &candidates, &costs);
             (branch, ch)
         } else {
             let best = self.warm_choice(&candidates);
             if candidates[best].matched_blocks == 0 {
                 (Branch::LowestCost, best)
-            } else if let Some(t) = self.spread_target(req, &el, &candidates, &costs, best) {
+            } else if let Some(t) = self.spread_target(req, el, &candidates, &costs, best) {
                 (Branch::SpreadHotPrefix, t)
             } else {
                 (Branch::CacheHit, best)
             }
         };
-        let sample = f64::from(costs[chosen].uncached);
-        self.avg_request_tokens += EWMA_ALPHA * (sample - self.avg_request_tokens);
-        let ms = sample / costs[chosen].tokens_per_ms;
-        self.tracker.charge(el.replicas[chosen].id, req.now.0, ms);
-        Ok(decide(self.name(), branch, chosen, candidates))
+        Eval {
+            branch,
+            chosen,
+            candidates,
+            costs,
+        }
+    }
+}
+
+impl Warm {
+    /// `spill` mode with replicas in more than one region: the all-region evaluation (RTTs
+    /// charged) against the home region's; [`spill::judge`] decides. Returns the evaluation
+    /// to use, the chosen replica and the regional note.
+    fn weigh_regions(
+        &mut self,
+        req: &RouteRequest<'_>,
+        el: &Eligible<'_>,
+        index: &PrefixIndex,
+        g: &Regions,
+    ) -> (Eval, ReplicaId, Option<RegionNote>) {
+        let all = self.evaluate(req, el, index, Some(g));
+        let local_el = Eligible {
+            replicas: el.replicas.iter().copied().filter(|r| g.is_local(r)).collect(),
+            matches: el.matches.clone(),
+        };
+        let local = (!local_el.replicas.is_empty())
+            .then(|| self.evaluate(req, &local_el, index, None));
+        let pick = |ev: &Eval, reps: &[&ReplicaSnapshot], i: usize| spill::Pick {
+            ttft_ms: ev.costs[i].ttft(),
+            rtt_ms: ev.costs[i].rtt_ms,
+            matched: ev.candidates[i].matched_blocks,
+            region: reps[i].region.clone(),
+        };
+        let remote_chosen = !g.is_local(el.replicas[all.chosen]);
+        let remote_idx = if remote_chosen {
+            Some(all.chosen)
+        } else {
+            (0..el.replicas.len())
+                .filter(|&i| !g.is_local(el.replicas[i]))
+                .min_by(|&a, &b| {
+                    let (ca, cb) = (&all.costs[a], &all.costs[b]);
+                    (ca.ttft() + ca.rtt_ms).total_cmp(&(cb.ttft() + cb.rtt_ms))
+                })
+        };
+        let local_pick = local
+            .as_ref()
+            .map(|l| pick(l, &local_el.replicas, l.chosen));
+        let remote_pick = remote_idx.map(|i| pick(&all, &el.replicas, i));
+        let note = spill::judge(g, local_pick.as_ref(), remote_pick.as_ref(), remote_chosen);
+        match local {
+            Some(l) if note.spilled_to.is_none() => {
+                let id = local_el.replicas[l.chosen].id;
+                (l, id, Some(note))
+            }
+            _ => {
+                let id = el.replicas[all.chosen].id;
+                (all, id, Some(note))
+            }
+        }
     }
 }
 
