@@ -546,3 +546,39 @@ fn many_blocks_round_trip() {
     );
     assert!(idx.allocated_bytes() > 0);
 }
+
+#[test]
+fn the_last_replica_of_a_checkpoint_leaving_drops_its_entries() {
+    use crate::hash::{block_hashes, HashNamespace};
+    use crate::ids::{BlockSize, CheckpointId, TokenId};
+    // One prompt hashed under two checkpoints: the chains share nothing.
+    let toks: Vec<TokenId> = (0..128).map(TokenId).collect();
+    let chain = |c: &str| {
+        let seed = HashNamespace::new(CheckpointId::new(c)).root_seed();
+        block_hashes(seed, &toks, BlockSize(16))
+    };
+    let (old, new) = (chain("m@old"), chain("m@new"));
+    assert!(old.iter().all(|h| !new.contains(h)));
+    let mut idx = PrefixIndex::new(big());
+    let snapshot = |hashes: &[BlockHash]| KvStreamMessage::Snapshot {
+        epoch: Epoch(1),
+        seq: SeqNo(0),
+        hashes: hashes.to_vec(),
+    };
+    // Replicas 0 and 1 serve the old checkpoint (events and routing history), 2 the new.
+    idx.apply_message(ReplicaId(0), &snapshot(&old));
+    idx.apply_message(ReplicaId(1), &snapshot(&old[..4]));
+    idx.record_routed(ReplicaId(1), &old, Millis(0));
+    idx.apply_message(ReplicaId(2), &snapshot(&new));
+    assert_eq!(idx.stats().precise_blocks, 16);
+    idx.remove_replica(ReplicaId(0));
+    assert_eq!(idx.match_prefix(&old, Millis(1)).get(ReplicaId(1)).blocks(), 8);
+    idx.remove_replica(ReplicaId(1));
+    let m = idx.match_prefix(&old, Millis(1));
+    assert_eq!(m.get(ReplicaId(0)).blocks() + m.get(ReplicaId(1)).blocks(), 0);
+    let s = idx.stats();
+    assert_eq!(s.precise_blocks, 8, "only the new checkpoint's blocks remain");
+    assert_eq!(s.precise_entries, 8);
+    assert_eq!(s.approx_entries, 0, "routing history of the old checkpoint dropped too");
+    assert_eq!(idx.match_prefix(&new, Millis(1)).get(ReplicaId(2)).blocks(), 8);
+}

@@ -11,6 +11,7 @@ use proptest::test_runner::RngSeed;
 
 const B: BlockSize = BlockSize(16);
 
+mod region;
 mod warm;
 
 fn ck(s: &str) -> CheckpointId {

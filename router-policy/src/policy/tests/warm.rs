@@ -158,8 +158,6 @@ fn warm_remembers_the_prefill_it_sent_until_the_next_load_report() {
         let b = chain(tag, 128);
         let at = |ms| RouteRequest {
             now: Millis(ms),
-            regions: None,
-            residency: &[],
             ..req(&c, &b)
         };
         let home = warm().select(&at(0), &view, &index).unwrap().replica;
@@ -190,8 +188,6 @@ fn warm_ages_a_stale_load_report() {
     let h = chain(30, 1);
     let at = |ms| RouteRequest {
         now: Millis(ms),
-        regions: None,
-        residency: &[],
         ..req(&c, &h)
     };
     let mut p = warm();
