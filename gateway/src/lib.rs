@@ -22,6 +22,8 @@
 //!   of one request, the value the data plane hands the shared sinks.
 //! - [`fleet`]: state a fleet of gateways shares in Redis or a Redis Cluster (tenant
 //!   limits), with the degraded fallback when Redis is away.
+//! - [`rollout`]: checkpoint rollouts (sticky canary shares, pre-warm from the hot
+//!   prefixes the gateway records).
 //! - [`engines`]: what the gateway reads from engines that are not Warmpath replicas (vLLM,
 //!   SGLang, llama.cpp), such as their load from their Prometheus `/metrics`.
 //! - What both read: [`config`] (the one config model), [`error`] (the one error enum and
@@ -50,6 +52,7 @@ pub mod outcome;
 pub mod proxy;
 pub mod replicas;
 pub mod retry;
+pub mod rollout;
 pub mod routing;
 pub mod server;
 pub mod state;

@@ -34,6 +34,9 @@ pub fn run(cfg: Config, path: Option<PathBuf>, overrides: Overrides) -> anyhow::
     for target in cfg.targets() {
         register_with_retry(state.clone(), target);
     }
+    for m in state.rollouts.all() {
+        crate::rollout::prewarm::start(&state, m);
+    }
     control.spawn(reload_on_sighup(state.clone(), path, overrides));
     crate::control::history::spawn(&state);
     control.spawn(drain::on_sigterm(Duration::from_secs(cfg.shutdown_grace_s)));

@@ -35,6 +35,8 @@ pub struct AppState {
     pub control: tokio::runtime::Handle,
     /// The fleet's shared state in Redis (`state.backend: redis`); fixed at start.
     pub fleet: Option<Arc<crate::fleet::Fleet>>,
+    /// Checkpoint rollouts in force and the hot prefixes they pre-warm from.
+    pub rollouts: crate::rollout::Rollouts,
     started: Instant,
 }
 
@@ -68,8 +70,13 @@ impl AppState {
         if let Some(f) = &fleet {
             f.set_seed_keys(tenants.config_keys());
         }
+        let rollouts = crate::rollout::Rollouts::new(&config.hot_prefixes);
+        // Put in force now; their pre-warm starts with the control tasks
+        // ([`crate::rollout::prewarm::start`]).
+        rollouts.apply_config(&config.rollouts, &[]);
         Arc::new(Self {
             fleet,
+            rollouts,
             config: RwLock::new(Arc::new(config)),
             tenants: RwLock::new(Arc::new(tenants)),
             registry: Registry::new(),

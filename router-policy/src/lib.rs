@@ -43,8 +43,8 @@ pub mod ids;
 pub mod index;
 pub mod policy;
 pub mod region;
-pub mod rollout;
 pub mod rng;
+pub mod rollout;
 pub mod text_units;
 
 pub use cluster::{ClusterView, Health, ReplicaSnapshot};

@@ -148,7 +148,10 @@ impl Regions {
             if !(r.ms.is_finite() && r.ms >= 0.0) {
                 return Err(RouteError::invalid(
                     "regions.rtt.ms",
-                    format!("{} between {} and {} is not a finite ms >= 0", r.ms, r.a, r.b),
+                    format!(
+                        "{} between {} and {} is not a finite ms >= 0",
+                        r.ms, r.a, r.b
+                    ),
                 ));
             }
         }
@@ -157,7 +160,10 @@ impl Regions {
             ("regions.spill_margin_ms", self.spill_margin_ms),
         ] {
             if !(v.is_finite() && (0.0..=1e6).contains(&v)) {
-                return Err(RouteError::invalid(key, format!("{v} is outside [0, 1000000]")));
+                return Err(RouteError::invalid(
+                    key,
+                    format!("{v} is outside [0, 1000000]"),
+                ));
             }
         }
         Ok(())
@@ -247,7 +253,11 @@ mod tests {
         let g = Regions::new(RegionId::new("eu"), RegionMode::Spill)
             .with_rtt("eu", "us", 70.0)
             .with_rtt("us", "ap", 140.0);
-        let (eu, us, ap) = (RegionId::new("eu"), RegionId::new("us"), RegionId::new("ap"));
+        let (eu, us, ap) = (
+            RegionId::new("eu"),
+            RegionId::new("us"),
+            RegionId::new("ap"),
+        );
         assert_eq!(g.rtt_between(&us, &eu), 70.0);
         assert_eq!(g.rtt_between(&ap, &us), 140.0);
         assert_eq!(g.rtt_between(&eu, &eu), 0.0);
@@ -257,7 +267,11 @@ mod tests {
         assert!(!g.is_local(&rep(2, Some("us"))));
         g.validate().unwrap();
         let bad = g.clone().with_rtt("eu", "sa", f64::NAN);
-        assert!(bad.validate().unwrap_err().to_string().contains("regions.rtt.ms"));
+        assert!(bad
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("regions.rtt.ms"));
     }
 
     #[test]

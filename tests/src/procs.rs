@@ -52,6 +52,11 @@ impl ReplicaProc {
 
     /// As [`ReplicaProc::spawn`] on a given port (0 = any).
     pub fn spawn_on(model: &str, port: u16) -> Result<Self> {
+        Self::spawn_args(model, port, &[])
+    }
+
+    /// As [`ReplicaProc::spawn_on`] with extra `replica serve` arguments.
+    pub fn spawn_args(model: &str, port: u16, extra: &[&str]) -> Result<Self> {
         let mut child = Command::new(bin("replica"))
             .args([
                 "serve",
@@ -62,6 +67,7 @@ impl ReplicaProc {
                 "--threads",
                 "1",
             ])
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()

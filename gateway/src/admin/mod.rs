@@ -12,6 +12,7 @@
 //! - [`auth`]: the admin key, dashboard sessions, origin and content-type checks.
 //! - [`login`]: the dashboard's login page and session cookie.
 //! - [`keys`]: tenants' API keys in the shared key store.
+//! - [`rollouts`]: checkpoint rollouts (set, pause, resume, abort, end).
 //! - `body`: reading a bounded request body.
 //! - [`error`]: [`AdminError`] and its one mapping to status and OpenAI error JSON.
 
@@ -20,6 +21,7 @@ mod body;
 pub mod error;
 pub mod keys;
 pub mod login;
+pub mod rollouts;
 
 use crate::control::register::{add_replica, remove_replica};
 use crate::state::AppState;
@@ -96,7 +98,7 @@ impl Admin {
                     "pool": r.upstream.pool,
                     "checkpoint": r.info.checkpoint,
                     "block_size": r.info.block_size.0,
-                    "region": r.info.region,
+                    "region": r.region,
                     "draining": r.draining.load(std::sync::atomic::Ordering::Acquire),
                     "health": r.health.lock().view(now),
                     "in_flight": r.in_flight(),
@@ -164,11 +166,21 @@ impl Admin {
         segs: &[&str],
     ) -> Result<Response<Vec<u8>>, AdminError> {
         Ok(match (method, segs) {
-            ("GET", ["metrics"]) => reply(
-                200,
-                "text/plain; version=0.0.4",
-                self.state.metrics.render(),
-            ),
+            ("GET", ["metrics"]) => {
+                for r in self.state.rollouts.list() {
+                    self.state
+                        .metrics
+                        .rollout
+                        .share
+                        .with_label_values(&[self.state.metrics.model_label(&r.model)])
+                        .set(r.share_percent / 100.0);
+                }
+                reply(
+                    200,
+                    "text/plain; version=0.0.4",
+                    self.state.metrics.render(),
+                )
+            }
             ("GET", ["admin", "replicas"]) => json(200, &self.replicas()),
             ("POST", ["admin", "replicas"]) => {
                 let body = read_body(http).await?;
@@ -213,6 +225,27 @@ impl Admin {
             }
             ("DELETE", ["admin", "tenants", t, "keys", k]) => {
                 keys_reply(keys::handle(&self.state, t, keys::KeyOp::Revoke(k)).await?)
+            }
+            ("GET", ["admin", "rollouts"]) => json(200, &rollouts::list(&self.state)),
+            ("PUT", ["admin", "rollouts", model]) => {
+                let body = read_body(http).await?;
+                json(200, &rollouts::put(&self.state, model, &body)?)
+            }
+            ("POST", ["admin", "rollouts", model, op]) => {
+                let op = match *op {
+                    "pause" => rollouts::Op::Pause,
+                    "resume" => rollouts::Op::Resume,
+                    "abort" => rollouts::Op::Abort,
+                    other => {
+                        return Err(AdminError::NotFound(format!(
+                            "unknown rollout action {other:?} (pause, resume or abort)"
+                        )))
+                    }
+                };
+                json(200, &rollouts::change(&self.state, model, op)?)
+            }
+            ("DELETE", ["admin", "rollouts", model]) => {
+                json(200, &rollouts::delete(&self.state, model)?)
             }
             ("GET", ["admin", "index"]) => json(200, &self.state.router.index_stats()),
             ("GET", ["dashboard", rest @ ..]) => {

@@ -5,6 +5,7 @@
 //! - [`model`]: the model, its defaults and its validation; [`error`]: its error type.
 //! - [`pools`]: upstream pools of other engines (vLLM, SGLang, llama.cpp, OpenAI).
 //! - [`state`]: `state:`, the memory or Redis backend a gateway fleet shares.
+//! - [`rollout`]: `regions:`, `rollouts:` and `hot_prefixes:` (issue 28).
 //! - [`env`]: `${NAME}` in string values, from the environment (secrets).
 //! - [`overrides`]: the command line on top of the file; [`load`].
 
@@ -13,9 +14,11 @@ pub mod error;
 pub mod model;
 pub mod overrides;
 pub mod pools;
+pub mod rollout;
 pub mod state;
 
 pub use model::*;
 pub use overrides::{load, Overrides};
 pub use pools::{Engine, KvEventsEndpoint, PoolConfig, Target, TokenizerSource};
+pub use rollout::{HotPrefixConfig, PrewarmConfig, RolloutConfig};
 pub use state::{StateBackend, StateConfig};

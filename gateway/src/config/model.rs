@@ -50,6 +50,13 @@ pub struct Config {
     pub tenants: Vec<TenantConfig>,
     /// Where tenant limits and keys live: this gateway's memory, or Redis for a fleet.
     pub state: super::state::StateConfig,
+    /// This gateway's region, the round trips to the others, and how it spills; omitted:
+    /// regions are ignored (residency pins still apply).
+    pub regions: Option<router_policy::Regions>,
+    /// Checkpoint rollouts, one per model at most.
+    pub rollouts: Vec<super::rollout::RolloutConfig>,
+    /// The routing history rollouts pre-warm from.
+    pub hot_prefixes: super::rollout::HotPrefixConfig,
     /// Request size and connection bounds.
     pub limits: RequestLimits,
     /// Admission control / load shedding.
@@ -85,6 +92,9 @@ impl Default for Config {
             auth: AuthConfig::default(),
             tenants: Vec::new(),
             state: super::state::StateConfig::default(),
+            regions: None,
+            rollouts: Vec::new(),
+            hot_prefixes: super::rollout::HotPrefixConfig::default(),
             limits: RequestLimits::default(),
             admission: AdmissionConfig::default(),
             retry: RetryConfig::default(),
@@ -153,6 +163,10 @@ pub struct TenantConfig {
     /// Rate limits.
     #[serde(default)]
     pub limits: TenantLimits,
+    /// Data residency: the only regions this tenant's requests may be processed in (empty:
+    /// any). Replicas without a region label are refused to a pinned tenant.
+    #[serde(default)]
+    pub regions: Vec<String>,
 }
 
 fn all_models() -> Vec<String> {
@@ -416,6 +430,8 @@ impl Config {
             ));
         }
         self.state.validate()?;
+        super::rollout::validate_regions(self.regions.as_ref(), &self.tenants)?;
+        super::rollout::validate_rollouts(&self.rollouts, &self.hot_prefixes)?;
         let mut ids = std::collections::HashSet::new();
         for (i, t) in self.tenants.iter().enumerate() {
             let key = format!("tenants[{i}]");

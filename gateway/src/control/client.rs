@@ -83,12 +83,16 @@ fn build(
     method: Method,
     path: &str,
     body: Option<&[u8]>,
+    extra: &[(http::HeaderName, http::HeaderValue)],
 ) -> Result<http::Request<Full<Bytes>>, ClientError> {
     let mut req = http::Request::builder()
         .method(method)
         .uri(path)
         .header(HOST, addr.authority())
         .header(ACCEPT, "*/*");
+    for (k, v) in extra {
+        req = req.header(k, v);
+    }
     if body.is_some() {
         req = req.header(CONTENT_TYPE, "application/json");
     }
@@ -103,9 +107,20 @@ pub async fn open(
     path: &str,
     body: Option<&[u8]>,
 ) -> Result<(u16, BodyStream), ClientError> {
+    open_with(addr, method, path, body, &[]).await
+}
+
+/// [`open`] with extra request headers.
+pub async fn open_with(
+    addr: &ReplicaAddr,
+    method: Method,
+    path: &str,
+    body: Option<&[u8]>,
+    extra: &[(http::HeaderName, http::HeaderValue)],
+) -> Result<(u16, BodyStream), ClientError> {
     let mut sender = connect(addr).await?;
     let resp = sender
-        .send_request(build(addr, method, path, body)?)
+        .send_request(build(addr, method, path, body, extra)?)
         .await?;
     let status = resp.status().as_u16();
     Ok((
@@ -182,7 +197,7 @@ impl KeptAlive {
         };
         sender.ready().await?;
         let resp = sender
-            .send_request(build(&self.addr, Method::GET, path, None)?)
+            .send_request(build(&self.addr, Method::GET, path, None, &[])?)
             .await?;
         let status = resp.status().as_u16();
         let body = BodyStream {
@@ -238,6 +253,26 @@ pub async fn request(
 ) -> Result<Response, ClientError> {
     let fut = async {
         let (status, stream) = open(addr, method, path, body).await?;
+        let body = stream.read_all(MAX_BODY).await?;
+        Ok::<_, ClientError>(Response { status, body })
+    };
+    tokio::time::timeout(timeout, fut)
+        .await
+        .map_err(|_| ClientError::Timeout)??
+        .success()
+}
+
+/// `POST path` with a JSON body and extra headers, with a deadline; the whole answer is
+/// returned. Non-2xx is an error.
+pub async fn post_json(
+    addr: &ReplicaAddr,
+    path: &str,
+    body: &[u8],
+    extra: &[(http::HeaderName, http::HeaderValue)],
+    timeout: Duration,
+) -> Result<Response, ClientError> {
+    let fut = async {
+        let (status, stream) = open_with(addr, Method::POST, path, Some(body), extra).await?;
         let body = stream.read_all(MAX_BODY).await?;
         Ok::<_, ClientError>(Response { status, body })
     };

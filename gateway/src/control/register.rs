@@ -86,7 +86,22 @@ pub async fn add_target(
 
 /// Removes a replica from routing and the index; its tasks stop.
 pub fn remove_replica(state: &AppState, id: ReplicaId) -> bool {
-    state.registry.remove(id, &state.router)
+    let Some(r) = state.registry.remove(id, &state.router) else {
+        return false;
+    };
+    // The prefix index forgot the replica's entries; when it was its checkpoint's last
+    // replica, the checkpoint's routing history for pre-warm goes too.
+    let ck = &r.info.checkpoint;
+    if !state
+        .registry
+        .all()
+        .iter()
+        .any(|o| o.info.checkpoint == *ck)
+    {
+        state.rollouts.hot.forget(ck);
+        tracing::info!(checkpoint = %ck, "last replica of the checkpoint left: its hot prefixes dropped");
+    }
+    true
 }
 
 /// Registers `target`, retrying in the background until it succeeds or leaves the config.

@@ -33,9 +33,13 @@ pub async fn reload(state: &Arc<AppState>, mut new: Config) {
     if new.policy != old.policy {
         state.router.set_policy(&new.policy);
     }
+    let started = state.rollouts.apply_config(&new.rollouts, &old.rollouts);
     let targets = new.targets();
     let old_targets = old.targets();
     state.set_config(new);
+    for m in started {
+        crate::rollout::prewarm::start(state, m);
+    }
     for t in &targets {
         let known = state
             .registry

@@ -55,6 +55,18 @@ function renderTenants(s) {
   setRows($("tenants").tBodies[0], rows, "no traffic yet", 5);
 }
 
+function renderCheckpoints(s) {
+  const rows = s.checkpoints.map((c) => `<tr data-checkpoint="${esc(c.checkpoint)}"><td>${esc(c.model)}</td>
+    <td><b>${esc(c.checkpoint)}</b></td><td>${c.rollout_role ? esc(c.rollout_role) : ""}</td>
+    <td>${fmtInt(c.replicas)}</td><td>${fmtInt(c.requests)}</td>
+    <td class="hit">${bar(c.hit_rate)}${fmtPct(c.hit_rate)}</td>
+    <td>${fmtInt(c.cached_tokens)} / ${fmtInt(c.prompt_tokens)}</td></tr>`);
+  setRows($("checkpoints").tBodies[0], rows, "no replica registered yet", 7);
+  $("rollouts").innerHTML = s.rollouts.map((r) => `<p data-rollout="${esc(r.model)}">rollout of <b>${esc(r.model)}</b>:
+    ${esc(r.from)} → ${esc(r.to)}, <b>${esc(r.state)}</b>, share ${r.share_percent.toFixed(1)}% of target ${r.target_percent.toFixed(1)}%,
+    pre-warm ${fmtInt(r.progress.done)}/${fmtInt(r.progress.planned)} replays${r.progress.failed ? ` (${fmtInt(r.progress.failed)} failed)` : ""}</p>`).join("");
+}
+
 // One line: why the chosen replica won, from the policy's explanation.
 function why(d) {
   const e = d.decision.explanation;
@@ -62,7 +74,17 @@ function why(d) {
     const mark = c.replica === d.decision.replica ? "→ " : "";
     return `${mark}${rid(c.replica)}: ${c.matched_blocks} blocks${c.precise ? "" : " (approx)"}, ${c.cost_ms.toFixed(1)} ms`;
   });
-  return parts.join(" · ");
+  const g = e.region;
+  const spill = g && g.spilled_to ? `spilled ${g.home} → ${g.spilled_to} (${g.reason}, RTT ${g.rtt_ms.toFixed(0)} ms) · ` : "";
+  return spill + parts.join(" · ");
+}
+
+// The regional comparison of a decision, when the policy weighed other regions.
+function region(g) {
+  if (!g) return "";
+  const ms = (v) => (v == null ? "none" : `${v.toFixed(1)} ms`);
+  return ` · home ${esc(g.home)}: local TTFT ${ms(g.local_ttft_ms)}, best remote ${ms(g.remote_ttft_ms)} (RTT ${g.rtt_ms.toFixed(0)} ms)` +
+    (g.spilled_to ? ` → spilled to ${esc(g.spilled_to)} (${esc(g.reason)})` : " → stayed home");
 }
 
 function detail(d) {
@@ -74,7 +96,7 @@ function detail(d) {
     ${names.map((n) => `<td>${c.terms[n] == null ? "" : Number(c.terms[n]).toFixed(2)}</td>`).join("")}</tr>`).join("");
   const fb = d.decision.fallbacks.map(rid).join(", ") || "none";
   return `<tr class="detail"><td colspan="8">request ${esc(d.request_id)} · model ${esc(d.model)} ·
-    ${d.blocks} full blocks · policy ${esc(e.policy)} · fallbacks ${esc(fb)}
+    ${d.blocks} full blocks · policy ${esc(e.policy)} · fallbacks ${esc(fb)}${region(e.region)}
     <table>${head}${body}</table></td></tr>`;
 }
 
@@ -132,7 +154,7 @@ function renderChart(s) {
 
 function render(s) {
   state.last = s; state.updates += 1;
-  renderTotals(s); renderReplicas(s); renderTenants(s); renderDecisions(s); renderChart(s);
+  renderTotals(s); renderReplicas(s); renderTenants(s); renderCheckpoints(s); renderDecisions(s); renderChart(s);
   $("updated").textContent = new Date(s.unix_ms).toLocaleTimeString("en-GB", { hour12: false });
   document.body.dataset.updates = String(state.updates);
 }

@@ -14,8 +14,10 @@
 //! # Layout
 //! - [`recorder`]: per-replica and per-tenant token counters, history samples.
 //! - [`snapshot`]: assembling the JSON snapshot.
+//! - [`checkpoints`]: traffic and hit rate per checkpoint, and the rollouts in force.
 //! - [`http`]: the routes, including the SSE stream.
 
+pub mod checkpoints;
 pub mod http;
 pub mod recorder;
 pub mod snapshot;

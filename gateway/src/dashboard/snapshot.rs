@@ -1,4 +1,5 @@
-//! The dashboard's JSON snapshot: replicas, totals, tenants, history, recent decisions.
+//! The dashboard's JSON snapshot: replicas, totals, tenants, history, recent decisions,
+//! checkpoints and rollouts.
 
 use super::recorder::{unix_ms, HistoryPoint, ReplicaTokens};
 use crate::routing::DecisionRecord;
@@ -104,10 +105,14 @@ pub struct Snapshot {
     pub history: Vec<HistoryPoint>,
     /// The last routing decisions, newest first.
     pub decisions: Vec<DecisionRecord>,
+    /// Traffic and hit rate per (model, checkpoint).
+    pub checkpoints: Vec<super::checkpoints::CheckpointRow>,
+    /// Rollouts in force.
+    pub rollouts: Vec<crate::rollout::RolloutStatus>,
 }
 
 /// `(labels, value)` of every series of an integer counter vector.
-fn series(c: &impl Collector) -> Vec<(BTreeMap<String, String>, u64)> {
+pub(super) fn series(c: &impl Collector) -> Vec<(BTreeMap<String, String>, u64)> {
     let mut out = Vec::new();
     for fam in c.collect() {
         for m in fam.get_metric() {
@@ -135,7 +140,7 @@ fn total(c: &impl Collector) -> u64 {
     series(c).iter().map(|(_, v)| v).sum()
 }
 
-fn ratio(num: u64, den: u64) -> Option<f64> {
+pub(super) fn ratio(num: u64, den: u64) -> Option<f64> {
     (den > 0).then(|| num as f64 / den as f64)
 }
 
@@ -238,6 +243,7 @@ pub fn build(state: &AppState) -> Snapshot {
     );
     let mut decisions = state.router.recent(DECISIONS);
     decisions.reverse();
+    let rollouts = state.rollouts.list();
     Snapshot {
         unix_ms: unix_ms(),
         policy: state.router.policy_name(),
@@ -255,5 +261,7 @@ pub fn build(state: &AppState) -> Snapshot {
         tenants: tenant_rows(state),
         history: state.dashboard.history(),
         decisions,
+        checkpoints: super::checkpoints::rows(state, &rollouts),
+        rollouts,
     }
 }

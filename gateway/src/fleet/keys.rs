@@ -235,6 +235,7 @@ mod tests {
             api_key_sha256: vec![hash_key("config-key")],
             models: vec!["*".into()],
             limits: Default::default(),
+            regions: Vec::new(),
         }];
         TenantTable::build(&c, None)
     }

@@ -2,9 +2,11 @@
 //! listener at `/metrics`.
 
 mod family;
+mod rollout;
 mod state;
 
 pub use family::CounterFamily;
+pub use rollout::RolloutMetrics;
 pub use state::StateMetrics;
 
 use parking_lot::RwLock;
@@ -125,6 +127,8 @@ pub struct Metrics {
     pub route_select: Histogram,
     /// The shared-state (Redis) series.
     pub state: StateMetrics,
+    /// Rollout and region series.
+    pub rollout: RolloutMetrics,
     added_latency_by_endpoint: [Histogram; 2],
     branches: SeriesCache<(&'static str, Branch), IntCounter>,
     models: SeriesCache<String, ModelSeries>,
@@ -200,6 +204,7 @@ impl Metrics {
         );
         Self {
             state: StateMetrics::register(&registry),
+            rollout: RolloutMetrics::register(&registry),
             route_tokenize_hash: route_latency.with_label_values(&["tokenize_hash"]),
             route_select: route_latency.with_label_values(&["select"]),
             added_latency_by_endpoint: [
@@ -373,6 +378,23 @@ impl Metrics {
         let model = self.model_label(o.model);
         self.request(tenant, model, o.replica_label(), o.status)
             .inc();
+        let checkpoint = o.replica.map(|r| r.info.checkpoint.as_str());
+        if let Some(ck) = checkpoint {
+            let labels = [model, ck];
+            self.rollout
+                .checkpoint_requests
+                .with_label_values(&labels)
+                .inc();
+            if let Some(u) = o.usage {
+                let r = &self.rollout;
+                r.checkpoint_prompt_tokens
+                    .with_label_values(&labels)
+                    .inc_by(u.prompt_tokens);
+                r.checkpoint_cached_tokens
+                    .with_label_values(&labels)
+                    .inc_by(u.cached_tokens.unwrap_or(0));
+            }
+        }
         let Some(u) = o.usage else { return };
         if !tenant.is_empty() {
             let t = self.tenant(tenant);
@@ -388,6 +410,13 @@ impl Metrics {
             m.prediction_error
                 .observe(predicted.abs_diff(actual) as f64);
         }
+    }
+
+    /// `rollout_prewarm_total{model, outcome}`.
+    pub fn rollout_prewarm(&self, model: &str, outcome: &str) -> IntCounter {
+        self.rollout
+            .prewarm
+            .with_label_values(&[self.model_label(model), outcome])
     }
 
     /// Text exposition format.

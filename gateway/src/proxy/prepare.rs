@@ -1,15 +1,16 @@
 //! Prepare: tokenize the prompt exactly as the replica will (its published tokenizer,
-//! cached per segment, or a pool's configured one, or text units), then hash full blocks
-//! under the tenant's namespace (checkpoint and cache salt in the seed: the shared hashing
-//! contract; unsalted for an engine whose KV events carry no salt). Nothing is routed or
-//! recorded.
+//! cached per segment, or a pool's configured one, or text units), pick the checkpoint (a
+//! rollout's sticky choice for the conversation, else the registry's), then hash full
+//! blocks under the tenant's namespace (checkpoint and cache salt in the seed: the shared
+//! hashing contract; unsalted for an engine whose KV events carry no salt). Nothing is
+//! routed or recorded.
 
 use crate::body::request::{ParsedRequest, Prompt};
 use crate::error::GatewayError;
 use crate::replicas::Replica;
 use crate::state::AppState;
 use crate::tenants::Tenant;
-use router_policy::{block_hashes, BlockHash, BlockSize, CheckpointId, TokenId};
+use router_policy::{block_hashes, sticky_key, BlockHash, BlockSize, CheckpointId, TokenId};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -39,6 +40,11 @@ pub struct Prepared {
     pub block_size: BlockSize,
     /// Time spent tokenizing and hashing.
     pub prepare: Duration,
+    /// The conversation's rollout key ([`sticky_key`]).
+    pub sticky_key: u64,
+    /// The prompt's tokens, when the encoder makes real tokens (what a rollout's pre-warm
+    /// can replay); recorded as a hot prefix once the request is routed.
+    pub tokens: Option<Vec<TokenId>>,
 }
 
 /// Tokenizes and hashes the prompt of `req` for `tenant` (allowlist checked), starting at
@@ -52,16 +58,35 @@ pub fn prepare(
     if !tenant.allows(&req.model) {
         return Err(GatewayError::ModelNotAllowed(req.model.to_string()));
     }
-    let (checkpoint, replicas) = state
+    let (mut checkpoint, mut replicas) = state
         .registry
         .candidates(&req.model, now)
         .ok_or_else(|| GatewayError::UnknownModel(req.model.to_string()))?;
+    let t0 = now;
     let first = replicas
         .first()
         .ok_or_else(|| GatewayError::NoReplica(req.model.to_string()))?;
-    let t0 = now;
-    let tokens = tokenize(first, &req.prompt)?;
-    let block_size = first.info.block_size;
+    let mut tokens = tokenize(first, &req.prompt)?;
+    let counts_tokens = first.tokenizer.counts_tokens();
+    let mut block_size = first.info.block_size;
+    let key = sticky_key(&tokens, block_size, Some(&tenant.salt));
+    if let Some(rollout) = state.rollouts.get(&req.model) {
+        // The conversation's checkpoint, when it has a routable replica; else the
+        // registry's choice (a rollout never turns a servable request away).
+        let (want, _) = rollout.choose(key);
+        if want != checkpoint {
+            let on = state.registry.on_checkpoint(&req.model, &want);
+            if let Some(r) = on.iter().find(|r| r.routable(now)) {
+                if !Arc::ptr_eq(&r.tokenizer, &first.tokenizer) {
+                    tokens = tokenize(r, &req.prompt)?;
+                }
+                block_size = r.info.block_size;
+                checkpoint = want;
+                replicas = on;
+            }
+        }
+    }
+    let first = &replicas[0];
     // An engine that publishes KV events stores blocks without the gateway's tenant salt
     // (its cache is shared across tenants): its requests hash in the checkpoint's unsalted
     // namespace, the one its events are re-hashed into (docs/engines.md).
@@ -78,5 +103,7 @@ pub fn prepare(
         hashes,
         block_size,
         prepare: t0.elapsed(),
+        sticky_key: key,
+        tokens: counts_tokens.then_some(tokens),
     })
 }

@@ -139,7 +139,7 @@ pub async fn decide(
         // The replica must stop where the reservation does.
         ctx.read.bounded_body = bounded_body(body, endpoint, default_max_tokens);
     }
-    let (plan, mut order) = route(state, prepared, endpoint, &parsed, model)?;
+    let (plan, mut order) = route(state, tenant, prepared, endpoint, &parsed, model)?;
     let slot = hold_slot(state, &mut order, plan.decided).await?;
     record(state, &plan, tenant, &ctx.id.header);
     state.retry_budget.record_request(plan.decided);
@@ -173,6 +173,7 @@ mod tests {
             api_key_sha256: vec![hash_key("k")],
             models: vec!["*".into()],
             limits,
+            regions: Vec::new(),
         }];
         c.admission.max_in_flight_per_replica = max_in_flight;
         c.admission.queue_timeout_ms = 20;

@@ -11,7 +11,9 @@ use crate::replicas::{Registry, Replica, Slot};
 use crate::routing::DecisionRecord;
 use crate::state::AppState;
 use crate::tenants::Tenant;
-use router_policy::{BlockHash, BlockSize, ClusterView, Decision, RouteRequest};
+use router_policy::{
+    BlockHash, BlockSize, CheckpointId, ClusterView, Decision, RouteRequest, TokenId,
+};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -39,6 +41,12 @@ pub struct Plan {
     pub select: Duration,
     /// When the policy decided (the clock read that ended `select`, reused after it).
     pub decided: Instant,
+    /// The checkpoint serving it.
+    pub checkpoint: CheckpointId,
+    /// The conversation's rollout key.
+    pub sticky_key: u64,
+    /// The prompt's tokens (real tokens only), for the hot-prefix history.
+    pub tokens: Option<Vec<TokenId>>,
 }
 
 impl Plan {
@@ -98,6 +106,7 @@ impl TryOrder {
 /// Records nothing: [`record`] does, once the request holds a slot.
 pub fn route(
     state: &AppState,
+    tenant: &Tenant,
     prepared: Prepared,
     endpoint: Endpoint,
     req: &ParsedRequest,
@@ -110,7 +119,10 @@ pub fn route(
         hashes,
         block_size,
         prepare,
+        sticky_key,
+        tokens,
     } = prepared;
+    let cfg = state.config();
     let t1 = Instant::now();
     let view = ClusterView::new(replicas.iter().map(|r| r.snapshot(t1)).collect());
     let route = RouteRequest {
@@ -119,8 +131,8 @@ pub fn route(
         prompt_tokens,
         block_size,
         now: state.millis_at(t1),
-        regions: None,
-        residency: &[],
+        regions: cfg.regions.as_ref(),
+        residency: &tenant.residency,
     };
     let decision = state
         .router
@@ -150,14 +162,34 @@ pub fn route(
         prepare,
         select,
         decided,
+        checkpoint,
+        sticky_key,
+        tokens,
     };
     Ok((plan, TryOrder::new(candidates)))
 }
 
-/// Records a routed request's decision: the routing-branch counter, the stage latencies
-/// and the admin decision log. Requests rejected by limits or shed never get here.
+/// Records a routed request's decision: the routing-branch counter, the stage latencies,
+/// a spill out of the gateway's region, the prompt in the hot-prefix history and the
+/// admin decision log. Requests rejected by limits or shed never get here.
 pub fn record(state: &AppState, plan: &Plan, tenant: &Tenant, request_id: &http::HeaderValue) {
     let m = &state.metrics;
+    if let Some(note) = &plan.decision.explanation.region {
+        if let (Some(to), Some(reason)) = (&note.spilled_to, note.reason) {
+            m.rollout
+                .spills
+                .with_label_values(&[to.as_str(), reason.as_str()])
+                .inc();
+        }
+    }
+    if let Some(tokens) = &plan.tokens {
+        state.rollouts.hot.record(
+            &plan.checkpoint,
+            plan.sticky_key,
+            tokens,
+            &tenant.salt_header,
+        );
+    }
     m.route_tokenize_hash.observe(plan.prepare.as_secs_f64());
     m.route_select.observe(plan.select.as_secs_f64());
     m.routing_branch(

@@ -164,16 +164,14 @@ impl Registry {
     }
 
     /// Removes a replica: it leaves routing and the index; its tasks stop.
-    pub fn remove(&self, id: ReplicaId, router: &Router) -> bool {
+    pub fn remove(&self, id: ReplicaId, router: &Router) -> Option<Arc<Replica>> {
         let mut list = self.replicas.write();
-        let Some(pos) = list.iter().position(|r| r.id == id) else {
-            return false;
-        };
+        let pos = list.iter().position(|r| r.id == id)?;
         let r = list.remove(pos);
         r.removed.store(true, Ordering::Release);
         drop(list);
         router.forget_replica(id);
-        true
+        Some(r)
     }
 
     /// Models served by at least one replica, sorted.
@@ -224,6 +222,20 @@ impl Registry {
             .cloned()
             .collect();
         Some((best, reps))
+    }
+
+    /// The replicas serving `model` on `checkpoint` (a rollout's choice), not draining.
+    pub fn on_checkpoint(&self, model: &str, checkpoint: &CheckpointId) -> Vec<Arc<Replica>> {
+        self.replicas
+            .read()
+            .iter()
+            .filter(|r| {
+                r.serves(model)
+                    && r.info.checkpoint == *checkpoint
+                    && !r.draining.load(Ordering::Acquire)
+            })
+            .cloned()
+            .collect()
     }
 
     /// Takes an in-flight slot on `r` if it is below `max`.

@@ -355,6 +355,7 @@ mod tests {
             api_key_sha256: vec![hash_key("k")],
             models: vec!["*".into()],
             limits,
+            regions: Vec::new(),
         }];
         TenantTable::build(&c, None)
             .authenticate(Some(b"Bearer k"))

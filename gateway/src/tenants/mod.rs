@@ -26,7 +26,7 @@ use crate::fleet::view::KeyView;
 use hmac::{Hmac, Mac};
 use limits::TenantLimiter;
 use parking_lot::{Mutex, RwLock};
-use router_policy::{CacheSalt, CheckpointId, HashNamespace, RootSeed};
+use router_policy::{CacheSalt, CheckpointId, HashNamespace, RegionId, RootSeed};
 use sha2::{Digest, Sha256};
 use siphasher::sip128::{Hasher128, SipHasher24};
 use std::collections::HashMap;
@@ -56,6 +56,8 @@ pub struct Tenant {
     key_hashes: Vec<[u8; 32]>,
     /// Root hash seeds of this tenant's namespace per checkpoint, computed once each.
     seeds: Mutex<Vec<(CheckpointId, RootSeed)>>,
+    /// Regions its requests may be processed in (empty: any).
+    pub residency: Vec<RegionId>,
 }
 
 /// Most checkpoints whose root seeds a tenant keeps (a replica set serves a few at once).
@@ -68,9 +70,11 @@ impl Tenant {
         salt: CacheSalt,
         (limits, limiter): (TenantLimits, Arc<TenantLimiter>),
         key_hashes: Vec<[u8; 32]>,
+        residency: Vec<RegionId>,
     ) -> Self {
         Self {
             id,
+            residency,
             limits,
             models,
             salt_header: crate::headers::text(salt.as_str()),
@@ -171,6 +175,14 @@ pub fn derive_salt(secret: &str, tenant: &str) -> CacheSalt {
     CacheSalt::new(hex::encode(&out[..16]))
 }
 
+/// A tenant's residency pin as typed region ids.
+fn residency(t: &TenantConfig) -> Vec<RegionId> {
+    t.regions
+        .iter()
+        .map(|r| RegionId::new(r.as_str()))
+        .collect()
+}
+
 impl TenantTable {
     /// Builds the table. `previous` (the table before a reload) keeps each remaining
     /// tenant's limiter state: the tenant itself when nothing changed, its limiter when
@@ -189,6 +201,7 @@ impl TenantTable {
                     Arc::new(TenantLimiter::new(&TenantLimits::default())),
                 ),
                 Vec::new(),
+                Vec::new(),
             )));
         }
         for t in &cfg.tenants {
@@ -206,6 +219,7 @@ impl TenantTable {
                 derive_salt(secret, &t.id),
                 (t.limits.clone(), limiter),
                 decode_hashes(&t.api_key_sha256),
+                residency(t),
             )));
         }
         TenantTable {
@@ -222,7 +236,8 @@ impl TenantTable {
             && old.limiter.limits() == local
             && old.models == t.models
             && old.key_hashes == decode_hashes(&t.api_key_sha256)
-            && old.salt == derive_salt(secret, &t.id);
+            && old.salt == derive_salt(secret, &t.id)
+            && old.residency == residency(t);
         same.then(|| old.clone())
     }
 
@@ -370,12 +385,14 @@ mod tests {
                 api_key_sha256: vec![hash_key("key-a")],
                 models: vec!["m1".into()],
                 limits: TenantLimits::default(),
+                regions: Vec::new(),
             },
             TenantConfig {
                 id: "b".into(),
                 api_key_sha256: vec![hash_key("key-b")],
                 models: vec!["*".into()],
                 limits: TenantLimits::default(),
+                regions: Vec::new(),
             },
         ];
         c

@@ -39,6 +39,12 @@ pub struct ServeArgs {
     /// Deployment region label reported in the replica info.
     #[arg(long)]
     pub region: Option<String>,
+    /// Checkpoint id to publish (in the replica info, KV events and every block hash)
+    /// instead of the weights' content hash: names a deployment's weights for a rollout
+    /// (`rollouts:` in the gateway config). Two replicas share cached prefixes only when
+    /// their ids are equal, so give different weights different ids.
+    #[arg(long)]
+    pub checkpoint_id: Option<String>,
     /// Engine steps a waiting request may be passed over by better-cached ones before it
     /// is admitted in arrival order.
     #[arg(long, default_value_t = 16)]
@@ -64,6 +70,7 @@ impl ServeArgs {
             token_budget: 512,
             threads: 0,
             region: None,
+            checkpoint_id: None,
             fairness_steps: 16,
             fault_nan_logits_after: None,
         }
@@ -97,6 +104,13 @@ impl ServeArgs {
             return Err(ServerError::Config(
                 "--token-budget must be at least 1".into(),
             ));
+        }
+        if let Some(id) = &self.checkpoint_id {
+            if id.is_empty() || id.len() > 200 || id.chars().any(char::is_control) {
+                return Err(ServerError::Config(
+                    "--checkpoint-id must be 1 to 200 printable characters".into(),
+                ));
+            }
         }
         Ok(())
     }

@@ -99,6 +99,7 @@ pub async fn start(args: ServeArgs) -> Result<ServerHandle, ServerError> {
         fairness_steps: args.fairness_steps,
         device: args.device()?,
         fault_nan_logits_after: args.fault_nan_logits_after,
+        checkpoint_id: args.checkpoint_id.clone(),
     };
     let (facts, submit, shared) = worker::spawn(cfg, events.clone(), metrics.clone()).await?;
     let info = ReplicaInfo {

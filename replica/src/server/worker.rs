@@ -136,6 +136,9 @@ pub struct WorkerConfig {
     pub device: crate::engine::Device,
     /// Test hook (`--fault-nan-logits-after`): see [`NanFault`].
     pub fault_nan_logits_after: Option<u64>,
+    /// The checkpoint id to publish instead of the weights' content hash
+    /// (`--checkpoint-id`).
+    pub checkpoint_id: Option<String>,
 }
 
 struct Live {
@@ -198,7 +201,10 @@ pub async fn spawn(
             };
             let facts = ModelFacts {
                 model_name: engine.model_name().to_string(),
-                checkpoint: engine.checkpoint().clone(),
+                checkpoint: cfg
+                    .checkpoint_id
+                    .as_deref()
+                    .map_or_else(|| engine.checkpoint().clone(), CheckpointId::new),
                 tokenizer: engine.tokenizer().clone(),
                 max_context: engine.config().max_context,
                 vocab_size: engine.config().vocab_size,

@@ -572,13 +572,28 @@ fn the_last_replica_of_a_checkpoint_leaving_drops_its_entries() {
     idx.apply_message(ReplicaId(2), &snapshot(&new));
     assert_eq!(idx.stats().precise_blocks, 16);
     idx.remove_replica(ReplicaId(0));
-    assert_eq!(idx.match_prefix(&old, Millis(1)).get(ReplicaId(1)).blocks(), 8);
+    assert_eq!(
+        idx.match_prefix(&old, Millis(1)).get(ReplicaId(1)).blocks(),
+        8
+    );
     idx.remove_replica(ReplicaId(1));
     let m = idx.match_prefix(&old, Millis(1));
-    assert_eq!(m.get(ReplicaId(0)).blocks() + m.get(ReplicaId(1)).blocks(), 0);
+    assert_eq!(
+        m.get(ReplicaId(0)).blocks() + m.get(ReplicaId(1)).blocks(),
+        0
+    );
     let s = idx.stats();
-    assert_eq!(s.precise_blocks, 8, "only the new checkpoint's blocks remain");
+    assert_eq!(
+        s.precise_blocks, 8,
+        "only the new checkpoint's blocks remain"
+    );
     assert_eq!(s.precise_entries, 8);
-    assert_eq!(s.approx_entries, 0, "routing history of the old checkpoint dropped too");
-    assert_eq!(idx.match_prefix(&new, Millis(1)).get(ReplicaId(2)).blocks(), 8);
+    assert_eq!(
+        s.approx_entries, 0,
+        "routing history of the old checkpoint dropped too"
+    );
+    assert_eq!(
+        idx.match_prefix(&new, Millis(1)).get(ReplicaId(2)).blocks(),
+        8
+    );
 }

@@ -38,8 +38,8 @@ use crate::cluster::ClusterView;
 use crate::decision::Decision;
 use crate::error::RouteError;
 use crate::ids::{BlockHash, BlockSize, CheckpointId, Millis, RegionId};
-use crate::region::Regions;
 use crate::index::PrefixIndex;
+use crate::region::Regions;
 use serde::{Deserialize, Serialize};
 
 /// One request as a policy sees it.

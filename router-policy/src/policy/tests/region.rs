@@ -39,7 +39,9 @@ fn in_region<'a>(
 }
 
 fn region_of(view: &ClusterView, id: ReplicaId) -> Option<&str> {
-    view.get(id).and_then(|r| r.region.as_ref()).map(RegionId::as_str)
+    view.get(id)
+        .and_then(|r| r.region.as_ref())
+        .map(RegionId::as_str)
 }
 
 const LABELS: [Option<&str>; 4] = [Some("eu"), Some("us"), Some("ap"), None];
@@ -119,7 +121,12 @@ fn warm_spills_an_overloaded_home_and_names_the_reason() {
     assert_eq!(note.reason, Some(SpillReason::Overloaded));
     assert_eq!(note.rtt_ms, 70.0);
     assert!(note.local_ttft_ms > 1900.0, "{note:?}");
-    let rtt = d.explanation.candidate(d.replica).unwrap().terms.get("rtt_ms");
+    let rtt = d
+        .explanation
+        .candidate(d.replica)
+        .unwrap()
+        .terms
+        .get("rtt_ms");
     assert_eq!(rtt, Some(70.0));
     // A light home queue (30 ms): the saving no longer covers RTT + margin; stays home.
     for r in &mut view.replicas[..2] {

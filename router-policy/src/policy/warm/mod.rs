@@ -63,8 +63,8 @@ use super::{Policy, RouteRequest};
 use crate::cluster::{ClusterView, ReplicaSnapshot, INLINE_REPLICAS};
 use crate::decision::{Branch, CandidateScore, Decision, Terms};
 use crate::error::RouteError;
-use crate::index::PrefixIndex;
 use crate::ids::ReplicaId;
+use crate::index::PrefixIndex;
 use crate::region::{RegionNote, Regions};
 use smallvec::SmallVec;
 use state::{Seen, Tracker};
@@ -315,11 +315,16 @@ impl Warm {
     ) -> (Eval, ReplicaId, Option<RegionNote>) {
         let all = self.evaluate(req, el, index, Some(g));
         let local_el = Eligible {
-            replicas: el.replicas.iter().copied().filter(|r| g.is_local(r)).collect(),
+            replicas: el
+                .replicas
+                .iter()
+                .copied()
+                .filter(|r| g.is_local(r))
+                .collect(),
             matches: el.matches.clone(),
         };
-        let local = (!local_el.replicas.is_empty())
-            .then(|| self.evaluate(req, &local_el, index, None));
+        let local =
+            (!local_el.replicas.is_empty()).then(|| self.evaluate(req, &local_el, index, None));
         let pick = |ev: &Eval, reps: &[&ReplicaSnapshot], i: usize| spill::Pick {
             ttft_ms: ev.costs[i].ttft(),
             rtt_ms: ev.costs[i].rtt_ms,

@@ -1,0 +1,106 @@
+//! `/admin/rollouts`: checkpoint rollouts, changed at run time.
+//! - `GET /admin/rollouts`: every rollout in force, with its share, ramp and pre-warm
+//!   progress;
+//! - `PUT /admin/rollouts/{model}` `{"from", "to", "percent", "state"?, "prewarm"?}`: puts a
+//!   rollout in force (replacing the model's current one) and starts its pre-warm;
+//! - `POST /admin/rollouts/{model}/pause|resume|abort`: holds the share, resumes the ramp,
+//!   or sends every conversation back to `from`;
+//! - `DELETE /admin/rollouts/{model}`: ends it (the checkpoint with the most replicas
+//!   serves the model again).
+//!
+//! A rollout set here lasts until the next change here or to the same model's entry in
+//! the config file (a reload that leaves the entry as it was keeps it).
+
+use super::error::AdminError;
+use crate::config::{PrewarmConfig, RolloutConfig};
+use crate::rollout::prewarm;
+use crate::state::AppState;
+use router_policy::RolloutState;
+use serde::Deserialize;
+use std::sync::Arc;
+
+/// The body of `PUT /admin/rollouts/{model}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Body {
+    from: String,
+    to: String,
+    percent: f64,
+    #[serde(default)]
+    state: RolloutState,
+    #[serde(default)]
+    prewarm: PrewarmConfig,
+}
+
+/// What a rollout route asks.
+pub enum Op {
+    /// Pause.
+    Pause,
+    /// Resume.
+    Resume,
+    /// Abort.
+    Abort,
+}
+
+/// `GET /admin/rollouts`: the rollouts, and how many hot prefixes the gateway keeps per
+/// checkpoint (what a pre-warm can replay).
+pub fn list(state: &AppState) -> serde_json::Value {
+    serde_json::json!({
+        "rollouts": state.rollouts.list(),
+        "hot_prefixes": state.rollouts.hot.counts(),
+    })
+}
+
+/// `PUT /admin/rollouts/{model}`.
+pub fn put(
+    state: &Arc<AppState>,
+    model: &str,
+    body: &[u8],
+) -> Result<serde_json::Value, AdminError> {
+    let b: Body =
+        serde_json::from_slice(body).map_err(|e| AdminError::BadRequest(e.to_string()))?;
+    let cfg = RolloutConfig {
+        model: model.to_string(),
+        from: b.from,
+        to: b.to,
+        percent: b.percent,
+        state: b.state,
+        prewarm: b.prewarm,
+    };
+    cfg.validate("rollout")
+        .map_err(|e| AdminError::BadRequest(e.to_string()))?;
+    let m = state.rollouts.set(&cfg);
+    tracing::info!(model, from = %cfg.from, to = %cfg.to, percent = cfg.percent, "rollout set");
+    prewarm::start(state, m.clone());
+    Ok(serde_json::to_value(m.status()).unwrap_or_default())
+}
+
+/// `POST /admin/rollouts/{model}/{op}`.
+pub fn change(state: &Arc<AppState>, model: &str, op: Op) -> Result<serde_json::Value, AdminError> {
+    let m = state
+        .rollouts
+        .get(model)
+        .ok_or_else(|| AdminError::NotFound(format!("no rollout for model {model}")))?;
+    match op {
+        Op::Pause => m.pause(),
+        Op::Resume => {
+            m.resume();
+            prewarm::start(state, m.clone());
+        }
+        Op::Abort => m.abort(),
+    }
+    let s = m.status();
+    tracing::info!(model, state = ?s.state, share = s.share_percent, "rollout changed");
+    Ok(serde_json::to_value(s).unwrap_or_default())
+}
+
+/// `DELETE /admin/rollouts/{model}`.
+pub fn delete(state: &AppState, model: &str) -> Result<serde_json::Value, AdminError> {
+    if state.rollouts.remove(model) {
+        Ok(serde_json::json!({ "ended": model }))
+    } else {
+        Err(AdminError::NotFound(format!(
+            "no rollout for model {model}"
+        )))
+    }
+}

@@ -1,0 +1,125 @@
+//! The hot prefixes of every checkpoint, recorded from the gateway's own traffic: what a
+//! rollout replays to warm the next checkpoint. One [`HotPrefixes`] table per checkpoint
+//! (a checkpoint's block hashes mean nothing to another), tagged with the tenant's cache
+//! salt so a replay lands in that tenant's namespace on the new replicas.
+
+use crate::config::HotPrefixConfig;
+use http::HeaderValue;
+use parking_lot::Mutex;
+use router_policy::{CheckpointId, HotPrefixes, TokenId};
+use std::collections::HashMap;
+
+/// Checkpoints whose history is kept at once (a rollout needs two).
+const MAX_CHECKPOINTS: usize = 16;
+
+/// One prefix to replay: its tokens and the tenant's cache-salt header.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Replay {
+    /// The prompt tokens to prefill.
+    pub tokens: Vec<TokenId>,
+    /// The tenant's cache salt, as sent to replicas.
+    pub salt: HeaderValue,
+    /// Requests that shared the prefix.
+    pub count: u64,
+}
+
+/// Hot prefixes per checkpoint.
+#[derive(Default)]
+pub struct HotTable {
+    capacity: usize,
+    max_tokens: usize,
+    by_checkpoint: Mutex<HashMap<CheckpointId, HotPrefixes<HeaderValue>>>,
+}
+
+impl HotTable {
+    /// A table keeping `cfg.capacity` keys per checkpoint.
+    pub fn new(cfg: &HotPrefixConfig) -> Self {
+        Self {
+            capacity: cfg.capacity,
+            max_tokens: cfg.max_tokens,
+            by_checkpoint: Mutex::default(),
+        }
+    }
+
+    /// Counts one request of `checkpoint` with conversation key `key`.
+    pub fn record(
+        &self,
+        checkpoint: &CheckpointId,
+        key: u64,
+        tokens: &[TokenId],
+        salt: &HeaderValue,
+    ) {
+        if self.capacity == 0 {
+            return;
+        }
+        let mut g = self.by_checkpoint.lock();
+        if !g.contains_key(checkpoint) && g.len() >= MAX_CHECKPOINTS {
+            return;
+        }
+        g.entry(checkpoint.clone())
+            .or_insert_with(|| HotPrefixes::new(self.capacity, self.max_tokens))
+            .record(key, tokens, salt);
+    }
+
+    /// The `n` hottest prefixes of `checkpoint` of at least `min_tokens` tokens.
+    pub fn top(&self, checkpoint: &CheckpointId, n: usize, min_tokens: usize) -> Vec<Replay> {
+        let g = self.by_checkpoint.lock();
+        g.get(checkpoint).map_or_else(Vec::new, |h| {
+            h.top(n, min_tokens)
+                .into_iter()
+                .map(|e| Replay {
+                    tokens: e.tokens.clone(),
+                    salt: e.tag.clone(),
+                    count: e.count,
+                })
+                .collect()
+        })
+    }
+
+    /// Forgets `checkpoint` (its last replica left).
+    pub fn forget(&self, checkpoint: &CheckpointId) {
+        self.by_checkpoint.lock().remove(checkpoint);
+    }
+
+    /// Keys held per checkpoint, by checkpoint id.
+    pub fn counts(&self) -> std::collections::BTreeMap<String, usize> {
+        self.by_checkpoint
+            .lock()
+            .iter()
+            .map(|(c, h)| (c.to_string(), h.len()))
+            .collect()
+    }
+
+    /// Keys held for `checkpoint`.
+    pub fn len(&self, checkpoint: &CheckpointId) -> usize {
+        self.by_checkpoint
+            .lock()
+            .get(checkpoint)
+            .map_or(0, |h| h.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_checkpoint_and_forgotten_with_it() {
+        let t = HotTable::new(&HotPrefixConfig::default());
+        let (a, b) = (CheckpointId::new("m@a"), CheckpointId::new("m@b"));
+        let salt = HeaderValue::from_static("s1");
+        let toks: Vec<TokenId> = (0..64).map(TokenId).collect();
+        for _ in 0..3 {
+            t.record(&a, 1, &toks, &salt);
+        }
+        t.record(&b, 2, &toks[..40], &salt);
+        let top = t.top(&a, 5, 32);
+        assert_eq!(top.len(), 1);
+        assert_eq!((top[0].count, top[0].tokens.len()), (3, 64));
+        assert_eq!(top[0].salt, salt);
+        assert_eq!(t.top(&b, 5, 50).len(), 0, "shorter than min_tokens");
+        t.forget(&a);
+        assert_eq!(t.len(&a), 0);
+        assert_eq!(t.len(&b), 1);
+    }
+}

@@ -1,0 +1,134 @@
+//! Pre-warm: before a new checkpoint's replicas take their share of a rollout, replay the
+//! old checkpoint's hottest prefixes to each of them as prefill-only requests (one token
+//! generated), so the conversations that move find their prefixes cached.
+//!
+//! One task per rollout generation (a change, pause/resume or abort starts a new one and
+//! the old one stops at its next replay):
+//! 1. wait until the new checkpoint has a routable replica serving the model;
+//! 2. take the `top_n` hottest prefixes of the old checkpoint (`rollout::hot`), plan
+//!    `prefixes x replicas` replays;
+//! 3. replay them, `concurrency` at a time per replica, each under `timeout_ms`, as
+//!    `POST /v1/completions {"prompt": [token ids], "max_tokens": 1}` with the tenant's cache
+//!    salt; a failure counts as done (the ramp must not stall on one bad replay) and is
+//!    counted in `warmpath_rollout_prewarm_total{outcome="failed"}`.
+//!
+//! The share ramps with the fraction done ([`super::ModelRollout::share`]). Replicas of the
+//! new checkpoint that join after the plan was made are not replayed to (their KV events
+//! show them cold, and `warm` routes around that).
+
+use super::hot::Replay;
+use super::ModelRollout;
+use crate::control::client;
+use crate::headers::CACHE_SALT;
+use crate::replicas::Replica;
+use crate::state::AppState;
+use futures::StreamExt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How often the task looks for the new checkpoint's replicas.
+const WAIT_POLL: Duration = Duration::from_millis(250);
+
+/// Starts `m`'s pre-warm on the control runtime, if it wants one.
+pub fn start(state: &Arc<AppState>, m: Arc<ModelRollout>) {
+    if !m.wants_prewarm() {
+        return;
+    }
+    let state = state.clone();
+    state
+        .control
+        .clone()
+        .spawn(async move { run(state, m).await });
+}
+
+async fn run(state: Arc<AppState>, m: Arc<ModelRollout>) {
+    let generation = m.generation();
+    let (from, to) = m.checkpoints();
+    let cfg = m.prewarm();
+    let targets = loop {
+        if m.generation() != generation {
+            return;
+        }
+        let now = Instant::now();
+        let targets: Vec<Arc<Replica>> = state
+            .registry
+            .all()
+            .into_iter()
+            .filter(|r| r.info.checkpoint == to && r.serves(&m.model) && r.routable(now))
+            .collect();
+        if !targets.is_empty() {
+            break targets;
+        }
+        tokio::time::sleep(WAIT_POLL).await;
+    };
+    let prefixes = state.rollouts.hot.top(&from, cfg.top_n, cfg.min_tokens);
+    let planned = (prefixes.len() * targets.len()) as u64;
+    m.update(generation, |p| {
+        *p = super::Progress {
+            started: true,
+            planned,
+            ..super::Progress::default()
+        };
+    });
+    tracing::info!(model = %m.model, %from, %to, prefixes = prefixes.len(),
+        replicas = targets.len(), "rollout pre-warm started");
+    let t0 = Instant::now();
+    let timeout = Duration::from_millis(cfg.timeout_ms);
+    let prefixes = Arc::new(prefixes);
+    let tasks: Vec<_> = targets
+        .into_iter()
+        .map(|r| {
+            let (m, state, prefixes) = (m.clone(), state.clone(), prefixes.clone());
+            let concurrency = cfg.concurrency;
+            tokio::spawn(async move {
+                futures::stream::iter(0..prefixes.len())
+                    .map(|i| {
+                        let (m, state, prefixes, r) =
+                            (m.clone(), state.clone(), prefixes.clone(), r.clone());
+                        async move {
+                            if m.generation() != generation {
+                                return;
+                            }
+                            let ok = replay(&r, &prefixes[i], timeout).await;
+                            let outcome = if ok { "ok" } else { "failed" };
+                            state.metrics.rollout_prewarm(&m.model, outcome).inc();
+                            m.update(generation, |pr| {
+                                pr.done += 1;
+                                pr.failed += u64::from(!ok);
+                            });
+                        }
+                    })
+                    .buffer_unordered(concurrency)
+                    .collect::<Vec<()>>()
+                    .await
+            })
+        })
+        .collect();
+    for t in tasks {
+        let _ = t.await;
+    }
+    m.update(generation, |p| p.finished = true);
+    let s = m.status();
+    tracing::info!(model = %m.model, %to, done = s.progress.done, failed = s.progress.failed,
+        ms = t0.elapsed().as_millis() as u64, "rollout pre-warm finished");
+}
+
+/// Replays one prefix to `r`; true when the replica answered 2xx in time.
+async fn replay(r: &Replica, p: &Replay, timeout: Duration) -> bool {
+    let ids: Vec<u32> = p.tokens.iter().map(|t| t.0).collect();
+    let body = serde_json::json!({
+        "model": r.info.model,
+        "prompt": ids,
+        "max_tokens": 1,
+        "temperature": 0,
+    });
+    let body = serde_json::to_vec(&body).unwrap_or_default();
+    let headers = [(CACHE_SALT, p.salt.clone())];
+    match client::post_json(&r.addr, "/v1/completions", &body, &headers, timeout).await {
+        Ok(_) => true,
+        Err(e) => {
+            tracing::warn!(replica = %r.id, error = %e, "rollout pre-warm replay failed");
+            false
+        }
+    }
+}

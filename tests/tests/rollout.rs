@@ -1,0 +1,234 @@
+#![allow(clippy::unwrap_used)]
+//! Issue 28, done-when: a live checkpoint rollout on two SmolLM2 replicas loaded as two
+//! checkpoints (one GGUF under two `--checkpoint-id`s). The gateway first serves every
+//! conversation from the old checkpoint and records their prefixes; a rollout to 50% then
+//! pre-warms the new replica with them before it takes its share; conversations stick to
+//! one checkpoint; abort returns every one to the old checkpoint; and when the new
+//! checkpoint's last replica leaves, its index entries and hot prefixes go with it.
+
+use serde_json::{json, Value};
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+use warmpath_e2e::fixtures::{model_of, smollm2_model};
+use warmpath_e2e::http::{post_json, request};
+use warmpath_e2e::{GatewayProc, ReplicaProc};
+
+const OLD: &str = "smollm2@old";
+const NEW: &str = "smollm2@new";
+const CONVERSATIONS: usize = 12;
+
+fn admin(g: &GatewayProc, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    let bytes = body.map(|b| b.to_string().into_bytes());
+    let headers: &[(&str, &str)] = if bytes.is_some() {
+        &[("content-type", "application/json")]
+    } else {
+        &[]
+    };
+    let r = request(&g.admin, method, path, headers, bytes.as_deref()).unwrap();
+    let v = r.json().unwrap_or(Value::Null);
+    (r.status, v)
+}
+
+/// Conversation `i`'s system prompt: about 200 tokens, distinct from the first token, so
+/// every conversation has its own sticky key and its own hot prefix.
+fn system(i: usize) -> String {
+    let mut s = format!("Conversation {i}: you are assistant number {i}. ");
+    while s.len() < 900 {
+        s.push_str("Answer questions about the weather in one short sentence. ");
+    }
+    s
+}
+
+/// One turn of conversation `i`; returns (replica label, cached tokens, prompt tokens).
+fn turn(g: &GatewayProc, model: &str, i: usize, question: &str) -> (String, u64, u64) {
+    let body = json!({
+        "model": model,
+        "messages": [{"role": "system", "content": system(i)}, {"role": "user", "content": question}],
+        "max_tokens": 2, "temperature": 0
+    });
+    let r = post_json(&g.addr, "/v1/chat/completions", &[], &body).unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    let replica = r.header("x-warmpath-replica").unwrap().to_string();
+    let v = r.json().unwrap();
+    let cached = v["usage"]["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap_or(0);
+    (
+        replica,
+        cached,
+        v["usage"]["prompt_tokens"].as_u64().unwrap(),
+    )
+}
+
+fn rollout_status(g: &GatewayProc) -> Value {
+    admin(g, "GET", "/admin/rollouts", None).1
+}
+
+#[test]
+fn a_live_rollout_prewarms_sticks_and_aborts() {
+    let model_path = smollm2_model();
+    let old = ReplicaProc::spawn_args(&model_path, 0, &["--checkpoint-id", OLD]).unwrap();
+    let new = ReplicaProc::spawn_args(&model_path, 0, &["--checkpoint-id", NEW]).unwrap();
+    let model = model_of(&old.addr);
+    let yaml = format!(
+        "auth: {{enabled: false}}\nreplicas:\n  - {}\n  - {}\n\
+         rollouts:\n  - {{model: {model}, from: {OLD}, to: {NEW}, percent: 0}}\n",
+        old.url(),
+        new.url()
+    );
+    let g = GatewayProc::spawn(&yaml, &[], 2).unwrap();
+    // Replica label -> checkpoint.
+    let replicas = g.replicas().unwrap();
+    let ck_of: HashMap<String, String> = replicas
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                format!("r{}", r["id"]),
+                r["checkpoint"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ck_of.values().cloned().collect::<HashSet<_>>(),
+        HashSet::from([OLD.to_string(), NEW.to_string()])
+    );
+
+    // 1. Share 0: every conversation on the old checkpoint, twice each (the history).
+    for i in 0..CONVERSATIONS {
+        for q in ["What is the weather like?", "What is the weather like?"] {
+            let (r, _, _) = turn(&g, &model, i, q);
+            assert_eq!(
+                ck_of[&r], OLD,
+                "conversation {i} left the old checkpoint at 0%"
+            );
+        }
+    }
+    let hot = &rollout_status(&g)["hot_prefixes"];
+    assert_eq!(hot[OLD].as_u64(), Some(CONVERSATIONS as u64), "{hot}");
+
+    // 2. Roll out to 50% with pre-warm of the 12 hottest prefixes.
+    let (status, set) = admin(
+        &g,
+        "PUT",
+        &format!("/admin/rollouts/{model}"),
+        Some(json!({"from": OLD, "to": NEW, "percent": 50, "prewarm": {"top_n": CONVERSATIONS}})),
+    );
+    assert_eq!(status, 200, "{set}");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let done = loop {
+        let s = rollout_status(&g)["rollouts"][0].clone();
+        if s["progress"]["finished"] == json!(true) {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "pre-warm did not finish: {s}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    eprintln!("pre-warm: {}", done["progress"]);
+    assert_eq!(done["progress"]["planned"], json!(CONVERSATIONS));
+    assert_eq!(done["progress"]["done"], json!(CONVERSATIONS));
+    assert_eq!(done["progress"]["failed"], json!(0));
+    assert_eq!(done["share_percent"].as_f64(), Some(50.0));
+
+    // 3. Sticky: three more turns each; every conversation stays on one checkpoint, and the
+    // ones that moved find their prefix already cached on the new replica.
+    let mut on: HashMap<usize, String> = HashMap::new();
+    let mut first_on_new_cached = Vec::new();
+    for i in 0..CONVERSATIONS {
+        for (t, q) in ["Is it raining?", "Is it windy?", "Will it snow?"]
+            .iter()
+            .enumerate()
+        {
+            let (r, cached, prompt) = turn(&g, &model, i, q);
+            let ck = ck_of[&r].clone();
+            match on.get(&i) {
+                Some(prev) => assert_eq!(prev, &ck, "conversation {i} switched checkpoint"),
+                None => {
+                    on.insert(i, ck.clone());
+                }
+            }
+            if t == 0 && ck == NEW {
+                first_on_new_cached.push((cached, prompt));
+            }
+        }
+    }
+    let moved = on.values().filter(|c| *c == NEW).count();
+    eprintln!("{moved}/{CONVERSATIONS} conversations on the new checkpoint; first turns there (cached, prompt): {first_on_new_cached:?}");
+    assert!(
+        (2..=CONVERSATIONS - 2).contains(&moved),
+        "about half should move at 50%: {moved}"
+    );
+    for (cached, prompt) in &first_on_new_cached {
+        assert!(
+            *cached * 10 >= *prompt * 7,
+            "pre-warm should have cached the system prompt: {cached} of {prompt}"
+        );
+    }
+
+    // Metrics: traffic per checkpoint, pre-warm replays, the share.
+    let metrics = g.metrics().unwrap();
+    let line = |needle: &str| {
+        metrics
+            .lines()
+            .find(|l| l.starts_with(needle))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    let new_requests = line(&format!(
+        "warmpath_gateway_checkpoint_requests_total{{checkpoint=\"{NEW}\",model=\"{model}\"}}"
+    ));
+    assert_eq!(new_requests as usize, moved * 3, "{metrics}");
+    assert_eq!(
+        line(&format!(
+            "warmpath_gateway_rollout_prewarm_total{{model=\"{model}\",outcome=\"ok\"}}"
+        )),
+        CONVERSATIONS as f64
+    );
+    assert_eq!(
+        line(&format!(
+            "warmpath_gateway_rollout_share{{model=\"{model}\"}}"
+        )),
+        0.5
+    );
+    // The dashboard's checkpoint rows.
+    let snap = g
+        .admin_get("/dashboard/snapshot.json")
+        .unwrap()
+        .json()
+        .unwrap();
+    let rows = snap["checkpoints"].as_array().unwrap();
+    let row = rows.iter().find(|r| r["checkpoint"] == json!(NEW)).unwrap();
+    assert_eq!(row["rollout_role"], json!("to"));
+    assert!(row["hit_rate"].as_f64().unwrap() > 0.5, "{row}");
+
+    // 4. Abort: every conversation back on the old checkpoint.
+    let (status, aborted) = admin(&g, "POST", &format!("/admin/rollouts/{model}/abort"), None);
+    assert_eq!(status, 200, "{aborted}");
+    assert_eq!(aborted["share_percent"].as_f64(), Some(0.0));
+    for i in 0..CONVERSATIONS {
+        let (r, _, _) = turn(&g, &model, i, "And tomorrow?");
+        assert_eq!(ck_of[&r], OLD, "conversation {i} not back after abort");
+    }
+
+    // 5. The new checkpoint's last replica leaves: its index entries and hot prefixes go.
+    let new_id = replicas
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["checkpoint"] == json!(NEW))
+        .unwrap()["id"]
+        .as_u64()
+        .unwrap();
+    let before = g.admin_get("/admin/index").unwrap().json().unwrap();
+    assert!(rollout_status(&g)["hot_prefixes"][NEW].as_u64().unwrap() > 0);
+    let (status, _) = admin(&g, "DELETE", &format!("/admin/replicas/{new_id}"), None);
+    assert_eq!(status, 200);
+    let after = g.admin_get("/admin/index").unwrap().json().unwrap();
+    let old_blocks = g.replicas().unwrap()[0]["indexed_blocks"].as_u64().unwrap();
+    eprintln!("index before {before}, after {after}; old replica holds {old_blocks}");
+    assert!(after["precise_entries"].as_u64() < before["precise_entries"].as_u64());
+    assert_eq!(after["precise_entries"].as_u64(), Some(old_blocks));
+    assert!(rollout_status(&g)["hot_prefixes"].get(NEW).is_none());
+}
