@@ -66,6 +66,14 @@ fn config_keys() -> BTreeSet<String> {
     )
     .unwrap();
     walk("", &serde_json::to_value(&pools).unwrap(), &mut keys);
+    // Regions and a rollout, every key set (both are absent by default).
+    let regional = Config::from_yaml(
+        "regions: {home: eu, mode: spill, rtt: [{a: eu, b: us, ms: 70}], unknown_rtt_ms: 200, \
+         spill_margin_ms: 40}\nrollouts:\n  - {model: m, from: m@1, to: m@2, percent: 10, \
+         state: paused, prewarm: {top_n: 4, min_tokens: 16, concurrency: 1, timeout_ms: 1000}}\n",
+    )
+    .unwrap();
+    walk("", &serde_json::to_value(&regional).unwrap(), &mut keys);
     keys
 }
 

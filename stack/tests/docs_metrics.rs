@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used)]
 //! docs/metrics.md lists every gateway metric, and it and the Grafana dashboard use only
-//! metrics the gateway exports. Names are read from gateway/src/metrics/mod.rs (the string
-//! literals passed to the metric constructors).
+//! metrics the gateway exports. Names are read from gateway/src/metrics/mod.rs,
+//! rollout.rs and state.rs (the string literals passed to the metric constructors).
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -17,18 +17,30 @@ fn read(rel: &str) -> String {
     .unwrap()
 }
 
-/// Metric names (without prefix) defined in gateway/src/metrics/mod.rs.
+/// Metric names (without prefix) defined in gateway/src/metrics/ (the module and its
+/// series files).
 fn exported() -> BTreeSet<String> {
-    let src = read("gateway/src/metrics/mod.rs");
+    let src = ["mod.rs", "rollout.rs", "state.rs"]
+        .iter()
+        .map(|f| read(&format!("gateway/src/metrics/{f}")))
+        .collect::<Vec<_>>()
+        .join("\n");
     src.split('"')
         .skip(1)
         .step_by(2)
         .filter(|s| {
             !s.is_empty()
                 && s.chars().all(|c| c.is_ascii_lowercase() || c == '_')
-                && ["_total", "_seconds", "_tokens", "_requests"]
-                    .iter()
-                    .any(|e| s.ends_with(e))
+                && [
+                    "_total",
+                    "_seconds",
+                    "_tokens",
+                    "_requests",
+                    "_share",
+                    "_degraded",
+                ]
+                .iter()
+                .any(|e| s.ends_with(e))
                 && *s != "warmpath_gateway"
         })
         .map(String::from)

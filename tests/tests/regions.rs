@@ -73,10 +73,19 @@ fn residency_holds_home_comes_first_and_a_warmer_remote_prefix_spills() {
         assert_eq!(chat(&g, "us-only", &model, &sys, "hi"), us_label);
         assert_eq!(chat(&g, "eu-only", &model, &sys, "hi"), eu_label);
     }
-    // Unpinned, cold prompts on an idle cluster: home.
+    // Unpinned, cold prompts on an idle cluster: home. (A pause first: the pinned
+    // requests' prefill, as the policy books it, has drained.)
+    let decisions = |n: usize| {
+        g.admin_get(&format!("/admin/decisions?limit={n}"))
+            .unwrap()
+            .json()
+            .unwrap()
+    };
     for i in 0..4 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
         let sys = format!("cold conversation {i}");
-        assert_eq!(chat(&g, "anywhere", &model, &sys, "hi"), eu_label);
+        let chosen = chat(&g, "anywhere", &model, &sys, "hi");
+        assert_eq!(chosen, eu_label, "{}", decisions(1));
     }
     // `us` computes a 3,000-token prompt for the unpinned tenant (sent straight to it
     // with the tenant's cache salt); the gateway learns it from `us`'s KV events.
@@ -100,15 +109,16 @@ fn residency_holds_home_comes_first_and_a_warmer_remote_prefix_spills() {
     assert_eq!(r.status, 200);
     std::thread::sleep(std::time::Duration::from_millis(500));
     let chosen = chat(&g, "anywhere", &model, &system, "second");
-    assert_eq!(chosen, us_label, "the warmer remote prefix should win");
+    assert_eq!(
+        chosen,
+        us_label,
+        "the warmer remote prefix should win: {}",
+        decisions(1)
+    );
     // A pinned tenant with the same prompt still stays home.
     assert_eq!(chat(&g, "eu-only", &model, &system, "second"), eu_label);
 
-    let decisions = g
-        .admin_get("/admin/decisions?limit=2")
-        .unwrap()
-        .json()
-        .unwrap();
+    let decisions = decisions(2);
     let spill = &decisions[0]["decision"]["explanation"]["region"];
     assert_eq!(spill["spilled_to"], json!("us"), "{decisions}");
     assert_eq!(spill["reason"], json!("warmer_prefix"));

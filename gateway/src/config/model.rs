@@ -430,7 +430,7 @@ impl Config {
             ));
         }
         self.state.validate()?;
-        super::rollout::validate_regions(self.regions.as_ref(), &self.tenants)?;
+        super::rollout::validate_regions(self.regions.as_ref())?;
         super::rollout::validate_rollouts(&self.rollouts, &self.hot_prefixes)?;
         let mut ids = std::collections::HashSet::new();
         for (i, t) in self.tenants.iter().enumerate() {
@@ -451,6 +451,12 @@ impl Config {
                         "must be 64 hex digits",
                     ));
                 }
+            }
+            if let Some(j) = t.regions.iter().position(String::is_empty) {
+                return Err(invalid(
+                    format!("{key}.regions[{j}]"),
+                    "must be a non-empty region label",
+                ));
             }
             if t.models.is_empty() {
                 return Err(invalid(

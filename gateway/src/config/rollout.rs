@@ -171,11 +171,8 @@ pub fn validate_rollouts(
     Ok(())
 }
 
-/// Checks `regions:` and every tenant's residency labels.
-pub fn validate_regions(
-    regions: Option<&router_policy::Regions>,
-    tenants: &[super::TenantConfig],
-) -> Result<(), ConfigError> {
+/// Checks `regions:`.
+pub fn validate_regions(regions: Option<&router_policy::Regions>) -> Result<(), ConfigError> {
     if let Some(g) = regions {
         g.validate().map_err(|e| match e {
             router_policy::RouteError::InvalidConfig { key, reason } => {
@@ -183,16 +180,6 @@ pub fn validate_regions(
             }
             other => invalid("regions".into(), other.to_string()),
         })?;
-    }
-    for (i, t) in tenants.iter().enumerate() {
-        for (j, r) in t.regions.iter().enumerate() {
-            if r.is_empty() {
-                return Err(invalid(
-                    format!("tenants[{i}].regions[{j}]"),
-                    "must be a non-empty region label",
-                ));
-            }
-        }
     }
     Ok(())
 }
@@ -233,7 +220,7 @@ mod tests {
         assert!(e.to_string().contains("speed"), "{e}");
         let g: router_policy::Regions =
             serde_yaml::from_str("home: eu\nrtt: [{a: eu, b: us, ms: -1}]\n").unwrap();
-        let e = validate_regions(Some(&g), &[]).unwrap_err().to_string();
+        let e = validate_regions(Some(&g)).unwrap_err().to_string();
         assert!(e.contains("regions.rtt.ms"), "{e}");
     }
 }

@@ -2,7 +2,7 @@
 //! the rollouts in force, so an operator watches a rollout move conversations and its new
 //! checkpoint's cache warm up.
 
-use super::snapshot::{ratio, series};
+use super::series::{ratio, series};
 use crate::rollout::RolloutStatus;
 use crate::state::AppState;
 use serde::Serialize;

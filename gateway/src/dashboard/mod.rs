@@ -13,11 +13,12 @@
 //!
 //! # Layout
 //! - [`recorder`]: per-replica and per-tenant token counters, history samples.
-//! - [`snapshot`]: assembling the JSON snapshot.
+//! - [`snapshot`]: assembling the JSON snapshot; [`series`]: reading counters back.
 //! - [`checkpoints`]: traffic and hit rate per checkpoint, and the rollouts in force.
 //! - [`http`]: the routes, including the SSE stream.
 
 pub mod checkpoints;
 pub mod http;
 pub mod recorder;
+pub mod series;
 pub mod snapshot;

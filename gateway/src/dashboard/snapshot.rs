@@ -2,9 +2,9 @@
 //! checkpoints and rollouts.
 
 use super::recorder::{unix_ms, HistoryPoint, ReplicaTokens};
+use super::series::{ratio, series, sum_by, total};
 use crate::routing::DecisionRecord;
 use crate::state::AppState;
-use prometheus::core::Collector;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -109,39 +109,6 @@ pub struct Snapshot {
     pub checkpoints: Vec<super::checkpoints::CheckpointRow>,
     /// Rollouts in force.
     pub rollouts: Vec<crate::rollout::RolloutStatus>,
-}
-
-/// `(labels, value)` of every series of an integer counter vector.
-pub(super) fn series(c: &impl Collector) -> Vec<(BTreeMap<String, String>, u64)> {
-    let mut out = Vec::new();
-    for fam in c.collect() {
-        for m in fam.get_metric() {
-            let labels = m
-                .get_label()
-                .iter()
-                .map(|l| (l.get_name().to_string(), l.get_value().to_string()))
-                .collect();
-            out.push((labels, m.get_counter().get_value() as u64));
-        }
-    }
-    out
-}
-
-fn sum_by(c: &impl Collector, label: &str) -> BTreeMap<String, u64> {
-    let mut out = BTreeMap::new();
-    for (labels, v) in series(c) {
-        let key = labels.get(label).cloned().unwrap_or_default();
-        *out.entry(key).or_insert(0) += v;
-    }
-    out
-}
-
-fn total(c: &impl Collector) -> u64 {
-    series(c).iter().map(|(_, v)| v).sum()
-}
-
-pub(super) fn ratio(num: u64, den: u64) -> Option<f64> {
-    (den > 0).then(|| num as f64 / den as f64)
 }
 
 /// The current cumulative cached-token counters.
