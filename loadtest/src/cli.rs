@@ -24,10 +24,29 @@ pub enum Command {
     /// Drive a real OpenAI-compatible endpoint.
     Run(RunArgs),
     /// Simulate a cluster routed by router-policy.
+    #[command(after_help = SIMULATE_PROFILES_HELP)]
     Simulate(SimulateArgs),
     /// Measure a replica and write a simulator cost profile.
     Calibrate(CalibrateArgs),
 }
+
+/// `loadtest simulate --help`: which shipped profile fits which workload.
+pub const SIMULATE_PROFILES_HELP: &str = "\
+Profiles (--profile; configs/profiles/) and the workloads they fit:
+  smollm2-cpu.json (default)  SmolLM2-135M on one CPU thread, calibrated: 555 prompt tokens/s,
+      364 KV blocks of 16 tokens (5.8k tokens), batch 32. Fits the synthetic workloads at a
+      fraction of a request/s per replica (shared-prefix with its default 2k-token prompts about
+      0.12/s per replica, multi-turn about 0.13/s). NOT the traces at full scale: Mooncake needs
+      ~140 such replicas, Azure conv ~20, Azure code ~13; scale them down with --token-scale
+      and --time-scale (mooncake --token-scale 16 --time-scale 8 fits 2 replicas).
+  gpu-h100-class.json  Qwen3-32B on 2xH100, derived from published figures: 15,000 prompt
+      tokens/s, 19,208 blocks (307k tokens), batch 256. Fits the traces at full scale: Mooncake
+      (60k prompt tokens/s) from 6 replicas, Azure conv (6.4k/s) and code (5.3k/s) from 1;
+      shared-prefix --request-rate 40 from 4.
+Before each run the offered load is compared with the cluster's prefill and decode capacity
+(printed as `load check:`); an overloaded configuration gets a WARNING naming the factor and
+the --replicas, --profile or arrival scaling that would fit. Progress goes to stderr: a bar on
+a terminal, else a line every 5 s (none with --quiet).";
 
 /// Which OpenAI endpoint to call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -139,7 +158,8 @@ pub struct SimulateArgs {
     /// Seed for workload content, arrivals and randomised policies.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Replica cost profile.
+    /// Replica cost profile (see the table below: the default CPU profile does not fit the
+    /// traces at full scale).
     #[arg(long, default_value = "configs/profiles/smollm2-cpu.json")]
     pub profile: PathBuf,
     /// Override the profile's KV capacity per replica (blocks).

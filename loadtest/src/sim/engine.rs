@@ -3,6 +3,7 @@
 
 use super::events::{Event, EventQueue};
 use super::profile::CostProfile;
+use super::progress::{NoProgress, ProgressSink, SimProgress, REPORT_EVERY_EVENTS};
 use super::replica::{Replica, Seq};
 use crate::metrics::{ErrorKind, RequestRecord};
 use crate::prompt::PromptHasher;
@@ -88,12 +89,24 @@ struct Sim<'a> {
     branches: Vec<Option<&'static str>>,
     next_closed: usize,
     outstanding: usize,
+    /// Requests completed or failed.
+    finished: usize,
     events: u64,
     epoch: Epoch,
 }
 
 /// Runs the workload through `policy` on the simulated cluster.
 pub fn simulate(workload: &Workload, cfg: &SimConfig, policy: Box<dyn Policy>) -> SimOutcome {
+    simulate_with(workload, cfg, policy, &mut NoProgress)
+}
+
+/// [`simulate`], reporting progress to `progress`.
+pub fn simulate_with(
+    workload: &Workload,
+    cfg: &SimConfig,
+    policy: Box<dyn Policy>,
+    progress: &mut dyn ProgressSink,
+) -> SimOutcome {
     let block_size = BlockSize(cfg.profile.block_size);
     let seed = HashNamespace::new(cfg.checkpoint.clone()).root_seed();
     let n = cfg.replicas as usize;
@@ -124,10 +137,11 @@ pub fn simulate(workload: &Workload, cfg: &SimConfig, policy: Box<dyn Policy>) -
         branches: vec![None; workload.requests.len()],
         next_closed: 0,
         outstanding: 0,
+        finished: 0,
         events: 0,
         epoch: Epoch(1),
     };
-    sim.run();
+    sim.run(progress);
     let records = sim.records.into_iter().flatten().collect();
     SimOutcome {
         records,
@@ -136,7 +150,7 @@ pub fn simulate(workload: &Workload, cfg: &SimConfig, policy: Box<dyn Policy>) -
 }
 
 impl Sim<'_> {
-    fn run(&mut self) {
+    fn run(&mut self, progress: &mut dyn ProgressSink) {
         for r in 0..self.replicas.len() {
             if !self.cfg.fleet.kv_events {
                 break;
@@ -165,8 +179,18 @@ impl Sim<'_> {
         if self.cfg.load_staleness_ms > 0.0 {
             self.queue.push(0.0, Event::LoadReport);
         }
+        let total = self.workload.requests.len();
+        let mut last = 0.0;
         while let Some((now, ev)) = self.queue.pop() {
             self.events += 1;
+            last = now;
+            if self.events.is_multiple_of(REPORT_EVERY_EVENTS) {
+                progress.update(&SimProgress {
+                    done: self.finished,
+                    total,
+                    virtual_ms: now,
+                });
+            }
             match ev {
                 Event::Arrival(i) => self.arrive(now, i),
                 Event::StepEnd(r) => self.step_end(now, r),
@@ -188,6 +212,11 @@ impl Sim<'_> {
                 }
             }
         }
+        progress.update(&SimProgress {
+            done: self.finished,
+            total,
+            virtual_ms: last,
+        });
     }
 
     fn issue_closed(&mut self, now: f64) {
@@ -229,6 +258,7 @@ impl Sim<'_> {
                     error_detail: Some(e.to_string()),
                     ..RequestRecord::default()
                 });
+                self.finished += 1;
                 if matches!(self.workload.shape, LoadShape::Closed { .. }) {
                     self.issue_closed(now);
                 }
@@ -281,6 +311,7 @@ impl Sim<'_> {
         for s in out.completed {
             self.view.replicas[ri].in_flight = self.view.replicas[ri].in_flight.saturating_sub(1);
             self.outstanding -= 1;
+            self.finished += 1;
             let spec = &self.workload.requests[s.req];
             self.records[s.req] = Some(RequestRecord {
                 id: spec.id,

@@ -7,13 +7,16 @@
 //! written, Removed on eviction), delivered after `kv_event_delay_ms`, and load reports that
 //! are `load_staleness_ms` old. Virtual time only: results are a function of the inputs.
 
+pub mod capacity;
 mod engine;
 mod events;
 mod oracle;
 pub mod profile;
+pub mod progress;
 pub mod radix;
 mod replica;
 
-pub use engine::{simulate, FleetSim, SimConfig, SimOutcome};
+pub use engine::{simulate, simulate_with, FleetSim, SimConfig, SimOutcome};
 pub use oracle::oracle_hit_rate;
 pub use profile::CostProfile;
+pub use progress::{NoProgress, ProgressSink, SimProgress};

@@ -1,14 +1,19 @@
-//! `loadtest simulate`: builds the workload once, computes the oracle hit rate, simulates
-//! each requested policy and reports one row / one JSON object per policy.
+//! `loadtest simulate`: builds the workload once, computes the oracle hit rate, checks the
+//! offered load against the cluster, simulates each requested policy (with progress on
+//! stderr) and reports one row / one JSON object per policy.
+
+pub mod load_check;
+pub mod progress_ui;
 
 use crate::cli::SimulateArgs;
 use crate::metrics::Summary;
 use crate::prompt::PromptHasher;
 use crate::report::{json, plot, table, RunReport};
 use crate::rng::mix;
-use crate::sim::{oracle_hit_rate, simulate, CostProfile, FleetSim, SimConfig};
+use crate::sim::{oracle_hit_rate, simulate_with, CostProfile, FleetSim, SimConfig};
 use crate::workload::{self, LoadShape, Workload};
 use anyhow::{bail, Context};
+use progress_ui::ProgressUi;
 use router_policy::{
     BlockSize, CheckpointId, HashNamespace, IndexConfig, PolicyConfig, POLICY_NAMES,
 };
@@ -65,6 +70,14 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Vec<RunReport>> {
             cfg.profile.kv_capacity_blocks * args.replicas as u64,
         )
     });
+    load_check::check(
+        &workload,
+        &cfg.profile,
+        &args.profile,
+        args.replicas,
+        oracle,
+        args.quiet,
+    );
     let mut reports = Vec::new();
     for name in &policies {
         let t = Instant::now();
@@ -98,7 +111,9 @@ pub fn simulate_policy(
         *seed = mix(&[args.seed, 0x0BAD_5EED]);
     }
     pc.validate()?;
-    let outcome = simulate(workload, cfg, pc.build());
+    let mut ui = ProgressUi::new(&label, workload.requests.len(), args.quiet);
+    let outcome = simulate_with(workload, cfg, pc.build(), &mut ui);
+    ui.finish();
     tracing::debug!(policy = name, events = outcome.events, "simulation done");
     let mut summary = Summary::compute(&outcome.records, &args.output.slo());
     summary.policy = label;
