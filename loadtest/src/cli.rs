@@ -2,6 +2,8 @@
 //! `loadtest calibrate --endpoint URL [--out FILE]`.
 
 use crate::metrics::Slo;
+use crate::simulate_cmd::regions::RegionArgs;
+use crate::simulate_cmd::rollout::RolloutArgs;
 use crate::workload::WorkloadArgs;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -20,6 +22,7 @@ pub struct Cli {
 
 /// Subcommands.
 #[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once per process: the size does not matter
 pub enum Command {
     /// Drive a real OpenAI-compatible endpoint.
     Run(RunArgs),
@@ -194,6 +197,12 @@ pub struct SimulateArgs {
     /// Hide progress output.
     #[arg(long)]
     pub quiet: bool,
+    /// Multi-region cluster.
+    #[command(flatten, next_help_heading = "Regions")]
+    pub regions: RegionArgs,
+    /// Checkpoint rollout.
+    #[command(flatten, next_help_heading = "Rollout")]
+    pub rollout: RolloutArgs,
     /// Outputs.
     #[command(flatten)]
     pub output: OutputArgs,
