@@ -8,15 +8,20 @@
 //! - **prewarm**: before `at_ms` the gateway records every prompt in a
 //!   `router_policy::HotPrefixes` table; at `at_ms` the `prewarm_top` hottest prefixes are
 //!   sent to B's replicas as prefill-only requests (routed by the policy, costing B's
-//!   prefill time, filling B's caches), and the share is `Rollout::share(ramp)` with `ramp`
-//!   the fraction of those requests done.
+//!   prefill time, filling B's caches), at most `prewarm_concurrency` at a time so live
+//!   traffic on B never queues behind the whole replay; the share is
+//!   `Rollout::share(ramp)` with `ramp` the fraction of those requests done.
 //!
 //! Every request's checkpoint is `Rollout::checkpoint_for(sticky_key(first blocks), share)`.
+//! The replay goes in the order conversations move as the share rises (the point in
+//! `[0, 1)` their key maps to, found by bisection on `checkpoint_for`), so a conversation
+//! tends to move once its prefix is warm.
 
 use crate::prompt::Prompt;
 use crate::workload::RequestSpec;
 use router_policy::rollout::STICKY_BLOCKS;
 use router_policy::{sticky_key, BlockSize, CheckpointId, HotPrefixes, Rollout, TokenId};
+use std::collections::VecDeque;
 
 /// Which rollout arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
@@ -53,6 +58,8 @@ pub struct RolloutSim {
     pub arm: RolloutArm,
     /// Hot prefixes replayed (prewarm arm).
     pub prewarm_top: usize,
+    /// Pre-warm requests in flight at once.
+    pub prewarm_concurrency: usize,
     /// Shortest prefix worth replaying, tokens.
     pub prewarm_min_tokens: usize,
     /// Keys the hot-prefix table keeps.
@@ -75,9 +82,13 @@ pub const NEW: CkIx = CkIx(1);
 pub(super) struct RolloutRun {
     cfg: RolloutSim,
     rollout: Rollout,
-    hot: HotPrefixes<()>,
+    /// Hot prefixes, tagged with their conversation key.
+    hot: HotPrefixes<u64>,
     started: bool,
+    /// Pre-warm prompts not sent yet, in replay order.
+    pending: VecDeque<Vec<TokenId>>,
     prewarm_total: usize,
+    prewarm_sent: usize,
     prewarm_done: usize,
     /// When the last pre-warm request finished, ms.
     pub(super) prewarm_done_at: Option<f64>,
@@ -102,7 +113,9 @@ impl RolloutRun {
             rollout,
             hot,
             started: false,
+            pending: VecDeque::new(),
             prewarm_total: 0,
+            prewarm_sent: 0,
             prewarm_done: 0,
             prewarm_done_at: None,
         }
@@ -141,7 +154,7 @@ impl RolloutRun {
         let tokens = prefix_tokens(&spec.prompt, n);
         let key = sticky_key(&tokens[..tokens.len().min(sticky)], bs, None);
         if record {
-            self.hot.record(key, &tokens, &());
+            self.hot.record(key, &tokens, &key);
         }
         if self.rollout.checkpoint_for(key, self.share()) == &self.rollout.to {
             NEW
@@ -150,31 +163,59 @@ impl RolloutRun {
         }
     }
 
-    /// Starts the rollout; returns the prompts to replay to the new replicas (none in the
-    /// naive arm), hottest first.
-    pub(super) fn start(&mut self) -> Vec<Vec<TokenId>> {
+    /// Starts the rollout: in the prewarm arm, queues the `prewarm_top` hottest prefixes
+    /// for replay in the order their conversations move (see [`RolloutRun::next_prewarm`]).
+    pub(super) fn start(&mut self) {
         self.started = true;
         if self.cfg.arm == RolloutArm::Naive {
-            return Vec::new();
+            return;
         }
-        let top: Vec<Vec<TokenId>> = self
+        let mut top: Vec<(f64, Vec<TokenId>)> = self
             .hot
             .top(self.cfg.prewarm_top, self.cfg.prewarm_min_tokens)
             .into_iter()
-            .map(|h| h.tokens.clone())
+            .map(|h| (move_point(&self.rollout, h.tag), h.tokens.clone()))
             .collect();
+        top.sort_by(|a, b| a.0.total_cmp(&b.0));
         self.prewarm_total = top.len();
+        self.pending = top.into_iter().map(|(_, t)| t).collect();
         self.hot.clear();
-        top
     }
 
-    /// One pre-warm request finished at `now`.
+    /// The next pre-warm prompt to send (its number and tokens), if one is pending and
+    /// fewer than `prewarm_concurrency` are in flight.
+    pub(super) fn next_prewarm(&mut self) -> Option<(usize, Vec<TokenId>)> {
+        let in_flight = self.prewarm_sent - self.prewarm_done;
+        if in_flight >= self.cfg.prewarm_concurrency.max(1) {
+            return None;
+        }
+        let t = self.pending.pop_front()?;
+        self.prewarm_sent += 1;
+        Some((self.prewarm_sent - 1, t))
+    }
+
+    /// One pre-warm request finished (or could not be sent) at `now`.
     pub(super) fn prewarm_finished(&mut self, now: f64) {
         self.prewarm_done += 1;
         if self.prewarm_done == self.prewarm_total {
             self.prewarm_done_at = Some(now);
         }
     }
+}
+
+/// The share at which conversation `key` moves to the new checkpoint (bisection on the
+/// monotone `checkpoint_for`; router-policy keeps the key's point private).
+fn move_point(r: &Rollout, key: u64) -> f64 {
+    let (mut lo, mut hi) = (0.0_f64, 1.0_f64);
+    for _ in 0..40 {
+        let mid = (lo + hi) / 2.0;
+        if r.checkpoint_for(key, mid) == &r.to {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi
 }
 
 #[cfg(test)]
@@ -190,6 +231,7 @@ mod tests {
             target: 1.0,
             arm,
             prewarm_top: 4,
+            prewarm_concurrency: 1,
             prewarm_min_tokens: 32,
             hot_capacity: 64,
             hot_max_tokens: 1024,
@@ -219,16 +261,32 @@ mod tests {
             assert_eq!(r.checkpoint_for(&spec(7, q), bs), OLD, "before the start");
         }
         r.checkpoint_for(&spec(8, 0), bs);
-        let replay = r.start();
-        // The group seen three times first, cut back to its 256-token system prompt.
-        assert_eq!(replay.len(), 2);
-        assert_eq!(replay[0], prefix_tokens(&spec(7, 0).prompt, 256));
-        assert_eq!(replay[1].len(), 288, "seen once: the whole prompt");
+        r.start();
+        // One at a time (concurrency 1), in the order the conversations move.
+        let (a, first) = r.next_prewarm().unwrap();
+        assert!(r.next_prewarm().is_none(), "one in flight");
         assert_eq!(r.share(), 0.0, "nothing replayed yet");
         r.prewarm_finished(5.0);
         assert_eq!(r.share(), 0.5);
+        let (b, second) = r.next_prewarm().unwrap();
+        assert_eq!((a, b), (0, 1));
         r.prewarm_finished(9.0);
         assert_eq!((r.share(), r.prewarm_done_at), (1.0, Some(9.0)));
+        assert!(r.next_prewarm().is_none());
+        // The group seen three times is cut back to its 256-token system prompt; the one
+        // seen once is its whole prompt.
+        let mut lens = [first.len(), second.len()];
+        lens.sort_unstable();
+        assert_eq!(lens, [256, 288]);
+        let group7 = if first.len() == 256 { &first } else { &second };
+        assert_eq!(*group7, prefix_tokens(&spec(7, 0).prompt, 256));
+        // Replayed in the order they move: the first one moves at a lower share.
+        let key = |s: &RequestSpec| sticky_key(&prefix_tokens(&s.prompt, 128), bs, None);
+        let (p7, p8) = (
+            move_point(&r.rollout, key(&spec(7, 0))),
+            move_point(&r.rollout, key(&spec(8, 0))),
+        );
+        assert_eq!(first.len() == 256, p7 < p8);
         assert_eq!(r.checkpoint_for(&spec(7, 9), bs), NEW);
     }
 
@@ -237,7 +295,8 @@ mod tests {
         let bs = BlockSize(16);
         let mut r = RolloutRun::new(cfg(RolloutArm::Naive), CheckpointId::new("m@1"));
         assert_eq!(r.checkpoint_for(&spec(1, 0), bs), OLD);
-        assert!(r.start().is_empty());
+        r.start();
+        assert!(r.next_prewarm().is_none());
         assert_eq!(r.share(), 1.0);
         assert!((0..20).all(|g| r.checkpoint_for(&spec(g, 0), bs) == NEW));
     }

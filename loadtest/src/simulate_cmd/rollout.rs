@@ -33,6 +33,10 @@ pub struct RolloutArgs {
     /// Hot prefixes the prewarm arm replays.
     #[arg(long, default_value_t = 64)]
     pub prewarm_top: usize,
+    /// Pre-warm requests in flight at once (default: a quarter of the new replicas, at least
+    /// one, so three quarters stay free for the conversations that already moved).
+    #[arg(long)]
+    pub prewarm_concurrency: Option<usize>,
     /// Shortest prefix worth replaying, tokens.
     #[arg(long, default_value_t = 64)]
     pub prewarm_min_tokens: usize,
@@ -73,6 +77,9 @@ pub fn arms(args: &RolloutArgs, replicas: u32) -> anyhow::Result<Vec<RolloutSim>
             target: args.rollout_target,
             arm,
             prewarm_top: args.prewarm_top,
+            prewarm_concurrency: args
+                .prewarm_concurrency
+                .unwrap_or((new_replicas as usize / 4).max(1)),
             prewarm_min_tokens: args.prewarm_min_tokens,
             hot_capacity: 4096,
             hot_max_tokens: args.prewarm_max_tokens,

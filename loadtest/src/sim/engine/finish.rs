@@ -23,6 +23,7 @@ impl Sim<'_> {
                     if let Some(r) = &mut self.rollout {
                         r.prewarm_finished(now);
                     }
+                    self.send_prewarm(now);
                 }
                 Job::Request(i) => {
                     self.complete(i, ri, &s);

@@ -97,18 +97,22 @@ impl Sim<'_> {
         self.refresh_if_fresh(ri);
     }
 
-    /// The new replicas join: in the prewarm arm, the hot prefixes go to them first
-    /// (through gateway 0, as prefill-only requests).
+    /// The new replicas join: in the prewarm arm the replay of hot prefixes begins.
     pub(super) fn start_rollout(&mut self, now: f64) {
-        let Some(rollout) = &mut self.rollout else {
-            return;
-        };
-        let prompts = rollout.start();
+        if let Some(r) = &mut self.rollout {
+            r.start();
+        }
+        self.send_prewarm(now);
+    }
+
+    /// Sends pending pre-warm prompts to the new checkpoint's replicas (through gateway 0,
+    /// as prefill-only requests) while the replay's concurrency allows.
+    pub(super) fn send_prewarm(&mut self, now: f64) {
         let (id, seed) = {
             let (id, seed, _) = &self.checkpoints[usize::from(NEW.0)];
             (id.clone(), *seed)
         };
-        for (k, tokens) in prompts.into_iter().enumerate() {
+        while let Some((k, tokens)) = self.rollout.as_mut().and_then(|r| r.next_prewarm()) {
             let hashes: Arc<[BlockHash]> = block_hashes(seed, &tokens, self.block_size).into();
             let prompt_tokens = u32::try_from(tokens.len()).unwrap_or(u32::MAX);
             let ask = Ask {
