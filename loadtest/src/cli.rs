@@ -69,7 +69,8 @@ pub struct OutputArgs {
     /// Write one JSON line per request.
     #[arg(long)]
     pub requests_jsonl: Option<PathBuf>,
-    /// Write SVG plots (TTFT CDF, throughput and hit rate over time) into this directory.
+    /// Write SVG plots (TTFT CDF, throughput and hit rate over time; a rollout's TTFT p99 per
+    /// window) into this directory.
     #[arg(long)]
     pub plot: Option<PathBuf>,
     /// Goodput SLOs, vLLM style: `ttft:MS`, `tpot:MS`, `e2el:MS` (repeatable).
@@ -311,5 +312,22 @@ mod tests {
         ])
         .is_ok());
         assert!(Cli::try_parse_from(["loadtest", "run", "--workload", "nope"]).is_err());
+    }
+
+    #[test]
+    fn simulate_help_says_which_profile_fits_which_workload() {
+        let err = Cli::try_parse_from(["loadtest", "simulate", "--help"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::DisplayHelp);
+        let help = err.to_string();
+        for needle in [
+            "smollm2-cpu.json (default)",
+            "NOT the traces at full scale",
+            "gpu-h100-class.json",
+            "Mooncake\n      (60k prompt tokens/s) from 6 replicas",
+            "--regions",
+            "--rollout-at",
+        ] {
+            assert!(help.contains(needle), "help lacks {needle:?}");
+        }
     }
 }
