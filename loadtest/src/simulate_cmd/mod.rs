@@ -62,6 +62,9 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Vec<RunReport>> {
     if region_sim.is_some() && !arms.is_empty() {
         bail!("--regions and --rollout-at cannot be combined (simulate them separately)");
     }
+    if region_sim.is_some() && args.gateways != 1 {
+        bail!("--gateways does not apply with --regions: there is one gateway per region");
+    }
     let cfg = SimConfig {
         replicas: args.replicas,
         profile,

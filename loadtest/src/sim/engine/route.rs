@@ -41,11 +41,13 @@ impl Sim<'_> {
         let decision = match self.router.route(gateway, &ask) {
             Ok(d) => d,
             Err(e) => {
+                let origin = self.cfg.regions.as_ref().zip(self.router.home_of(gateway));
                 self.records[i] = Some(RequestRecord {
                     id: spec.id,
                     group: spec.group,
                     start_ms: now,
                     prompt_tokens,
+                    origin_region: origin.map(|(g, o)| g.names[o.get()].clone()),
                     error: Some(ErrorKind::NoReplica),
                     error_detail: Some(e.to_string()),
                     ..RequestRecord::default()
