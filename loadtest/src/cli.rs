@@ -2,6 +2,8 @@
 //! `loadtest calibrate --endpoint URL [--out FILE]`.
 
 use crate::metrics::Slo;
+use crate::simulate_cmd::regions::RegionArgs;
+use crate::simulate_cmd::rollout::RolloutArgs;
 use crate::workload::WorkloadArgs;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -20,14 +22,34 @@ pub struct Cli {
 
 /// Subcommands.
 #[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once per process: the size does not matter
 pub enum Command {
     /// Drive a real OpenAI-compatible endpoint.
     Run(RunArgs),
     /// Simulate a cluster routed by router-policy.
+    #[command(after_help = SIMULATE_PROFILES_HELP)]
     Simulate(SimulateArgs),
     /// Measure a replica and write a simulator cost profile.
     Calibrate(CalibrateArgs),
 }
+
+/// `loadtest simulate --help`: which shipped profile fits which workload.
+pub const SIMULATE_PROFILES_HELP: &str = "\
+Profiles (--profile; configs/profiles/) and the workloads they fit:
+  smollm2-cpu.json (default)  SmolLM2-135M on one CPU thread, calibrated: 555 prompt tokens/s,
+      364 KV blocks of 16 tokens (5.8k tokens), batch 32. Fits the synthetic workloads at a
+      fraction of a request/s per replica (shared-prefix with its default 2k-token prompts about
+      0.12/s per replica, multi-turn about 0.13/s). NOT the traces at full scale: Mooncake needs
+      ~140 such replicas, Azure conv ~20, Azure code ~13; scale them down with --token-scale
+      and --time-scale (mooncake --token-scale 16 --time-scale 8 fits 2 replicas).
+  gpu-h100-class.json  Qwen3-32B on 2xH100, derived from published figures: 15,000 prompt
+      tokens/s, 19,208 blocks (307k tokens), batch 256. Fits the traces at full scale: Mooncake
+      (60k prompt tokens/s) from 6 replicas, Azure conv (6.4k/s) and code (5.3k/s) from 1;
+      shared-prefix --request-rate 40 from 4.
+Before each run the offered load is compared with the cluster's prefill and decode capacity
+(printed as `load check:`); an overloaded configuration gets a WARNING naming the factor and
+the --replicas, --profile or arrival scaling that would fit. Progress goes to stderr: a bar on
+a terminal, else a line every 5 s (none with --quiet).";
 
 /// Which OpenAI endpoint to call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -47,7 +69,8 @@ pub struct OutputArgs {
     /// Write one JSON line per request.
     #[arg(long)]
     pub requests_jsonl: Option<PathBuf>,
-    /// Write SVG plots (TTFT CDF, throughput and hit rate over time) into this directory.
+    /// Write SVG plots (TTFT CDF, throughput and hit rate over time; a rollout's TTFT p99 per
+    /// window) into this directory.
     #[arg(long)]
     pub plot: Option<PathBuf>,
     /// Goodput SLOs, vLLM style: `ttft:MS`, `tpot:MS`, `e2el:MS` (repeatable).
@@ -139,7 +162,8 @@ pub struct SimulateArgs {
     /// Seed for workload content, arrivals and randomised policies.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Replica cost profile.
+    /// Replica cost profile (see the table below: the default CPU profile does not fit the
+    /// traces at full scale).
     #[arg(long, default_value = "configs/profiles/smollm2-cpu.json")]
     pub profile: PathBuf,
     /// Override the profile's KV capacity per replica (blocks).
@@ -174,6 +198,12 @@ pub struct SimulateArgs {
     /// Hide progress output.
     #[arg(long)]
     pub quiet: bool,
+    /// Multi-region cluster.
+    #[command(flatten, next_help_heading = "Regions")]
+    pub regions: RegionArgs,
+    /// Checkpoint rollout.
+    #[command(flatten, next_help_heading = "Rollout")]
+    pub rollout: RolloutArgs,
     /// Outputs.
     #[command(flatten)]
     pub output: OutputArgs,
@@ -282,5 +312,22 @@ mod tests {
         ])
         .is_ok());
         assert!(Cli::try_parse_from(["loadtest", "run", "--workload", "nope"]).is_err());
+    }
+
+    #[test]
+    fn simulate_help_says_which_profile_fits_which_workload() {
+        let err = Cli::try_parse_from(["loadtest", "simulate", "--help"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::DisplayHelp);
+        let help = err.to_string();
+        for needle in [
+            "smollm2-cpu.json (default)",
+            "NOT the traces at full scale",
+            "gpu-h100-class.json",
+            "Mooncake\n      (60k prompt tokens/s) from 6 replicas",
+            "--regions",
+            "--rollout-at",
+        ] {
+            assert!(help.contains(needle), "help lacks {needle:?}");
+        }
     }
 }

@@ -9,13 +9,17 @@
 //! * Cache hit rate (inference-perf's, token-weighted): sum of cached prompt tokens / sum of
 //!   prompt tokens over completed requests.
 
+pub mod regional;
+pub mod rollout;
 mod stats;
 mod summary;
 pub mod timeseries;
+pub mod windows;
 
 pub use stats::{mean, percentile, std_dev, Distribution};
 pub use summary::{Slo, Summary};
 
+use router_policy::{CheckpointId, RegionId};
 use serde::Serialize;
 
 /// Why a request failed.
@@ -93,6 +97,18 @@ pub struct RequestRecord {
     /// The routing rule that chose the replica (simulator: the policy's decision branch).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub route_branch: Option<&'static str>,
+    /// Region the request came from (simulate with `--regions`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub origin_region: Option<RegionId>,
+    /// Region of the replica that served it (simulate with `--regions`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub served_region: Option<RegionId>,
+    /// Round trip between the two, included once in `ttft_ms` and `e2el_ms` (not in ITLs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rtt_ms: Option<f64>,
+    /// Checkpoint that served it (simulate with a rollout).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<CheckpointId>,
     /// Failure kind; `None` = completed.
     pub error: Option<ErrorKind>,
     /// Failure detail.

@@ -1,6 +1,9 @@
 //! The run summary, serialised with `vllm bench serve --save-result` key names plus
 //! `policy`, `cache_hit_rate`, `oracle_hit_rate` (simulate), `replica_share` and `errors`.
 
+use super::regional::{regional, RegionStats};
+use super::rollout::RolloutSummary;
+use super::windows::WindowStats;
 use super::{Distribution, RequestRecord};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -129,6 +132,19 @@ pub struct Summary {
     /// Routing decisions by policy branch (simulate only; e.g. `cache_hit`, `cold_home`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub route_branches: BTreeMap<String, usize>,
+    /// Fraction of completed requests served outside their origin region (simulate with
+    /// `--regions`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cross_region_fraction: Option<f64>,
+    /// Per origin region (simulate with `--regions`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub regions: BTreeMap<String, RegionStats>,
+    /// The checkpoint rollout (simulate with `--rollout-at`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutSummary>,
+    /// Windows of virtual time aligned on the rollout's start (simulate with `--rollout-at`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub windows: Vec<WindowStats>,
 }
 
 impl Summary {
@@ -194,6 +210,10 @@ impl Summary {
         for b in records.iter().filter_map(|r| r.route_branch) {
             *route_branches.entry(b.to_string()).or_default() += 1;
         }
+        let (cross_region_fraction, regions) = match regional(records) {
+            Some((f, by)) => (Some(f), by),
+            None => (None, BTreeMap::new()),
+        };
 
         Summary {
             num_prompts: records.len(),
@@ -235,6 +255,8 @@ impl Summary {
             max_mean_share,
             errors,
             route_branches,
+            cross_region_fraction,
+            regions,
             ..Summary::default()
         }
     }

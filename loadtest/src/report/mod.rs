@@ -2,7 +2,9 @@
 
 pub mod json;
 pub mod plot;
+pub mod region_table;
 pub mod table;
+pub mod window_table;
 
 use crate::metrics::{RequestRecord, Summary};
 

@@ -1,5 +1,6 @@
 //! SVG plots with plotters (the SVG backend writes text as `<text>` elements, so no system
-//! fonts are needed): TTFT CDF per run, output throughput and cache hit rate over time.
+//! fonts are needed): TTFT CDF per run, output throughput and cache hit rate over time, and
+//! for a rollout the TTFT p99 per window around its start.
 
 use super::RunReport;
 use crate::metrics::timeseries::{over_time, Bucket};
@@ -78,7 +79,27 @@ pub fn write_plots(dir: &Path, runs: &[RunReport]) -> anyhow::Result<Vec<PathBuf
         "hit rate (%)",
         &hit,
     )?;
-    Ok(vec![p1, p2, p3])
+    let mut paths = vec![p1, p2, p3];
+    let windows: Vec<(String, Vec<(f64, f64)>)> = runs
+        .iter()
+        .filter(|r| !r.summary.windows.is_empty())
+        .map(|r| {
+            let pts = r.summary.windows.iter().map(|w| (w.t_s, w.p99_ttft_ms));
+            (r.summary.policy.clone(), pts.collect())
+        })
+        .collect();
+    if !windows.is_empty() {
+        let p4 = dir.join("rollout_ttft_p99.svg");
+        line_chart(
+            &p4,
+            "TTFT p99 per window around the rollout start",
+            "window start, s from the rollout start",
+            "TTFT p99 (ms)",
+            &windows,
+        )?;
+        paths.push(p4);
+    }
+    Ok(paths)
 }
 
 fn line_chart(
@@ -94,6 +115,10 @@ fn line_chart(
         .fold(0.0_f64, f64::max)
         .max(1e-9)
         * 1.02;
+    let min_x = lines
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|p| p.0))
+        .fold(0.0_f64, f64::min);
     let max_y = lines
         .iter()
         .flat_map(|(_, p)| p.iter().map(|p| p.1))
@@ -108,7 +133,7 @@ fn line_chart(
         .margin(16)
         .x_label_area_size(44)
         .y_label_area_size(64)
-        .build_cartesian_2d(0.0..max_x, 0.0..max_y)
+        .build_cartesian_2d(min_x..max_x, 0.0..max_y)
         .map_err(|e| anyhow!("plot {}: {e}", path.display()))?;
     chart
         .configure_mesh()

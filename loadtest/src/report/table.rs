@@ -6,9 +6,10 @@ use std::fmt::Write;
 /// Formats summaries as a fixed-width table.
 pub fn render(summaries: &[&Summary]) -> String {
     let oracle = summaries.iter().any(|s| s.oracle_hit_rate.is_some());
+    let regional = summaries.iter().any(|s| s.cross_region_fraction.is_some());
     let mut out = String::new();
     let mut header = format!(
-        "{:<16} {:>7} {:>6} {:>9} {:>10} {:>10} {:>10} {:>9} {:>10} {:>7}",
+        "{:<20} {:>7} {:>6} {:>9} {:>10} {:>10} {:>10} {:>9} {:>10} {:>7}",
         "policy",
         "done",
         "fail",
@@ -24,12 +25,15 @@ pub fn render(summaries: &[&Summary]) -> String {
         header.push_str(&format!(" {:>8}", "oracle %"));
     }
     header.push_str(&format!(" {:>8}", "max/mean"));
+    if regional {
+        header.push_str(&format!(" {:>10}", "x-region %"));
+    }
     let _ = writeln!(out, "{header}");
     let _ = writeln!(out, "{}", "-".repeat(header.len()));
     for s in summaries {
         let mut line = format!(
-            "{:<16} {:>7} {:>6} {:>9.2} {:>10.1} {:>8.1}ms {:>8.1}ms {:>7.1}ms {:>8.1}ms {:>7.1}",
-            truncate(&s.policy, 16),
+            "{:<20} {:>7} {:>6} {:>9.2} {:>10.1} {:>8.1}ms {:>8.1}ms {:>7.1}ms {:>8.1}ms {:>7.1}",
+            truncate(&s.policy, 20),
             s.completed,
             s.failed,
             s.request_throughput,
@@ -47,6 +51,12 @@ pub fn render(summaries: &[&Summary]) -> String {
             ));
         }
         line.push_str(&format!(" {:>8.2}", s.max_mean_share));
+        if regional {
+            line.push_str(&format!(
+                " {:>10.1}",
+                s.cross_region_fraction.unwrap_or(0.0) * 100.0
+            ));
+        }
         let _ = writeln!(out, "{line}");
     }
     for s in summaries.iter().filter(|s| !s.errors.is_empty()) {

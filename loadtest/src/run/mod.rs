@@ -173,5 +173,6 @@ async fn one(sh: &Shared, spec: &RequestSpec) -> RequestRecord {
         route_branch: None,
         error: res.error.as_ref().map(|e| e.0),
         error_detail: res.error.map(|e| e.1),
+        ..RequestRecord::default()
     }
 }

@@ -6,6 +6,15 @@ use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
 
+/// Which gateways a delivery is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Deliver {
+    /// Every gateway (same delay for all).
+    All,
+    /// One gateway (regions: the delay includes half the round trip).
+    One(usize),
+}
+
 /// Something that happens at a point in virtual time.
 #[derive(Debug)]
 pub(crate) enum Event {
@@ -14,7 +23,9 @@ pub(crate) enum Event {
     /// A replica's step ends.
     StepEnd(ReplicaId),
     /// A KV event message reaches the router.
-    KvDelivery(ReplicaId, KvStreamMessage),
+    KvDelivery(ReplicaId, Arc<KvStreamMessage>, Deliver),
+    /// The rollout starts: the new checkpoint's replicas join.
+    RolloutStart,
     /// Replicas report their load.
     LoadReport,
     /// Another gateway's routing decision (replica, block hashes, when it was made) reaches

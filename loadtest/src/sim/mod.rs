@@ -6,14 +6,33 @@
 //! fed the KV events each simulated replica publishes (Stored when a prompt's blocks are
 //! written, Removed on eviction), delivered after `kv_event_delay_ms`, and load reports that
 //! are `load_staleness_ms` old. Virtual time only: results are a function of the inputs.
+//!
+//! Optional parts of a run ([`SimConfig`]):
+//! - [`RegionSim`]: replicas split across regions, one gateway per region (own policy
+//!   instance, view and index) deciding the requests that originate there ([`diurnal`]
+//!   assigns origins), RTTs charged once on the TTFT of requests served elsewhere;
+//! - [`RolloutSim`]: a second checkpoint's replicas join mid-run with cold caches, naive
+//!   cut-over or hot-prefix pre-warm with a ramped share ([`rollout`]).
+//!
+//! [`capacity`] estimates the offered load against the cluster before a run; [`progress`]
+//! reports how far a run has got.
 
+pub mod capacity;
+pub mod config;
+pub mod diurnal;
 mod engine;
 mod events;
+mod gateway;
 mod oracle;
 pub mod profile;
+pub mod progress;
 pub mod radix;
 mod replica;
+pub mod rollout;
 
-pub use engine::{simulate, FleetSim, SimConfig, SimOutcome};
+pub use config::{FleetSim, RegionIx, RegionSim, SimConfig};
+pub use engine::{simulate, simulate_with, SimOutcome};
 pub use oracle::oracle_hit_rate;
 pub use profile::CostProfile;
+pub use progress::{NoProgress, ProgressSink, SimProgress};
+pub use rollout::{RolloutArm, RolloutSim};

@@ -8,11 +8,20 @@ use router_policy::{BlockHash, KvEvent};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+/// What a sequence is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Job {
+    /// Request `usize` of the workload.
+    Request(usize),
+    /// Pre-warm prompt `usize` of a rollout (prefill only, no record).
+    Prewarm(usize),
+}
+
 /// A request inside a replica.
 #[derive(Debug)]
 pub(crate) struct Seq {
-    /// Index of the request in the workload.
-    pub req: usize,
+    /// What it is for.
+    pub job: Job,
     /// Full-block hash chain of the prompt.
     pub hashes: Arc<[BlockHash]>,
     /// Prompt tokens.
@@ -46,14 +55,14 @@ pub(crate) struct Seq {
 impl Seq {
     /// A new, not yet admitted request.
     pub(super) fn new(
-        req: usize,
+        job: Job,
         hashes: Arc<[BlockHash]>,
         prompt_tokens: u32,
         output_target: u32,
         arrival_ms: f64,
     ) -> Self {
         Self {
-            req,
+            job,
             hashes,
             prompt_tokens,
             output_target: output_target.max(1),
@@ -293,7 +302,7 @@ mod tests {
         let mut r = Replica::new(&p);
         // 12 prompt tokens (3 full blocks), 3 output tokens.
         r.waiting
-            .push_back(Seq::new(0, chain(&[1, 2, 3]), 12, 3, 0.0));
+            .push_back(Seq::new(Job::Request(0), chain(&[1, 2, 3]), 12, 3, 0.0));
         let mut now = 0.0;
         let (done, ev) = drain(&mut r, &p, &mut now);
         // Prefill 8 tokens (8 ms) + 4 tokens (4 ms): first token at 12 ms; two decode steps of 10 ms.
@@ -318,11 +327,11 @@ mod tests {
         let mut r = Replica::new(&p);
         let mut now = 0.0;
         r.waiting
-            .push_back(Seq::new(0, chain(&[1, 2, 3]), 12, 1, 0.0));
+            .push_back(Seq::new(Job::Request(0), chain(&[1, 2, 3]), 12, 1, 0.0));
         drain(&mut r, &p, &mut now);
         // Same 2-block prefix, 12 tokens: 2 blocks hit (8 tokens cached), 4 to prefill.
         r.waiting
-            .push_back(Seq::new(1, chain(&[1, 2, 4]), 12, 1, now));
+            .push_back(Seq::new(Job::Request(1), chain(&[1, 2, 4]), 12, 1, now));
         let (done, ev) = drain(&mut r, &p, &mut now);
         assert_eq!(done[0].cached_blocks, 2);
         assert_eq!(
@@ -334,12 +343,17 @@ mod tests {
         );
         // A fully cached prompt still computes its last block.
         r.waiting
-            .push_back(Seq::new(2, chain(&[1, 2, 4]), 12, 1, now));
+            .push_back(Seq::new(Job::Request(2), chain(&[1, 2, 4]), 12, 1, now));
         let (done, _) = drain(&mut r, &p, &mut now);
         assert_eq!(done[0].cached_blocks, 2);
         // A cold 6-block prompt needs 6 + 1 blocks: LRU leaves go first (3, then 4, ...).
-        r.waiting
-            .push_back(Seq::new(3, chain(&[7, 8, 9, 10, 11, 12]), 24, 1, now));
+        r.waiting.push_back(Seq::new(
+            Job::Request(3),
+            chain(&[7, 8, 9, 10, 11, 12]),
+            24,
+            1,
+            now,
+        ));
         let (_, ev) = drain(&mut r, &p, &mut now);
         let KvEvent::Removed { hashes } = &ev[0] else {
             panic!("expected a removal first: {ev:?}")

@@ -1,14 +1,23 @@
-//! `loadtest simulate`: builds the workload once, computes the oracle hit rate, simulates
-//! each requested policy and reports one row / one JSON object per policy.
+//! `loadtest simulate`: builds the workload once, computes the oracle hit rate, checks the
+//! offered load against the cluster, simulates each requested policy (with progress on
+//! stderr) and reports one row / one JSON object per run. With `--regions` every policy
+//! runs on a multi-region cluster (its mode from `@MODE` or `--region-mode`); with
+//! `--rollout-at` every policy runs once per rollout arm.
+
+pub mod load_check;
+pub mod progress_ui;
+pub mod regions;
+pub mod rollout;
 
 use crate::cli::SimulateArgs;
 use crate::metrics::Summary;
 use crate::prompt::PromptHasher;
-use crate::report::{json, plot, table, RunReport};
+use crate::report::{json, plot, region_table, table, window_table, RunReport};
 use crate::rng::mix;
-use crate::sim::{oracle_hit_rate, simulate, CostProfile, FleetSim, SimConfig};
+use crate::sim::{oracle_hit_rate, simulate_with, CostProfile, FleetSim, SimConfig};
 use crate::workload::{self, LoadShape, Workload};
 use anyhow::{bail, Context};
+use progress_ui::ProgressUi;
 use router_policy::{
     BlockSize, CheckpointId, HashNamespace, IndexConfig, PolicyConfig, POLICY_NAMES,
 };
@@ -42,6 +51,20 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Vec<RunReport>> {
     } else {
         args.policy.clone()
     };
+    let region_sim = regions::region_sim(
+        &args.regions,
+        &workload,
+        args.workload.workload,
+        args.replicas,
+        args.seed,
+    )?;
+    let arms = rollout::arms(&args.rollout, args.replicas)?;
+    if region_sim.is_some() && !arms.is_empty() {
+        bail!("--regions and --rollout-at cannot be combined (simulate them separately)");
+    }
+    if region_sim.is_some() && args.gateways != 1 {
+        bail!("--gateways does not apply with --regions: there is one gateway per region");
+    }
     let cfg = SimConfig {
         replicas: args.replicas,
         profile,
@@ -55,6 +78,8 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Vec<RunReport>> {
             shared_history: args.shared_history,
             history_delay_ms: args.history_delay_ms,
         },
+        regions: region_sim,
+        rollout: None,
     };
     let oracle = args.oracle.then(|| {
         let seed = HashNamespace::new(cfg.checkpoint.clone()).root_seed();
@@ -65,27 +90,55 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Vec<RunReport>> {
             cfg.profile.kv_capacity_blocks * args.replicas as u64,
         )
     });
+    load_check::check(
+        &workload,
+        &cfg.profile,
+        &args.profile,
+        args.replicas,
+        oracle,
+        args.quiet,
+    );
     let mut reports = Vec::new();
     for name in &policies {
-        let t = Instant::now();
-        let report = simulate_policy(name, &workload, &cfg, args, oracle)?;
-        if !args.quiet {
-            eprintln!(
-                "simulated {name}: {} requests on {} replicas in {:.2} s",
-                report.records.len(),
-                args.replicas,
-                t.elapsed().as_secs_f64()
-            );
+        let variants: Vec<SimConfig> = if arms.is_empty() {
+            vec![cfg.clone()]
+        } else {
+            arms.iter()
+                .map(|a| SimConfig {
+                    rollout: Some(a.clone()),
+                    ..cfg.clone()
+                })
+                .collect()
+        };
+        for c in &variants {
+            let t = Instant::now();
+            let report = simulate_policy(name, &workload, c, args, oracle)?;
+            if !args.quiet {
+                eprintln!(
+                    "simulated {}: {} requests on {} replicas in {:.2} s",
+                    report.summary.policy,
+                    report.records.len(),
+                    args.replicas,
+                    t.elapsed().as_secs_f64()
+                );
+            }
+            reports.push(report);
         }
-        reports.push(report);
     }
     let rows: Vec<&Summary> = reports.iter().map(|r| &r.summary).collect();
     println!("{}", table::render(&rows));
+    for extra in [region_table::render(&rows), window_table::render(&rows)] {
+        if !extra.is_empty() {
+            println!("{extra}");
+        }
+    }
     write_outputs(&args.output, &reports)?;
     Ok(reports)
 }
 
-/// Simulates one policy by name and summarises it.
+/// Simulates one policy by name on `cfg` and summarises it. A trailing `@local`, `@global`
+/// or `@spill` sets the region mode of a regional run; a rollout arm is appended to the
+/// label (`warm/prewarm`).
 pub fn simulate_policy(
     name: &str,
     workload: &Workload,
@@ -93,12 +146,28 @@ pub fn simulate_policy(
     args: &SimulateArgs,
     oracle: Option<f64>,
 ) -> anyhow::Result<RunReport> {
-    let (label, mut pc) = parse_policy(name)?;
+    let (spec, mode) = regions::split_mode(name);
+    let (mut label, mut pc) = parse_policy(spec)?;
+    let mut cfg = cfg.clone();
+    match (&mut cfg.regions, mode) {
+        (Some(g), Some(m)) => {
+            g.mode = m;
+            label = format!("{label}@{}", mode_name(m));
+        }
+        (Some(g), None) => label = format!("{label}@{}", mode_name(g.mode)),
+        (None, Some(_)) => bail!("--policy {name}: a region mode needs --regions"),
+        (None, None) => {}
+    }
+    if let Some(r) = &cfg.rollout {
+        label = format!("{label}/{}", r.arm.as_str());
+    }
     if let PolicyConfig::Random { seed } = &mut pc {
         *seed = mix(&[args.seed, 0x0BAD_5EED]);
     }
     pc.validate()?;
-    let outcome = simulate(workload, cfg, pc.build());
+    let mut ui = ProgressUi::new(&label, workload.requests.len(), args.quiet);
+    let outcome = simulate_with(workload, &cfg, &pc, &mut ui);
+    ui.finish();
     tracing::debug!(policy = name, events = outcome.events, "simulation done");
     let mut summary = Summary::compute(&outcome.records, &args.output.slo());
     summary.policy = label;
@@ -106,10 +175,21 @@ pub fn simulate_policy(
     summary.workload = format!("{:?}", args.workload.workload).to_lowercase();
     summary.oracle_hit_rate = oracle;
     label_shape(&mut summary, &workload.shape);
+    if let Some(r) = &cfg.rollout {
+        rollout::label_rollout(&mut summary, r, &outcome, args.rollout.window);
+    }
     Ok(RunReport {
         summary,
         records: outcome.records,
     })
+}
+
+fn mode_name(m: router_policy::RegionMode) -> &'static str {
+    match m {
+        router_policy::RegionMode::Local => "local",
+        router_policy::RegionMode::Global => "global",
+        router_policy::RegionMode::Spill => "spill",
+    }
 }
 
 /// A `--policy` value: a policy name with default parameters, or `LABEL=JSON` where JSON is a

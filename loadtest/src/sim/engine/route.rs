@@ -1,0 +1,141 @@
+//! Arrivals: the checkpoint (in a rollout), the block hashes, the gateway's decision, and
+//! the hand-off to the chosen replica; and the rollout's start (the pre-warm replay).
+
+use super::{Routed, Sim};
+use crate::metrics::{ErrorKind, RequestRecord};
+use crate::sim::events::Event;
+use crate::sim::gateway::Ask;
+use crate::sim::replica::{Job, Seq};
+use crate::sim::rollout::{NEW, OLD};
+use crate::workload::LoadShape;
+use router_policy::{block_hashes, BlockHash, Millis, ReplicaId};
+use std::sync::Arc;
+
+impl Sim<'_> {
+    /// The gateway that decides request `i`: its origin region's, else the next in turn.
+    pub(super) fn gateway_for(&self, i: usize) -> usize {
+        let k = self.router.gateways.len();
+        match &self.cfg.regions {
+            Some(g) => g.origins.get(i).map_or(i % k, |o| o.get().min(k - 1)),
+            None => i % k,
+        }
+    }
+
+    pub(super) fn arrive(&mut self, now: f64, i: usize) {
+        let spec = &self.workload.requests[i];
+        let ck = match &mut self.rollout {
+            Some(r) => r.checkpoint_for(spec, self.block_size),
+            None => OLD,
+        };
+        let gateway = self.gateway_for(i);
+        let (id, _, hasher) = &mut self.checkpoints[usize::from(ck.0)];
+        let hashes: Arc<[BlockHash]> = hasher.hashes(&spec.prompt).into();
+        let prompt_tokens = spec.prompt_tokens();
+        let ask = Ask {
+            checkpoint: id,
+            hashes: &hashes,
+            prompt_tokens,
+            block_size: self.block_size,
+            now_ms: now,
+        };
+        let decision = match self.router.route(gateway, &ask) {
+            Ok(d) => d,
+            Err(e) => {
+                let origin = self.cfg.regions.as_ref().zip(self.router.home_of(gateway));
+                self.records[i] = Some(RequestRecord {
+                    id: spec.id,
+                    group: spec.group,
+                    start_ms: now,
+                    prompt_tokens,
+                    origin_region: origin.map(|(g, o)| g.names[o.get()].clone()),
+                    error: Some(ErrorKind::NoReplica),
+                    error_detail: Some(e.to_string()),
+                    ..RequestRecord::default()
+                });
+                self.finished += 1;
+                if matches!(self.workload.shape, LoadShape::Closed { .. }) {
+                    self.issue_closed(now);
+                }
+                return;
+            }
+        };
+        self.routed[i] = Some(Routed {
+            gateway,
+            predicted_tokens: decision.predicted_cached_blocks * self.block_size.0,
+            branch: decision.explanation.branch.as_str(),
+            checkpoint: ck,
+        });
+        let seq = Seq::new(
+            Job::Request(i),
+            hashes,
+            prompt_tokens,
+            spec.output_tokens,
+            now,
+        );
+        self.dispatch(now, gateway, decision.replica, seq);
+    }
+
+    /// Records the route in the gateway's index (and the shared history) and queues `seq`.
+    pub(super) fn dispatch(&mut self, now: f64, gateway: usize, r: ReplicaId, seq: Seq) {
+        let at = Millis(now as u64);
+        self.router.gateways[gateway]
+            .index
+            .record_routed(r, &seq.hashes, at);
+        if self.cfg.fleet.shared_history {
+            for g in (0..self.router.gateways.len()).filter(|g| *g != gateway) {
+                self.queue.push(
+                    now + self.cfg.fleet.history_delay_ms,
+                    Event::HistoryDelivery(g, r, seq.hashes.clone(), at),
+                );
+            }
+        }
+        let ri = r.0 as usize;
+        self.router.sent(gateway, ri);
+        self.outstanding += 1;
+        self.replicas[ri].waiting.push_back(seq);
+        if !self.replicas[ri].busy {
+            self.start_step(now, ri);
+        }
+        self.refresh_if_fresh(ri);
+    }
+
+    /// The new replicas join: in the prewarm arm the replay of hot prefixes begins.
+    pub(super) fn start_rollout(&mut self, now: f64) {
+        if let Some(r) = &mut self.rollout {
+            r.start();
+        }
+        self.send_prewarm(now);
+    }
+
+    /// Sends pending pre-warm prompts to the new checkpoint's replicas (through gateway 0,
+    /// as prefill-only requests) while the replay's concurrency allows.
+    pub(super) fn send_prewarm(&mut self, now: f64) {
+        let (id, seed) = {
+            let (id, seed, _) = &self.checkpoints[usize::from(NEW.0)];
+            (id.clone(), *seed)
+        };
+        while let Some((k, tokens)) = self.rollout.as_mut().and_then(|r| r.next_prewarm()) {
+            let hashes: Arc<[BlockHash]> = block_hashes(seed, &tokens, self.block_size).into();
+            let prompt_tokens = u32::try_from(tokens.len()).unwrap_or(u32::MAX);
+            let ask = Ask {
+                checkpoint: &id,
+                hashes: &hashes,
+                prompt_tokens,
+                block_size: self.block_size,
+                now_ms: now,
+            };
+            match self.router.route(0, &ask) {
+                Ok(d) => {
+                    let seq = Seq::new(Job::Prewarm(k), hashes, prompt_tokens, 1, now);
+                    self.dispatch(now, 0, d.replica, seq);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "pre-warm prompt not routed");
+                    if let Some(r) = &mut self.rollout {
+                        r.prewarm_finished(now);
+                    }
+                }
+            }
+        }
+    }
+}
