@@ -15,6 +15,8 @@ use std::collections::HashMap;
 /// One hot prefix.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HotPrefix<T> {
+    /// Its conversation key.
+    pub key: u64,
     /// Requests that shared its key.
     pub count: u64,
     /// The tokens they have in common (at most the table's `max_tokens`).
@@ -59,6 +61,7 @@ impl<T: Clone> HotPrefixes<T> {
                 self.entries.insert(
                     key,
                     HotPrefix {
+                        key,
                         count: 1,
                         tokens: tokens[..n].to_vec(),
                         tag: tag.clone(),

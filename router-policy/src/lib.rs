@@ -61,4 +61,4 @@ pub use ids::{
 pub use index::{IndexConfig, IndexStats, PrefixIndex, PrefixMatches, ReplicaMatch};
 pub use policy::{Policy, PolicyConfig, RouteRequest, POLICY_NAMES};
 pub use region::{resident, RegionMode, RegionNote, Regions, Rtt, SpillReason};
-pub use rollout::{sticky_key, Rollout, RolloutState};
+pub use rollout::{conversation_key, sticky_key, Rollout, RolloutState};

@@ -90,7 +90,7 @@ impl Rollout {
 
     /// The checkpoint for a conversation with `key` at `share`.
     pub fn checkpoint_for(&self, key: u64, share: f64) -> &CheckpointId {
-        if unit(key) < share {
+        if position(key) < share {
             &self.to
         } else {
             &self.from
@@ -101,10 +101,11 @@ impl Rollout {
 /// Blocks of a prompt that key its conversation for a rollout.
 pub const STICKY_BLOCKS: usize = 8;
 
-/// The conversation key of a prompt: the chained hash of its first [`STICKY_BLOCKS`] blocks
-/// (the whole prompt when shorter), under a namespace that names no checkpoint, salted per
-/// tenant. Two turns of one conversation share it once their common prefix covers those
-/// blocks; gateways that share no state agree on it.
+/// The conversation key of a prompt without message structure (a text or token-id
+/// completion): the chained hash of its first [`STICKY_BLOCKS`] blocks (the whole prompt
+/// when shorter), under a namespace that names no checkpoint, salted per tenant. Prompts
+/// share it once their common prefix covers those blocks, so a shared prefix of at least
+/// that length stays on one checkpoint. Chats use [`conversation_key`].
 pub fn sticky_key(tokens: &[TokenId], block_size: BlockSize, salt: Option<&CacheSalt>) -> u64 {
     let bs = block_size.0.max(1) as usize;
     let n = tokens.len().min(STICKY_BLOCKS * bs);
@@ -121,14 +122,68 @@ pub fn sticky_key(tokens: &[TokenId], block_size: BlockSize, salt: Option<&Cache
     key
 }
 
-/// `key` mapped to a point in `[0, 1)`.
-fn unit(key: u64) -> f64 {
+/// The conversation key of a chat: its messages up to and including the first `user`
+/// message (roles and contents), salted per tenant. Every later turn repeats them, so a
+/// conversation keeps its key however short its first turn was, and conversations behind
+/// one long system prompt still differ by their first question. Gateways that share no
+/// state agree on it.
+pub fn conversation_key<'m>(
+    messages: impl IntoIterator<Item = (&'m str, &'m str)>,
+    salt: Option<&CacheSalt>,
+) -> u64 {
+    let seed = HashNamespace::new(CheckpointId::new("warmpath/conversation-key"))
+        .with_salt(salt.cloned())
+        .root_seed();
+    let mut h = xxhash_rust::xxh3::Xxh3::with_seed(seed.0);
+    for (role, content) in messages {
+        for part in [role, content] {
+            h.update(&(part.len() as u64).to_le_bytes());
+            h.update(part.as_bytes());
+        }
+        if role == "user" {
+            break;
+        }
+    }
+    h.digest()
+}
+
+/// Where conversation `key` sits in `[0, 1)`: it is on the new checkpoint exactly while the
+/// share exceeds this point, so this is also the share at which it moves.
+pub fn position(key: u64) -> f64 {
     (mix64(key ^ 0x5EED_00C0_FFEE) >> 11) as f64 / (1u64 << 53) as f64
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_chat_keeps_its_key_across_turns_and_differs_by_its_first_question() {
+        let salt = CacheSalt::new("t");
+        let sys = "You are helpful. ".repeat(100);
+        let turn1 = [("system", sys.as_str()), ("user", "hi")];
+        let turn2 = [
+            ("system", sys.as_str()),
+            ("user", "hi"),
+            ("assistant", "hello"),
+            ("user", "how are you?"),
+        ];
+        let k = conversation_key(turn1, Some(&salt));
+        assert_eq!(k, conversation_key(turn2, Some(&salt)));
+        let other = [("system", sys.as_str()), ("user", "hey")];
+        assert_ne!(k, conversation_key(other, Some(&salt)));
+        assert_ne!(k, conversation_key(turn1, None), "salted per tenant");
+        // Lengths are framed: moving bytes between role and content changes the key.
+        assert_ne!(
+            conversation_key([("user", "ab")], None),
+            conversation_key([("usera", "b")], None)
+        );
+        // The point a key moves at is the point `checkpoint_for` flips.
+        let r = Rollout::new(CheckpointId::new("a"), CheckpointId::new("b"), 1.0);
+        let p = position(k);
+        assert_eq!(r.checkpoint_for(k, p).as_str(), "a");
+        assert_eq!(r.checkpoint_for(k, p + 1e-9).as_str(), "b");
+    }
 
     fn ro(target: f64) -> Rollout {
         Rollout::new(CheckpointId::new("m@1"), CheckpointId::new("m@2"), target)
@@ -189,6 +244,7 @@ mod tests {
         let other: Vec<TokenId> = (1..41).map(TokenId).collect();
         assert_ne!(k1, sticky_key(&other, bs, Some(&salt)));
         // Short prompts (under a block) still differ.
+        assert!((0.0..1.0).contains(&position(k1)));
         assert_ne!(
             sticky_key(&[TokenId(1)], bs, None),
             sticky_key(&[TokenId(2)], bs, None)

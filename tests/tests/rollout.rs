@@ -39,12 +39,19 @@ fn system(i: usize) -> String {
     s
 }
 
-/// One turn of conversation `i`; returns (replica label, cached tokens, prompt tokens).
-fn turn(g: &GatewayProc, model: &str, i: usize, question: &str) -> (String, u64, u64) {
+/// Turn `k` (0 = the first) of conversation `i`: the system prompt, the first question,
+/// then `k` more exchanges. Returns (replica label, cached tokens, prompt tokens).
+fn turn(g: &GatewayProc, model: &str, i: usize, k: usize) -> (String, u64, u64) {
+    let mut messages = vec![
+        json!({"role": "system", "content": system(i)}),
+        json!({"role": "user", "content": "What is the weather like?"}),
+    ];
+    for j in 0..k {
+        messages.push(json!({"role": "assistant", "content": format!("Sunny, day {j}.")}));
+        messages.push(json!({"role": "user", "content": format!("And on day {}?", j + 1)}));
+    }
     let body = json!({
-        "model": model,
-        "messages": [{"role": "system", "content": system(i)}, {"role": "user", "content": question}],
-        "max_tokens": 2, "temperature": 0
+        "model": model, "messages": messages, "max_tokens": 2, "temperature": 0
     });
     let r = post_json(&g.addr, "/v1/chat/completions", &[], &body).unwrap();
     assert_eq!(r.status, 200, "{}", r.text());
@@ -97,8 +104,8 @@ fn a_live_rollout_prewarms_sticks_and_aborts() {
 
     // 1. Share 0: every conversation on the old checkpoint, twice each (the history).
     for i in 0..CONVERSATIONS {
-        for q in ["What is the weather like?", "What is the weather like?"] {
-            let (r, _, _) = turn(&g, &model, i, q);
+        for _ in 0..2 {
+            let (r, _, _) = turn(&g, &model, i, 0);
             assert_eq!(
                 ck_of[&r], OLD,
                 "conversation {i} left the old checkpoint at 0%"
@@ -136,11 +143,8 @@ fn a_live_rollout_prewarms_sticks_and_aborts() {
     let mut on: HashMap<usize, String> = HashMap::new();
     let mut first_on_new_cached = Vec::new();
     for i in 0..CONVERSATIONS {
-        for (t, q) in ["Is it raining?", "Is it windy?", "Will it snow?"]
-            .iter()
-            .enumerate()
-        {
-            let (r, cached, prompt) = turn(&g, &model, i, q);
+        for t in 0..3 {
+            let (r, cached, prompt) = turn(&g, &model, i, t + 1);
             let ck = ck_of[&r].clone();
             match on.get(&i) {
                 Some(prev) => assert_eq!(prev, &ck, "conversation {i} switched checkpoint"),
@@ -162,7 +166,7 @@ fn a_live_rollout_prewarms_sticks_and_aborts() {
     for (cached, prompt) in &first_on_new_cached {
         assert!(
             *cached * 10 >= *prompt * 7,
-            "pre-warm should have cached the system prompt: {cached} of {prompt}"
+            "pre-warm should have cached the conversation's first turn: {cached} of {prompt}"
         );
     }
 
@@ -208,7 +212,7 @@ fn a_live_rollout_prewarms_sticks_and_aborts() {
     assert_eq!(status, 200, "{aborted}");
     assert_eq!(aborted["share_percent"].as_f64(), Some(0.0));
     for i in 0..CONVERSATIONS {
-        let (r, _, _) = turn(&g, &model, i, "And tomorrow?");
+        let (r, _, _) = turn(&g, &model, i, 4);
         assert_eq!(ck_of[&r], OLD, "conversation {i} not back after abort");
     }
 

@@ -10,7 +10,10 @@ use crate::error::GatewayError;
 use crate::replicas::Replica;
 use crate::state::AppState;
 use crate::tenants::Tenant;
-use router_policy::{block_hashes, sticky_key, BlockHash, BlockSize, CheckpointId, TokenId};
+use crate::tokenize::ChatText;
+use router_policy::{
+    block_hashes, conversation_key, sticky_key, BlockHash, BlockSize, CheckpointId, TokenId,
+};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -69,7 +72,15 @@ pub fn prepare(
     let mut tokens = tokenize(first, &req.prompt)?;
     let counts_tokens = first.tokenizer.counts_tokens();
     let mut block_size = first.info.block_size;
-    let key = sticky_key(&tokens, block_size, Some(&tenant.salt));
+    // The conversation's rollout key: a chat by its messages through the first question,
+    // any other prompt by its first blocks.
+    let key = match &req.prompt {
+        Prompt::Chat(msgs) => conversation_key(
+            msgs.iter().map(|m| (m.role(), m.content())),
+            Some(&tenant.salt),
+        ),
+        _ => sticky_key(&tokens, block_size, Some(&tenant.salt)),
+    };
     if let Some(rollout) = state.rollouts.get(&req.model) {
         // The conversation's checkpoint, when it has a routable replica; else the
         // registry's choice (a rollout never turns a servable request away).

@@ -21,6 +21,8 @@ pub struct Replay {
     pub salt: HeaderValue,
     /// Requests that shared the prefix.
     pub count: u64,
+    /// Its conversation key.
+    pub key: u64,
 }
 
 /// Hot prefixes per checkpoint.
@@ -71,6 +73,7 @@ impl HotTable {
                     tokens: e.tokens.clone(),
                     salt: e.tag.clone(),
                     count: e.count,
+                    key: e.key,
                 })
                 .collect()
         })

@@ -14,12 +14,12 @@
 //!
 //! Every request's checkpoint is `Rollout::checkpoint_for(sticky_key(first blocks), share)`.
 //! The replay goes in the order conversations move as the share rises (the point in
-//! `[0, 1)` their key maps to, found by bisection on `checkpoint_for`), so a conversation
+//! `[0, 1)` their key maps to, `router_policy::rollout::position`), so a conversation
 //! tends to move once its prefix is warm.
 
 use crate::prompt::Prompt;
 use crate::workload::RequestSpec;
-use router_policy::rollout::STICKY_BLOCKS;
+use router_policy::rollout::{position, STICKY_BLOCKS};
 use router_policy::{sticky_key, BlockSize, CheckpointId, HotPrefixes, Rollout, TokenId};
 use std::collections::VecDeque;
 
@@ -174,7 +174,7 @@ impl RolloutRun {
             .hot
             .top(self.cfg.prewarm_top, self.cfg.prewarm_min_tokens)
             .into_iter()
-            .map(|h| (move_point(&self.rollout, h.tag), h.tokens.clone()))
+            .map(|h| (position(h.key), h.tokens.clone()))
             .collect();
         top.sort_by(|a, b| a.0.total_cmp(&b.0));
         self.prewarm_total = top.len();
@@ -201,21 +201,6 @@ impl RolloutRun {
             self.prewarm_done_at = Some(now);
         }
     }
-}
-
-/// The share at which conversation `key` moves to the new checkpoint (bisection on the
-/// monotone `checkpoint_for`; router-policy keeps the key's point private).
-fn move_point(r: &Rollout, key: u64) -> f64 {
-    let (mut lo, mut hi) = (0.0_f64, 1.0_f64);
-    for _ in 0..40 {
-        let mid = (lo + hi) / 2.0;
-        if r.checkpoint_for(key, mid) == &r.to {
-            hi = mid;
-        } else {
-            lo = mid;
-        }
-    }
-    hi
 }
 
 #[cfg(test)]
@@ -282,10 +267,7 @@ mod tests {
         assert_eq!(*group7, prefix_tokens(&spec(7, 0).prompt, 256));
         // Replayed in the order they move: the first one moves at a lower share.
         let key = |s: &RequestSpec| sticky_key(&prefix_tokens(&s.prompt, 128), bs, None);
-        let (p7, p8) = (
-            move_point(&r.rollout, key(&spec(7, 0))),
-            move_point(&r.rollout, key(&spec(8, 0))),
-        );
+        let (p7, p8) = (position(key(&spec(7, 0))), position(key(&spec(8, 0))));
         assert_eq!(first.len() == 256, p7 < p8);
         assert_eq!(r.checkpoint_for(&spec(7, 9), bs), NEW);
     }
