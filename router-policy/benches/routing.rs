@@ -4,6 +4,11 @@
 //!   against an index holding 1M (block, replica) entries; the prompt shares its first 256
 //!   blocks with a cached chain. Hashes are precomputed (the gateway hashes while it
 //!   tokenizes); `hash_8k` times hashing alone.
+//! - `decide_spill/{8,64}`: the same decision with half the replicas in a second region
+//!   70 ms away and `regions.mode: spill` (`warm` evaluates twice: all regions, then home).
+//! - `rollout/conversation_key`: a chat's rollout key (1 KB system prompt and a question);
+//!   `rollout/hot_record`: one request of 2,048 tokens counted in a 1,024-key hot-prefix
+//!   table (the per-request cost the gateway pays for pre-warm history).
 //! - After criterion, a fixed-count loop prints p50/p99 per replica count, and a counting
 //!   allocator measures index heap bytes per (block, replica) entry.
 //!
@@ -146,10 +151,56 @@ fn bench_decide(c: &mut Criterion) {
         });
     }
     group.finish();
+    let mut group = c.benchmark_group("decide_spill");
+    let regions = router_policy::Regions::new(
+        router_policy::RegionId::new("eu"),
+        router_policy::RegionMode::Spill,
+    )
+    .with_rtt("eu", "us", 70.0);
+    for replicas in [8u32, 64] {
+        let (index, mut view, mut policy) = setup(replicas);
+        for r in &mut view.replicas {
+            let region = if r.id.0 % 2 == 0 { "eu" } else { "us" };
+            r.region = Some(router_policy::RegionId::new(region));
+        }
+        let req = RouteRequest {
+            regions: Some(&regions),
+            ..request(&ck, &hashes)
+        };
+        group.bench_with_input(BenchmarkId::from_parameter(replicas), &replicas, |b, _| {
+            b.iter(|| black_box(policy.select(&req, &view, &index).expect("routable")))
+        });
+    }
+    group.finish();
+    bench_rollout(c);
     let tokens: Vec<TokenId> = (0..PROMPT_TOKENS as u32).map(TokenId).collect();
     let seed = HashNamespace::new(ck).root_seed();
     c.bench_function("hash_8k", |b| {
         b.iter(|| black_box(block_hashes(seed, black_box(&tokens), BLOCK)))
+    });
+}
+
+/// The per-request costs of rollout stickiness and pre-warm history.
+fn bench_rollout(c: &mut Criterion) {
+    let system = "You are a careful assistant who answers briefly. ".repeat(20);
+    let salt = router_policy::CacheSalt::new("tenant");
+    c.bench_function("rollout/conversation_key", |b| {
+        b.iter(|| {
+            black_box(router_policy::conversation_key(
+                [("system", system.as_str()), ("user", "What is the weather like?")],
+                Some(&salt),
+            ))
+        })
+    });
+    // A steady table: 1,024 conversations of 2,048 tokens each, then repeat turns of one.
+    let mut hot: router_policy::HotPrefixes<()> = router_policy::HotPrefixes::new(1024, 4096);
+    let prompt = |k: u32| -> Vec<TokenId> { (0..2048).map(|i| TokenId(i ^ k)).collect() };
+    for k in 0..1024u32 {
+        hot.record(u64::from(k), &prompt(k), &());
+    }
+    let turn = prompt(7);
+    c.bench_function("rollout/hot_record", |b| {
+        b.iter(|| hot.record(7, black_box(&turn), &()))
     });
 }
 
