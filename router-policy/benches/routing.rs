@@ -187,7 +187,10 @@ fn bench_rollout(c: &mut Criterion) {
     c.bench_function("rollout/conversation_key", |b| {
         b.iter(|| {
             black_box(router_policy::conversation_key(
-                [("system", system.as_str()), ("user", "What is the weather like?")],
+                [
+                    ("system", system.as_str()),
+                    ("user", "What is the weather like?"),
+                ],
                 Some(&salt),
             ))
         })

@@ -190,6 +190,7 @@ return {
   history_points: ((window.warmpathDashboard || {}).last || {history: []}).history.length,
   tenants: [...document.querySelectorAll("#tenants tbody tr[data-tenant]")].map((r) => r.innerText),
   decisions: [...document.querySelectorAll("#decisions tbody tr.decision")].map((r) => r.innerText),
+  checkpoints: [...document.querySelectorAll("#checkpoints tbody tr[data-checkpoint]")].map((r) => r.innerText),
 };"##;
 
 fn wait_for(b: &Browser, what: &str, timeout: Duration, ok: impl Fn(&Value) -> bool) -> Value {
@@ -346,6 +347,18 @@ fn dashboard_shows_live_routing_in_a_browser() {
         cells[2] != "0" && cells[3] != "0",
         "acme's tokens not shown: {acme:?}"
     );
+    // Both replicas serve one checkpoint: one row, both replicas, its hit rate.
+    let checkpoints = first["checkpoints"].as_array().unwrap();
+    assert_eq!(checkpoints.len(), 1, "{checkpoints:?}");
+    let row: Vec<&str> = checkpoints[0]
+        .as_str()
+        .unwrap()
+        .split('\t')
+        .map(str::trim)
+        .collect();
+    assert_eq!(row[0], model, "{row:?}");
+    assert_eq!(row[3], "2", "replicas on the checkpoint: {row:?}");
+    assert!(row[5].ends_with('%') && row[5] != "0.0%", "{row:?}");
     let why = first["decisions"][0].as_str().unwrap();
     assert!(
         why.contains("blocks") && why.contains(" ms"),

@@ -279,3 +279,47 @@ impl Registry {
         self.len() == 0
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::encoder::PromptEncoder;
+    use router_policy::BlockSize;
+
+    fn add(reg: &Registry, port: u16, checkpoint: &str) -> Arc<Replica> {
+        let info = ReplicaInfo {
+            model: "m".into(),
+            checkpoint: CheckpointId::new(checkpoint),
+            block_size: BlockSize(16),
+            hash_scheme: router_policy::SCHEME_VERSION,
+            capacity_blocks: 1024,
+            max_context: 4096,
+            region: None,
+            device: "cpu".into(),
+        };
+        let addr = ReplicaAddr::parse(&format!("http://127.0.0.1:{port}")).unwrap();
+        reg.insert(addr, info, Arc::new(PromptEncoder::TextUnits))
+            .unwrap()
+    }
+
+    #[test]
+    fn without_a_rollout_the_checkpoint_with_most_routable_replicas_serves() {
+        let reg = Registry::new();
+        let now = std::time::Instant::now();
+        let a1 = add(&reg, 1, "m@a");
+        add(&reg, 2, "m@b");
+        // A tie: the lexically greatest id (usually the newest) wins.
+        let (ck, reps) = reg.candidates("m", now).unwrap();
+        assert_eq!((ck.as_str(), reps.len()), ("m@b", 1));
+        add(&reg, 3, "m@a");
+        let (ck, reps) = reg.candidates("m", now).unwrap();
+        assert_eq!((ck.as_str(), reps.len()), ("m@a", 2));
+        // A draining replica neither counts nor is offered: one each again, the tie to m@b.
+        assert!(reg.drain(a1.id));
+        let (ck, reps) = reg.candidates("m", now).unwrap();
+        assert_eq!((ck.as_str(), reps.len()), ("m@b", 1));
+        assert_eq!(reg.on_checkpoint("m", &CheckpointId::new("m@a")).len(), 1);
+        assert_eq!(reg.on_checkpoint("m", &CheckpointId::new("m@b")).len(), 1);
+        assert!(reg.candidates("other", now).is_none());
+    }
+}
