@@ -38,6 +38,9 @@ const FLAGS: &[&str] = &[
     "30",
     "--window",
     "10",
+    // Keyed like completions: one key per system prompt (chats key per conversation).
+    "--rollout-key",
+    "first-blocks",
 ];
 
 #[test]

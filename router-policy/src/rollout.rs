@@ -98,6 +98,19 @@ impl Rollout {
     }
 }
 
+/// The pre-warm ramp in `[0, 1]`: the fraction of planned replays done (`replayed`), and
+/// no faster than linear over `min_ramp_ms` from the rollout's start (`elapsed_ms` ago; 0
+/// for no floor). The floor spreads what pre-warm cannot replay (say, conversations' private
+/// histories) over time instead of moving every conversation at once.
+pub fn ramp(replayed: f64, elapsed_ms: u64, min_ramp_ms: u64) -> f64 {
+    let timed = if min_ramp_ms == 0 {
+        1.0
+    } else {
+        elapsed_ms as f64 / min_ramp_ms as f64
+    };
+    replayed.min(timed).clamp(0.0, 1.0)
+}
+
 /// Blocks of a prompt that key its conversation for a rollout.
 pub const STICKY_BLOCKS: usize = 8;
 
@@ -212,6 +225,15 @@ mod tests {
             }
             assert!(on_new, "share 1 puts everyone on the new checkpoint");
         }
+    }
+
+    #[test]
+    fn the_ramp_waits_for_the_slower_of_replay_and_time() {
+        assert_eq!(ramp(1.0, 0, 0), 1.0);
+        assert_eq!(ramp(0.5, 0, 0), 0.5);
+        assert_eq!(ramp(1.0, 15_000, 30_000), 0.5);
+        assert_eq!(ramp(0.25, 15_000, 30_000), 0.25);
+        assert_eq!(ramp(1.0, 90_000, 30_000), 1.0);
     }
 
     #[test]

@@ -70,7 +70,7 @@ fn config_keys() -> BTreeSet<String> {
     let regional = Config::from_yaml(
         "regions: {home: eu, mode: spill, rtt: [{a: eu, b: us, ms: 70}], unknown_rtt_ms: 200, \
          spill_margin_ms: 40}\nrollouts:\n  - {model: m, from: m@1, to: m@2, percent: 10, \
-         state: paused, prewarm: {top_n: 4, min_tokens: 16, concurrency: 1, timeout_ms: 1000}}\n",
+         state: paused, prewarm: {top_n: 4, min_tokens: 16, concurrency: 1, timeout_ms: 1000, ramp_s: 5}}\n",
     )
     .unwrap();
     walk("", &serde_json::to_value(&regional).unwrap(), &mut keys);

@@ -60,6 +60,10 @@ pub struct PrewarmConfig {
     pub concurrency: usize,
     /// Timeout of one replay, ms (a timed-out replay counts as done, failed).
     pub timeout_ms: u64,
+    /// The share ramps no faster than linearly over this many seconds from the start (0:
+    /// as fast as the replay), spreading the recompute pre-warm cannot do (conversations'
+    /// private histories) over time.
+    pub ramp_s: u64,
 }
 
 impl Default for PrewarmConfig {
@@ -69,6 +73,7 @@ impl Default for PrewarmConfig {
             min_tokens: 32,
             concurrency: 2,
             timeout_ms: 30_000,
+            ramp_s: 0,
         }
     }
 }
@@ -128,6 +133,12 @@ impl RolloutConfig {
             return Err(invalid(
                 format!("{key}.prewarm.timeout_ms"),
                 "must be positive",
+            ));
+        }
+        if self.prewarm.ramp_s > 86_400 {
+            return Err(invalid(
+                format!("{key}.prewarm.ramp_s"),
+                "must be at most 86400 (a day)",
             ));
         }
         if self.prewarm.top_n > 10_000 {

@@ -43,8 +43,6 @@ pub struct Prepared {
     pub block_size: BlockSize,
     /// Time spent tokenizing and hashing.
     pub prepare: Duration,
-    /// The conversation's rollout key ([`sticky_key`]).
-    pub sticky_key: u64,
     /// The prompt's tokens, when the encoder makes real tokens (what a rollout's pre-warm
     /// can replay); recorded as a hot prefix once the request is routed.
     pub tokens: Option<Vec<TokenId>>,
@@ -114,7 +112,6 @@ pub fn prepare(
         hashes,
         block_size,
         prepare: t0.elapsed(),
-        sticky_key: key,
         tokens: counts_tokens.then_some(tokens),
     })
 }

@@ -12,7 +12,7 @@ use crate::routing::DecisionRecord;
 use crate::state::AppState;
 use crate::tenants::Tenant;
 use router_policy::{
-    BlockHash, BlockSize, CheckpointId, ClusterView, Decision, RouteRequest, TokenId,
+    sticky_key, BlockHash, BlockSize, CheckpointId, ClusterView, Decision, RouteRequest, TokenId,
 };
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -43,8 +43,6 @@ pub struct Plan {
     pub decided: Instant,
     /// The checkpoint serving it.
     pub checkpoint: CheckpointId,
-    /// The conversation's rollout key.
-    pub sticky_key: u64,
     /// The prompt's tokens (real tokens only), for the hot-prefix history.
     pub tokens: Option<Vec<TokenId>>,
 }
@@ -119,8 +117,8 @@ pub fn route(
         hashes,
         block_size,
         prepare,
-        sticky_key,
         tokens,
+        ..
     } = prepared;
     let cfg = state.config();
     let t1 = Instant::now();
@@ -163,7 +161,6 @@ pub fn route(
         select,
         decided,
         checkpoint,
-        sticky_key,
         tokens,
     };
     Ok((plan, TryOrder::new(candidates)))
@@ -183,12 +180,13 @@ pub fn record(state: &AppState, plan: &Plan, tenant: &Tenant, request_id: &http:
         }
     }
     if let Some(tokens) = &plan.tokens {
-        state.rollouts.hot.record(
-            &plan.checkpoint,
-            plan.sticky_key,
-            tokens,
-            &tenant.salt_header,
-        );
+        // Keyed by the first blocks, not the conversation: every conversation behind one
+        // system prompt counts towards it, and the entry is cut back to what they share.
+        let key = sticky_key(tokens, plan.block_size, Some(&tenant.salt));
+        state
+            .rollouts
+            .hot
+            .record(&plan.checkpoint, key, tokens, &tenant.salt_header);
     }
     m.route_tokenize_hash.observe(plan.prepare.as_secs_f64());
     m.route_select.observe(plan.select.as_secs_f64());

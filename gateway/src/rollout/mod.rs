@@ -43,21 +43,25 @@ struct Runtime {
     rollout: Rollout,
     prewarm: PrewarmConfig,
     progress: Progress,
+    /// When the rollout was put in force (the start of `prewarm.ramp_s`).
+    since: std::time::Instant,
 }
 
 impl Runtime {
-    /// The pre-warm ramp in `[0, 1]`: 1 without pre-warm (a naive cut-over) or when there
-    /// was nothing to replay; otherwise the fraction of planned replays done; 0 before the
-    /// new checkpoint has a replica.
+    /// The pre-warm ramp in `[0, 1]` ([`router_policy::rollout::ramp`]): the fraction of
+    /// planned replays done (1 without pre-warm, or when there was nothing to replay; 0
+    /// before the new checkpoint has a replica), no faster than `prewarm.ramp_s`.
     fn ramp(&self) -> f64 {
         let p = &self.progress;
-        if self.prewarm.top_n == 0 || (p.finished && p.planned == 0) {
+        let replayed = if self.prewarm.top_n == 0 || (p.finished && p.planned == 0) {
             1.0
         } else if p.planned == 0 {
             0.0
         } else {
-            (p.done as f64 / p.planned as f64).min(1.0)
-        }
+            p.done as f64 / p.planned as f64
+        };
+        let elapsed = self.since.elapsed().as_millis() as u64;
+        router_policy::rollout::ramp(replayed, elapsed, self.prewarm.ramp_s * 1000)
     }
 }
 
@@ -112,6 +116,7 @@ impl ModelRollout {
                 rollout,
                 prewarm: cfg.prewarm.clone(),
                 progress: Progress::default(),
+                since: std::time::Instant::now(),
             }),
             generation: AtomicU64::new(generation),
         }
@@ -167,9 +172,12 @@ impl ModelRollout {
         g.rollout.pause(ramp);
     }
 
-    /// Resumes (after a pause or an abort).
+    /// Resumes (after a pause or an abort); a time ramp starts again.
     pub fn resume(&self) {
-        self.inner.lock().rollout.resume();
+        let mut g = self.inner.lock();
+        g.rollout.resume();
+        g.since = std::time::Instant::now();
+        drop(g);
         self.generation.fetch_add(1, Ordering::AcqRel);
     }
 

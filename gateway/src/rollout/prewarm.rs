@@ -5,8 +5,8 @@
 //! One task per rollout generation (a change, pause/resume or abort starts a new one and
 //! the old one stops at its next replay):
 //! 1. wait until the new checkpoint has a routable replica serving the model;
-//! 2. take the `top_n` hottest prefixes of the old checkpoint (`rollout::hot`), ordered by
-//!    the share at which their conversations move, and plan `prefixes x replicas` replays;
+//! 2. take the `top_n` hottest prefixes of the old checkpoint (`rollout::hot`), hottest
+//!    first, and plan `prefixes x replicas` replays;
 //! 3. replay them, `concurrency` at a time per replica, each under `timeout_ms`, as
 //!    `POST /v1/completions {"prompt": [token ids], "max_tokens": 1}` with the tenant's cache
 //!    salt; a failure counts as done (the ramp must not stall on one bad replay) and is
@@ -23,7 +23,6 @@ use crate::headers::CACHE_SALT;
 use crate::replicas::Replica;
 use crate::state::AppState;
 use futures::StreamExt;
-use router_policy::rollout::position;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -62,10 +61,8 @@ async fn run(state: Arc<AppState>, m: Arc<ModelRollout>) {
         }
         tokio::time::sleep(WAIT_POLL).await;
     };
-    // In the order their conversations move as the share ramps: the first replays done
-    // are those of the conversations that move first.
-    let mut prefixes = state.rollouts.hot.top(&from, cfg.top_n, cfg.min_tokens);
-    prefixes.sort_by(|a, b| position(a.key).total_cmp(&position(b.key)));
+    // Hottest first: the prefixes the most conversations share are warm soonest.
+    let prefixes = state.rollouts.hot.top(&from, cfg.top_n, cfg.min_tokens);
     let planned = (prefixes.len() * targets.len()) as u64;
     m.update(generation, |p| {
         *p = super::Progress {

@@ -35,4 +35,4 @@ pub use engine::{simulate, simulate_with, SimOutcome};
 pub use oracle::oracle_hit_rate;
 pub use profile::CostProfile;
 pub use progress::{NoProgress, ProgressSink, SimProgress};
-pub use rollout::{RolloutArm, RolloutSim};
+pub use rollout::{RolloutArm, RolloutKey, RolloutSim};

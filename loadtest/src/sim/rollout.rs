@@ -12,14 +12,15 @@
 //!   traffic on B never queues behind the whole replay; the share is
 //!   `Rollout::share(ramp)` with `ramp` the fraction of those requests done.
 //!
-//! Every request's checkpoint is `Rollout::checkpoint_for(sticky_key(first blocks), share)`.
-//! The replay goes in the order conversations move as the share rises (the point in
-//! `[0, 1)` their key maps to, `router_policy::rollout::position`), so a conversation
-//! tends to move once its prefix is warm.
+//! Every request's checkpoint is `Rollout::checkpoint_for(key, share)`, the key as the
+//! gateway makes it ([`RolloutKey`]: a chat's conversation, or the first 8 blocks of a
+//! completion). The hot-prefix table is keyed by the first 8 blocks and replayed hottest
+//! first, as the gateway's.
 
 use crate::prompt::Prompt;
 use crate::workload::RequestSpec;
-use router_policy::rollout::{position, STICKY_BLOCKS};
+use router_policy::rng::mix64;
+use router_policy::rollout::STICKY_BLOCKS;
 use router_policy::{sticky_key, BlockSize, CheckpointId, HotPrefixes, Rollout, TokenId};
 use std::collections::VecDeque;
 
@@ -41,6 +42,18 @@ impl RolloutArm {
             RolloutArm::Prewarm => "prewarm",
         }
     }
+}
+
+/// What keeps a request on one checkpoint (the gateway's rollout key).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RolloutKey {
+    /// A chat's conversation (`router_policy::conversation_key`): the workload's user.
+    Conversation,
+    /// Every request its own conversation (one-shot chats).
+    Request,
+    /// The first 8 blocks of tokens (`router_policy::sticky_key`, completions).
+    FirstBlocks,
 }
 
 /// Rollout settings.
@@ -66,7 +79,16 @@ pub struct RolloutSim {
     pub hot_capacity: usize,
     /// Longest prefix the table keeps per key, tokens.
     pub hot_max_tokens: usize,
+    /// What keeps a request on one checkpoint.
+    pub key: RolloutKey,
+    /// The share ramps no faster than linearly over this many ms from the start (0: no
+    /// floor), as the gateway's `prewarm.ramp_s`.
+    pub ramp_ms: f64,
 }
+
+/// Seeds the conversation keys drawn from the workload's ids (any fixed odd constants).
+const CONVERSATION_SALT: u64 = 0x7C0F_FEE5_0000_0001;
+const REQUEST_SALT: u64 = 0x5EED_0000_0000_0003;
 
 /// Which of the two checkpoints (0: the old one, 1: the new one).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -85,6 +107,8 @@ pub(super) struct RolloutRun {
     /// Hot prefixes, tagged with their conversation key.
     hot: HotPrefixes<u64>,
     started: bool,
+    /// When the rollout started, ms.
+    started_at: f64,
     /// Pre-warm prompts not sent yet, in replay order.
     pending: VecDeque<Vec<TokenId>>,
     prewarm_total: usize,
@@ -113,6 +137,7 @@ impl RolloutRun {
             rollout,
             hot,
             started: false,
+            started_at: 0.0,
             pending: VecDeque::new(),
             prewarm_total: 0,
             prewarm_sent: 0,
@@ -121,29 +146,29 @@ impl RolloutRun {
         }
     }
 
-    /// Fraction of the pre-warm done (1 without one).
-    pub(super) fn ramp(&self) -> f64 {
-        if self.prewarm_total == 0 {
+    /// The ramp at `now`: the fraction of the pre-warm done (1 without one, and in the
+    /// naive arm), no faster than `ramp_ms` ([`router_policy::rollout::ramp`]).
+    pub(super) fn ramp(&self, now: f64) -> f64 {
+        let replayed = if self.prewarm_total == 0 || self.cfg.arm == RolloutArm::Naive {
             1.0
         } else {
             self.prewarm_done as f64 / self.prewarm_total as f64
-        }
+        };
+        let elapsed = (now - self.started_at).max(0.0) as u64;
+        router_policy::rollout::ramp(replayed, elapsed, self.cfg.ramp_ms as u64)
     }
 
-    /// The share of conversations on the new checkpoint now.
-    pub(super) fn share(&self) -> f64 {
+    /// The share of conversations on the new checkpoint at `now`.
+    pub(super) fn share(&self, now: f64) -> f64 {
         if !self.started {
             return 0.0;
         }
-        match self.cfg.arm {
-            RolloutArm::Naive => self.rollout.share(1.0),
-            RolloutArm::Prewarm => self.rollout.share(self.ramp()),
-        }
+        self.rollout.share(self.ramp(now))
     }
 
     /// Picks the checkpoint for `spec` (and, before the start in the prewarm arm, records
     /// its prompt as the gateway would).
-    pub(super) fn checkpoint_for(&mut self, spec: &RequestSpec, bs: BlockSize) -> CkIx {
+    pub(super) fn checkpoint_for(&mut self, spec: &RequestSpec, bs: BlockSize, now: f64) -> CkIx {
         let sticky = STICKY_BLOCKS * bs.0.max(1) as usize;
         let record = !self.started && self.cfg.arm == RolloutArm::Prewarm;
         let n = if record {
@@ -152,11 +177,18 @@ impl RolloutRun {
             sticky
         };
         let tokens = prefix_tokens(&spec.prompt, n);
+        // The hot-prefix table is keyed by the first blocks, as the gateway's: every
+        // conversation behind one system prompt counts towards it.
         let key = sticky_key(&tokens[..tokens.len().min(sticky)], bs, None);
         if record {
             self.hot.record(key, &tokens, &key);
         }
-        if self.rollout.checkpoint_for(key, self.share()) == &self.rollout.to {
+        let conversation = match self.cfg.key {
+            RolloutKey::FirstBlocks => key,
+            RolloutKey::Conversation => mix64(spec.group ^ CONVERSATION_SALT),
+            RolloutKey::Request => mix64(spec.id ^ REQUEST_SALT),
+        };
+        if self.rollout.checkpoint_for(conversation, self.share(now)) == &self.rollout.to {
             NEW
         } else {
             OLD
@@ -164,21 +196,21 @@ impl RolloutRun {
     }
 
     /// Starts the rollout: in the prewarm arm, queues the `prewarm_top` hottest prefixes
-    /// for replay in the order their conversations move (see [`RolloutRun::next_prewarm`]).
-    pub(super) fn start(&mut self) {
+    /// for replay, hottest first (as the gateway does).
+    pub(super) fn start(&mut self, now: f64) {
         self.started = true;
+        self.started_at = now;
         if self.cfg.arm == RolloutArm::Naive {
             return;
         }
-        let mut top: Vec<(f64, Vec<TokenId>)> = self
+        let top: Vec<Vec<TokenId>> = self
             .hot
             .top(self.cfg.prewarm_top, self.cfg.prewarm_min_tokens)
             .into_iter()
-            .map(|h| (position(h.key), h.tokens.clone()))
+            .map(|h| h.tokens.clone())
             .collect();
-        top.sort_by(|a, b| a.0.total_cmp(&b.0));
         self.prewarm_total = top.len();
-        self.pending = top.into_iter().map(|(_, t)| t).collect();
+        self.pending = top.into_iter().collect();
         self.hot.clear();
     }
 
@@ -220,6 +252,8 @@ mod tests {
             prewarm_min_tokens: 32,
             hot_capacity: 64,
             hot_max_tokens: 1024,
+            key: RolloutKey::FirstBlocks,
+            ramp_ms: 0.0,
         }
     }
 
@@ -243,43 +277,68 @@ mod tests {
         let bs = BlockSize(16);
         let mut r = RolloutRun::new(cfg(RolloutArm::Prewarm), CheckpointId::new("m@1"));
         for q in 0..3 {
-            assert_eq!(r.checkpoint_for(&spec(7, q), bs), OLD, "before the start");
+            assert_eq!(
+                r.checkpoint_for(&spec(7, q), bs, 0.0),
+                OLD,
+                "before the start"
+            );
         }
-        r.checkpoint_for(&spec(8, 0), bs);
-        r.start();
-        // One at a time (concurrency 1), in the order the conversations move.
+        r.checkpoint_for(&spec(8, 0), bs, 0.0);
+        r.start(0.0);
+        // One at a time (concurrency 1), hottest first.
         let (a, first) = r.next_prewarm().unwrap();
         assert!(r.next_prewarm().is_none(), "one in flight");
-        assert_eq!(r.share(), 0.0, "nothing replayed yet");
+        assert_eq!(r.share(0.0), 0.0, "nothing replayed yet");
         r.prewarm_finished(5.0);
-        assert_eq!(r.share(), 0.5);
+        assert_eq!(r.share(0.0), 0.5);
         let (b, second) = r.next_prewarm().unwrap();
         assert_eq!((a, b), (0, 1));
         r.prewarm_finished(9.0);
-        assert_eq!((r.share(), r.prewarm_done_at), (1.0, Some(9.0)));
+        assert_eq!((r.share(0.0), r.prewarm_done_at), (1.0, Some(9.0)));
         assert!(r.next_prewarm().is_none());
-        // The group seen three times is cut back to its 256-token system prompt; the one
-        // seen once is its whole prompt.
-        let mut lens = [first.len(), second.len()];
-        lens.sort_unstable();
-        assert_eq!(lens, [256, 288]);
-        let group7 = if first.len() == 256 { &first } else { &second };
-        assert_eq!(*group7, prefix_tokens(&spec(7, 0).prompt, 256));
-        // Replayed in the order they move: the first one moves at a lower share.
-        let key = |s: &RequestSpec| sticky_key(&prefix_tokens(&s.prompt, 128), bs, None);
-        let (p7, p8) = (position(key(&spec(7, 0))), position(key(&spec(8, 0))));
-        assert_eq!(first.len() == 256, p7 < p8);
-        assert_eq!(r.checkpoint_for(&spec(7, 9), bs), NEW);
+        // The group seen three times goes first, cut back to its 256-token system prompt;
+        // the one seen once is its whole prompt.
+        assert_eq!(first, prefix_tokens(&spec(7, 0).prompt, 256));
+        assert_eq!(second.len(), 288);
+        assert_eq!(r.checkpoint_for(&spec(7, 9), bs, 0.0), NEW);
+    }
+
+    #[test]
+    fn conversations_keep_their_checkpoint_and_split_by_the_share() {
+        let bs = BlockSize(16);
+        let mut c = cfg(RolloutArm::Naive);
+        c.target = 0.5;
+        c.key = RolloutKey::Conversation;
+        let mut r = RolloutRun::new(c, CheckpointId::new("m@1"));
+        r.start(0.0);
+        // 200 users behind one system prompt: about half move, each with all its turns.
+        let mut on_new = 0;
+        for user in 0..200u64 {
+            let turn = |q: u64| RequestSpec {
+                group: user,
+                ..spec(1, user * 100 + q)
+            };
+            let first = r.checkpoint_for(&turn(0), bs, 0.0);
+            assert!((1..5).all(|q| r.checkpoint_for(&turn(q), bs, 0.0) == first));
+            on_new += usize::from(first == NEW);
+        }
+        assert!((70..=130).contains(&on_new), "{on_new}");
+        // Keyed by the first blocks instead, they would all share one checkpoint.
+        let mut fb = RolloutRun::new(cfg(RolloutArm::Naive), CheckpointId::new("m@1"));
+        fb.rollout = Rollout::new(CheckpointId::new("m@1"), CheckpointId::new("m@2"), 0.5);
+        fb.start(0.0);
+        let one = fb.checkpoint_for(&spec(1, 0), bs, 0.0);
+        assert!((0..50).all(|q| fb.checkpoint_for(&spec(1, q), bs, 0.0) == one));
     }
 
     #[test]
     fn naive_moves_everyone_at_once() {
         let bs = BlockSize(16);
         let mut r = RolloutRun::new(cfg(RolloutArm::Naive), CheckpointId::new("m@1"));
-        assert_eq!(r.checkpoint_for(&spec(1, 0), bs), OLD);
-        r.start();
+        assert_eq!(r.checkpoint_for(&spec(1, 0), bs, 0.0), OLD);
+        r.start(0.0);
         assert!(r.next_prewarm().is_none());
-        assert_eq!(r.share(), 1.0);
-        assert!((0..20).all(|g| r.checkpoint_for(&spec(g, 0), bs) == NEW));
+        assert_eq!(r.share(0.0), 1.0);
+        assert!((0..20).all(|g| r.checkpoint_for(&spec(g, 0), bs, 0.0) == NEW));
     }
 }

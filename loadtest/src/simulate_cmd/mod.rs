@@ -58,7 +58,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Vec<RunReport>> {
         args.replicas,
         args.seed,
     )?;
-    let arms = rollout::arms(&args.rollout, args.replicas)?;
+    let arms = rollout::arms(&args.rollout, args.replicas, args.workload.workload)?;
     if region_sim.is_some() && !arms.is_empty() {
         bail!("--regions and --rollout-at cannot be combined (simulate them separately)");
     }

@@ -4,7 +4,8 @@
 use crate::metrics::rollout::RolloutSummary;
 use crate::metrics::windows::windows;
 use crate::metrics::Summary;
-use crate::sim::{RolloutArm, RolloutSim, SimOutcome};
+use crate::sim::{RolloutArm, RolloutKey, RolloutSim, SimOutcome};
+use crate::workload::WorkloadKind;
 use anyhow::bail;
 use router_policy::CheckpointId;
 
@@ -46,10 +47,25 @@ pub struct RolloutArgs {
     /// Window width of the over-time table, virtual seconds.
     #[arg(long, default_value_t = 10.0)]
     pub window: f64,
+    /// What keeps a request on one checkpoint, as the gateway keys it: `conversation` (a
+    /// chat: its messages through the first question; the workload's user), `request` (a
+    /// one-shot chat: every request its own conversation), `first-blocks` (a completion:
+    /// its first 8 blocks). Default: conversation for multi-turn, request for
+    /// shared-prefix, first-blocks for the traces.
+    #[arg(long, value_enum)]
+    pub rollout_key: Option<RolloutKey>,
+    /// The share ramps no faster than linearly over this many virtual seconds from the
+    /// start (the gateway's `prewarm.ramp_s`; 0: as fast as the replay, or at once).
+    #[arg(long, default_value_t = 0.0)]
+    pub rollout_ramp_s: f64,
 }
 
 /// One [`RolloutSim`] per arm, or none without `--rollout-at`.
-pub fn arms(args: &RolloutArgs, replicas: u32) -> anyhow::Result<Vec<RolloutSim>> {
+pub fn arms(
+    args: &RolloutArgs,
+    replicas: u32,
+    kind: WorkloadKind,
+) -> anyhow::Result<Vec<RolloutSim>> {
     let Some(at) = args.rollout_at else {
         return Ok(Vec::new());
     };
@@ -58,6 +74,9 @@ pub fn arms(args: &RolloutArgs, replicas: u32) -> anyhow::Result<Vec<RolloutSim>
     }
     if !(0.0..=1.0).contains(&args.rollout_target) {
         bail!("--rollout-target must be in [0, 1]");
+    }
+    if !(args.rollout_ramp_s.is_finite() && args.rollout_ramp_s >= 0.0) {
+        bail!("--rollout-ramp-s must be >= 0 seconds");
     }
     if args.window <= 0.0 {
         bail!("--window must be > 0 seconds");
@@ -83,6 +102,12 @@ pub fn arms(args: &RolloutArgs, replicas: u32) -> anyhow::Result<Vec<RolloutSim>
             prewarm_min_tokens: args.prewarm_min_tokens,
             hot_capacity: 4096,
             hot_max_tokens: args.prewarm_max_tokens,
+            ramp_ms: args.rollout_ramp_s * 1000.0,
+            key: args.rollout_key.unwrap_or(match kind {
+                WorkloadKind::MultiTurn => RolloutKey::Conversation,
+                WorkloadKind::SharedPrefix => RolloutKey::Request,
+                WorkloadKind::Mooncake | WorkloadKind::Azure => RolloutKey::FirstBlocks,
+            }),
         })
         .collect())
 }

@@ -24,7 +24,7 @@ impl Sim<'_> {
     pub(super) fn arrive(&mut self, now: f64, i: usize) {
         let spec = &self.workload.requests[i];
         let ck = match &mut self.rollout {
-            Some(r) => r.checkpoint_for(spec, self.block_size),
+            Some(r) => r.checkpoint_for(spec, self.block_size, now),
             None => OLD,
         };
         let gateway = self.gateway_for(i);
@@ -102,7 +102,7 @@ impl Sim<'_> {
     /// The new replicas join: in the prewarm arm the replay of hot prefixes begins.
     pub(super) fn start_rollout(&mut self, now: f64) {
         if let Some(r) = &mut self.rollout {
-            r.start();
+            r.start(now);
         }
         self.send_prewarm(now);
     }
