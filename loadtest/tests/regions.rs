@@ -4,26 +4,12 @@
 
 #![allow(clippy::unwrap_used)] // test helpers: a panic is the failure report
 
-use clap::Parser;
-use loadtest::cli::{Cli, Command, SimulateArgs};
 use loadtest::report::RunReport;
-use std::path::Path;
+
+mod common;
 
 fn run(extra: &[&str]) -> Vec<RunReport> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/profiles/smollm2-cpu.json");
-    let mut v = vec![
-        "loadtest",
-        "simulate",
-        "--quiet",
-        "--profile",
-        p.to_str().unwrap(),
-    ];
-    v.extend_from_slice(extra);
-    let Command::Simulate(a): Command = Cli::try_parse_from(v).unwrap().command else {
-        panic!("not simulate")
-    };
-    let a: SimulateArgs = a;
-    loadtest::simulate_cmd::run(&a).unwrap()
+    loadtest::simulate_cmd::run(&common::args(extra)).unwrap()
 }
 
 /// Every request comes from region `a`; `b` sends nothing. 48 requests of 256 + 32 prompt

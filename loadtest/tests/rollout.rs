@@ -5,11 +5,10 @@
 
 #![allow(clippy::unwrap_used)] // test helpers: a panic is the failure report
 
-use clap::Parser;
-use loadtest::cli::{Cli, Command};
 use loadtest::rollout_key;
 use std::collections::HashMap;
-use std::path::Path;
+
+mod common;
 
 /// 8 system prompts of 512 tokens x 40 questions at 4 requests/s on 2 CPU replicas; 2 new
 /// replicas join at 30 s.
@@ -45,26 +44,16 @@ const FLAGS: &[&str] = &[
 
 #[test]
 fn prewarm_removes_the_cold_spike_and_conversations_move_once() {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/profiles/smollm2-cpu.json");
     let dir = tempfile::tempdir().unwrap();
     let (json, plots) = (dir.path().join("r.json"), dir.path().join("plots"));
-    let mut v = vec![
-        "loadtest",
-        "simulate",
-        "--quiet",
-        "--profile",
-        p.to_str().unwrap(),
-    ];
-    v.extend_from_slice(FLAGS);
+    let mut v: Vec<&str> = FLAGS.to_vec();
     v.extend([
         "--json",
         json.to_str().unwrap(),
         "--plot",
         plots.to_str().unwrap(),
     ]);
-    let Command::Simulate(args) = Cli::try_parse_from(v).unwrap().command else {
-        panic!("not simulate")
-    };
+    let args = common::args(&v);
     let r = loadtest::simulate_cmd::run(&args).unwrap();
     let (naive, pre) = (&r[0], &r[1]);
     assert_eq!(

@@ -3,31 +3,11 @@
 
 #![allow(clippy::unwrap_used)] // test helpers: a panic is the failure report
 
-use clap::Parser;
-use loadtest::cli::{Cli, Command, SimulateArgs};
 use loadtest::report::RunReport;
 use std::io::Write;
-use std::path::{Path, PathBuf};
 
-fn profile() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/profiles/smollm2-cpu.json")
-}
-
-fn args<S: AsRef<str>>(extra: &[S]) -> SimulateArgs {
-    let p = profile();
-    let mut v = vec![
-        "loadtest",
-        "simulate",
-        "--quiet",
-        "--profile",
-        p.to_str().unwrap(),
-    ];
-    v.extend(extra.iter().map(AsRef::as_ref));
-    let Command::Simulate(a) = Cli::try_parse_from(v).unwrap().command else {
-        panic!("not simulate")
-    };
-    a
-}
+mod common;
+use common::args;
 
 /// A small shared-prefix workload with Poisson arrivals, so that the seed drives content,
 /// shuffling, arrival times and the `random` policy.
