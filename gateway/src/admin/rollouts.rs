@@ -3,8 +3,9 @@
 //!   progress;
 //! - `PUT /admin/rollouts/{model}` `{"from", "to", "percent", "state"?, "prewarm"?}`: puts a
 //!   rollout in force (replacing the model's current one) and starts its pre-warm;
-//! - `POST /admin/rollouts/{model}/pause|resume|abort`: holds the share, resumes the ramp,
-//!   or sends every conversation back to `from`;
+//! - `POST /admin/rollouts/{model}/pause|resume|abort`: holds the share (the pre-warm goes
+//!   on), resumes the ramp from where it is, or sends every conversation back to `from`
+//!   (resuming after an abort starts an unfinished pre-warm over);
 //! - `DELETE /admin/rollouts/{model}`: ends it (the checkpoint with the most replicas
 //!   serves the model again).
 //!
@@ -84,8 +85,9 @@ pub fn change(state: &Arc<AppState>, model: &str, op: Op) -> Result<serde_json::
     match op {
         Op::Pause => m.pause(),
         Op::Resume => {
-            m.resume();
-            prewarm::start(state, m.clone());
+            if m.resume() {
+                prewarm::start(state, m.clone());
+            }
         }
         Op::Abort => m.abort(),
     }

@@ -152,10 +152,11 @@ impl ModelRollout {
         self.inner.lock().prewarm.clone()
     }
 
-    /// Whether a pre-warm should run: active, pre-warm on, not finished.
+    /// Whether a pre-warm should run: not aborted (a paused rollout keeps warming; the
+    /// pause only holds the share), pre-warm on, not finished.
     pub fn wants_prewarm(&self) -> bool {
         let g = self.inner.lock();
-        g.rollout.state == RolloutState::Active && g.prewarm.top_n > 0 && !g.progress.finished
+        g.rollout.state != RolloutState::Aborted && g.prewarm.top_n > 0 && !g.progress.finished
     }
 
     /// Records pre-warm progress (from the replay task of generation `generation` only).
@@ -172,13 +173,17 @@ impl ModelRollout {
         g.rollout.pause(ramp);
     }
 
-    /// Resumes (after a pause or an abort); a time ramp starts again.
-    pub fn resume(&self) {
+    /// Resumes. After a pause the ramp goes on from where it is (the pre-warm kept running
+    /// while paused), so no conversation moves back. After an abort the time ramp starts
+    /// again; returns true then, and the caller restarts an unfinished pre-warm.
+    pub fn resume(&self) -> bool {
         let mut g = self.inner.lock();
+        let aborted = g.rollout.state == RolloutState::Aborted;
         g.rollout.resume();
-        g.since = std::time::Instant::now();
-        drop(g);
-        self.generation.fetch_add(1, Ordering::AcqRel);
+        if aborted {
+            g.since = std::time::Instant::now();
+        }
+        aborted
     }
 
     /// Every conversation back to `from`; a running pre-warm stops.
@@ -344,6 +349,45 @@ mod tests {
         m.update(generation, |p| p.done = 0);
         assert_eq!(m.status().progress.done, 8);
         assert_eq!(on_new(&m), 0, "abort: everyone back on m@1");
+    }
+
+    #[test]
+    fn pause_then_resume_never_moves_a_conversation_back() {
+        let r = Rollouts::default();
+        let m = r.set(&cfg(80.0, 4));
+        let generation = m.generation();
+        let step = |done: u64| {
+            m.update(generation, |p| {
+                p.started = true;
+                p.planned = 4;
+                p.done = done;
+            })
+        };
+        step(1);
+        let before: Vec<bool> = (0..2000u64)
+            .map(|k| m.choose(mix64(k)).0.as_str() == "m@2")
+            .collect();
+        m.pause();
+        step(3); // the pre-warm goes on while paused; the share holds
+        assert!((m.share() - 0.2).abs() < 1e-9);
+        assert!(!m.resume(), "a pause needs no new pre-warm");
+        assert_eq!(m.generation(), generation, "the running pre-warm continues");
+        assert!((m.share() - 0.6).abs() < 1e-9);
+        for (k, was_new) in before.iter().enumerate() {
+            let now_new = m.choose(mix64(k as u64)).0.as_str() == "m@2";
+            assert!(!was_new || now_new, "conversation {k} moved back");
+        }
+        // Paused from the start (config `state: paused`): pre-warm still runs.
+        let mut c = cfg(50.0, 4);
+        c.state = RolloutState::Paused;
+        let p = r.set(&c);
+        assert!(p.wants_prewarm());
+        assert_eq!(p.share(), 0.0);
+        // After an abort, resuming restarts the pre-warm.
+        m.abort();
+        assert!(!m.wants_prewarm());
+        assert!(m.resume());
+        assert!(m.wants_prewarm());
     }
 
     #[test]
