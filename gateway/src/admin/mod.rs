@@ -229,7 +229,7 @@ impl Admin {
             ("GET", ["admin", "rollouts"]) => json(200, &rollouts::list(&self.state)),
             ("PUT", ["admin", "rollouts", model]) => {
                 let body = read_body(http).await?;
-                json(200, &rollouts::put(&self.state, model, &body)?)
+                json(200, &rollouts::put(&self.state, model, &body).await?)
             }
             ("POST", ["admin", "rollouts", model, op]) => {
                 let op = match *op {
@@ -242,10 +242,10 @@ impl Admin {
                         )))
                     }
                 };
-                json(200, &rollouts::change(&self.state, model, op)?)
+                json(200, &rollouts::change(&self.state, model, op).await?)
             }
             ("DELETE", ["admin", "rollouts", model]) => {
-                json(200, &rollouts::delete(&self.state, model)?)
+                json(200, &rollouts::delete(&self.state, model).await?)
             }
             ("GET", ["admin", "index"]) => json(200, &self.state.router.index_stats()),
             ("GET", ["dashboard", rest @ ..]) => {

@@ -10,11 +10,14 @@
 //!   serves the model again).
 //!
 //! A rollout set here lasts until the next change here or to the same model's entry in
-//! the config file (a reload that leaves the entry as it was keeps it).
+//! the config file (a reload that leaves the entry as it was keeps it). With
+//! `state.backend: redis` it is shared: every gateway of the fleet follows it
+//! (`crate::rollout::shared`), and a change through any of them reaches all; Redis
+//! unreachable, the change is refused with 503 (a pause or abort still applies here).
 
 use super::error::AdminError;
 use crate::config::{PrewarmConfig, RolloutConfig};
-use crate::rollout::prewarm;
+use crate::rollout::{prewarm, record, shared};
 use crate::state::AppState;
 use router_policy::RolloutState;
 use serde::Deserialize;
@@ -53,7 +56,7 @@ pub fn list(state: &AppState) -> serde_json::Value {
 }
 
 /// `PUT /admin/rollouts/{model}`.
-pub fn put(
+pub async fn put(
     state: &Arc<AppState>,
     model: &str,
     body: &[u8],
@@ -70,14 +73,24 @@ pub fn put(
     };
     cfg.validate("rollout")
         .map_err(|e| AdminError::BadRequest(e.to_string()))?;
-    let m = state.rollouts.set(&cfg);
+    let m = if state.fleet.is_some() {
+        shared::create(state, &cfg)
+            .await
+            .map_err(|e| AdminError::Unavailable(format!("rollout not shared: {e}")))?
+    } else {
+        state.rollouts.set(&cfg)
+    };
     tracing::info!(model, from = %cfg.from, to = %cfg.to, percent = cfg.percent, "rollout set");
     prewarm::start(state, m.clone());
     Ok(serde_json::to_value(m.status()).unwrap_or_default())
 }
 
 /// `POST /admin/rollouts/{model}/{op}`.
-pub fn change(state: &Arc<AppState>, model: &str, op: Op) -> Result<serde_json::Value, AdminError> {
+pub async fn change(
+    state: &Arc<AppState>,
+    model: &str,
+    op: Op,
+) -> Result<serde_json::Value, AdminError> {
     let m = state
         .rollouts
         .get(model)
@@ -91,13 +104,25 @@ pub fn change(state: &Arc<AppState>, model: &str, op: Op) -> Result<serde_json::
         }
         Op::Abort => m.abort(),
     }
+    record::publish(state, &m)
+        .await
+        .map_err(|e| AdminError::Unavailable(format!("changed here, not shared: {e}")))?;
     let s = m.status();
     tracing::info!(model, state = ?s.state, share = s.share_percent, "rollout changed");
     Ok(serde_json::to_value(s).unwrap_or_default())
 }
 
 /// `DELETE /admin/rollouts/{model}`.
-pub fn delete(state: &AppState, model: &str) -> Result<serde_json::Value, AdminError> {
+pub async fn delete(state: &AppState, model: &str) -> Result<serde_json::Value, AdminError> {
+    if state
+        .rollouts
+        .get(model)
+        .is_some_and(|m| m.shared().is_some())
+    {
+        shared::delete(state, model)
+            .await
+            .map_err(|e| AdminError::Unavailable(format!("rollout not ended: {e}")))?;
+    }
     if state.rollouts.remove(model) {
         Ok(serde_json::json!({ "ended": model }))
     } else {

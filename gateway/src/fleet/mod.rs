@@ -1,5 +1,6 @@
 //! A fleet of gateways sharing state in Redis (one server or a Redis Cluster): tenant
-//! limits (the admission and settlement scripts that keep them) and tenants' API keys.
+//! limits (the admission and settlement scripts that keep them), tenants' API keys, the
+//! routing history and checkpoint rollouts.
 //!
 //! # How a fleet keeps one limit
 //! Each admission is one script call (one round trip): the script reads the time with Redis
@@ -23,6 +24,7 @@
 //! - [`limits`]: the admission and settlement calls and the lease a request holds.
 //! - [`keys`]: tenants' API keys in Redis: the admin operations and the poll.
 //! - [`view`]: each gateway's copy of the key store; [`scripts`]: the Lua scripts.
+//! - [`rollouts`]: checkpoint rollouts set through any gateway's admin API.
 //! - [`history`]: the shared routing history (engines without KV events); [`routed`]:
 //!   the queue in front of its writer.
 
@@ -31,6 +33,7 @@ pub mod health;
 pub mod history;
 pub mod keys;
 pub mod limits;
+pub mod rollouts;
 pub mod routed;
 pub mod scripts;
 pub mod view;

@@ -9,12 +9,17 @@
 //! - [`hot`]: the hot prefixes of every checkpoint, recorded from the gateway's own traffic.
 //! - [`prewarm`]: replays the old checkpoint's hottest prefixes (prefill only) to every
 //!   replica of the new one; the share ramps with the fraction replayed.
+//! - [`shared`]: with `state.backend: redis`, rollouts set through any gateway's admin API
+//!   live in Redis and every gateway follows them; the gateway that set one pre-warms and
+//!   publishes its progress ([`record`]), so every gateway ramps alike.
 //!
 //! Without a rollout for a model, the registry's rule applies: the checkpoint with the
 //! most routable replicas serves it.
 
 pub mod hot;
 pub mod prewarm;
+pub mod record;
+pub mod shared;
 
 use crate::config::{PrewarmConfig, RolloutConfig};
 use parking_lot::{Mutex, RwLock};
@@ -25,7 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// How far a rollout's pre-warm is.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct Progress {
     /// The replay task found the new checkpoint's replicas and planned its work.
     pub started: bool,
@@ -92,9 +97,14 @@ pub struct RolloutStatus {
 pub struct ModelRollout {
     /// The model.
     pub model: String,
+    /// The config it was put in force with.
+    pub cfg: RolloutConfig,
     inner: Mutex<Runtime>,
     /// Bumped on every change; a pre-warm task of an older generation stops.
     generation: AtomicU64,
+    /// The fleet record's id when the rollout is shared through Redis (0: this gateway's
+    /// own), whether this gateway runs its pre-warm, and the tag of the gateway that does.
+    shared: Mutex<(u64, bool, String)>,
 }
 
 impl ModelRollout {
@@ -112,6 +122,8 @@ impl ModelRollout {
         }
         Self {
             model: cfg.model.clone(),
+            cfg: cfg.clone(),
+            shared: Mutex::new((0, false, String::new())),
             inner: Mutex::new(Runtime {
                 rollout,
                 prewarm: cfg.prewarm.clone(),
@@ -163,6 +175,59 @@ impl ModelRollout {
     pub fn update(&self, generation: u64, f: impl FnOnce(&mut Progress)) {
         if self.generation() == generation {
             f(&mut self.inner.lock().progress);
+        }
+    }
+
+    /// The fleet record's id and whether this gateway owns the pre-warm, when shared.
+    pub fn shared(&self) -> Option<(u64, bool)> {
+        let s = self.shared.lock();
+        (s.0 != 0).then_some((s.0, s.1))
+    }
+
+    /// The tag of the gateway running a shared rollout's pre-warm.
+    pub fn owner_tag(&self) -> String {
+        self.shared.lock().2.clone()
+    }
+
+    /// Marks it shared through the fleet's store as record `rev`, pre-warmed by the
+    /// gateway tagged `owner_tag` (this one when `mine`).
+    pub fn set_shared(&self, rev: u64, owner_tag: &str, mine: bool) {
+        *self.shared.lock() = (rev, mine, owner_tag.to_string());
+    }
+
+    /// State, paused share and progress, as the fleet's record carries them.
+    pub fn parts(&self) -> (RolloutState, f64, Progress) {
+        let g = self.inner.lock();
+        (g.rollout.state, g.rollout.paused_share, g.progress)
+    }
+
+    /// Takes another gateway's change (from the fleet's record): its state, and its
+    /// pre-warm progress when this gateway does not run the pre-warm. Returns true when it
+    /// resumed from an abort (the owner restarts its pre-warm).
+    pub fn apply_remote(
+        &self,
+        state: RolloutState,
+        paused_share: f64,
+        progress: Option<Progress>,
+    ) -> bool {
+        if let Some(p) = progress {
+            self.inner.lock().progress = p;
+        }
+        let now = self.inner.lock().rollout.state;
+        match (now, state) {
+            (a, b) if a == b => false,
+            (_, RolloutState::Aborted) => {
+                self.abort();
+                false
+            }
+            (_, RolloutState::Paused) => {
+                let mut g = self.inner.lock();
+                g.rollout.resume();
+                g.rollout.paused_share = paused_share;
+                g.rollout.state = RolloutState::Paused;
+                false
+            }
+            (_, RolloutState::Active) => self.resume(),
         }
     }
 

@@ -71,6 +71,9 @@ async fn run(state: Arc<AppState>, m: Arc<ModelRollout>) {
             ..super::Progress::default()
         };
     });
+    if let Err(e) = super::record::publish(&state, &m).await {
+        tracing::warn!(error = %e, "rollout pre-warm plan not shared");
+    }
     tracing::info!(model = %m.model, %from, %to, prefixes = prefixes.len(),
         replicas = targets.len(), "rollout pre-warm started");
     let t0 = Instant::now();
@@ -97,6 +100,9 @@ async fn run(state: Arc<AppState>, m: Arc<ModelRollout>) {
                                 pr.done += 1;
                                 pr.failed += u64::from(!ok);
                             });
+                            if let Err(e) = super::record::publish(&state, &m).await {
+                                tracing::debug!(error = %e, "rollout progress not shared");
+                            }
                         }
                     })
                     .buffer_unordered(concurrency)
@@ -109,6 +115,9 @@ async fn run(state: Arc<AppState>, m: Arc<ModelRollout>) {
         let _ = t.await;
     }
     m.update(generation, |p| p.finished = true);
+    if let Err(e) = super::record::publish(&state, &m).await {
+        tracing::warn!(error = %e, "rollout pre-warm end not shared");
+    }
     let s = m.status();
     tracing::info!(model = %m.model, %to, done = s.progress.done, failed = s.progress.failed,
         ms = t0.elapsed().as_millis() as u64, "rollout pre-warm finished");
