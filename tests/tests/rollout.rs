@@ -84,19 +84,8 @@ fn a_live_rollout_prewarms_sticks_and_aborts() {
         new.url()
     );
     let g = GatewayProc::spawn(&yaml, &[], 2).unwrap();
-    // Replica label -> checkpoint.
     let replicas = g.replicas().unwrap();
-    let ck_of: HashMap<String, String> = replicas
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            (
-                format!("r{}", r["id"]),
-                r["checkpoint"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
+    let ck_of = checkpoints_of(&g);
     assert_eq!(
         ck_of.values().cloned().collect::<HashSet<_>>(),
         HashSet::from([OLD.to_string(), NEW.to_string()])
