@@ -1,6 +1,6 @@
 //! The replica's control-plane endpoints, as the gateway and the load tester read them.
 
-use router_policy::{BlockSize, CheckpointId};
+use router_policy::{BlockSize, CheckpointId, ReplicaRole, TokenId};
 use serde::{Deserialize, Serialize};
 
 /// `GET`: static facts about a replica ([`ReplicaInfo`]).
@@ -13,6 +13,21 @@ pub const PATH_KV_EVENTS: &str = "/v1/kv/events";
 /// `GET`: the tokenizer and chat template the replica uses (a [`TokenizerSpec`](crate::tokenizer_spec::TokenizerSpec)), so the
 /// gateway tokenizes exactly as the replica does.
 pub const PATH_TOKENIZER: &str = "/v1/replica/tokenizer";
+
+/// `POST`: compute a prompt's KV and stream its full blocks back as framed
+/// [`KvBlockRecord`](crate::kv_block::KvBlockRecord)s, block by block as the prefill
+/// goes ([`PrefillRequest`]; a replica of role `prefill` or `both` serves it).
+pub const PATH_KV_PREFILL: &str = "/v1/kv/prefill";
+
+/// Request header, set by the gateway only (it drops any client value): the base URL of
+/// the prefill replica the decode replica fetches the prompt's KV from before it decodes.
+pub const HEADER_PREFILL_FROM: &str = "x-warmpath-prefill-from";
+/// Response header of a decode replica: how the KV transfer went (`ok`, `partial`,
+/// `failed`, `skipped`), on requests that named a prefill replica.
+pub const HEADER_KV_TRANSFER: &str = "x-warmpath-kv-transfer";
+/// Response header of a decode replica: prompt tokens whose KV came from the prefill
+/// replica (they count as cached in `usage`).
+pub const HEADER_KV_TRANSFERRED_TOKENS: &str = "x-warmpath-kv-transferred-tokens";
 
 /// Request header carrying the tenant cache salt. Set by the gateway, which overwrites any
 /// client value; part of every block hash of the request.
@@ -42,6 +57,22 @@ pub struct ReplicaInfo {
     pub region: Option<String>,
     /// Compute device, e.g. `cpu` or `cuda:0`.
     pub device: String,
+    /// Role in a prefill/decode split (`both` from replicas that predate roles).
+    #[serde(default)]
+    pub role: ReplicaRole,
+}
+
+/// Body of `POST` [`PATH_KV_PREFILL`]; the tenant's salt travels in
+/// [`HEADER_CACHE_SALT`] as on generation requests.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrefillRequest {
+    /// The whole prompt's token ids.
+    pub prompt: Vec<TokenId>,
+    /// Leading full blocks the caller holds already: not sent (they are still computed
+    /// or matched, since later blocks depend on them).
+    #[serde(default)]
+    pub skip_blocks: u32,
 }
 
 /// A replica's load, polled by the gateway.

@@ -52,6 +52,9 @@ pub struct ReplicaSnapshot {
     pub kv_capacity_blocks: u64,
     /// Measured prefill throughput in tokens per second; 0 = unknown (policies use a default).
     pub prefill_tokens_per_s: f64,
+    /// What it does in a role-split pool ([`crate::disagg`]).
+    #[serde(default)]
+    pub role: crate::disagg::ReplicaRole,
 }
 
 impl ReplicaSnapshot {

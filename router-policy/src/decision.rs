@@ -149,6 +149,10 @@ pub struct Explanation {
     /// mode with replicas in more than one region).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub region: Option<crate::region::RegionNote>,
+    /// The prefill replica, when a role-split pool splits the request
+    /// ([`crate::disagg::select`]); the decision itself is the decode replica.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefill: Option<crate::disagg::PrefillNote>,
 }
 
 impl Explanation {

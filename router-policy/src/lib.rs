@@ -13,6 +13,7 @@
 //! - [`cluster`]: the per-replica snapshot policies read.
 //! - [`policy`]: the routing policies behind one trait, selected by [`PolicyConfig`].
 //! - [`decision`]: the choice, retry fallbacks and the explanation.
+//! - [`disagg`]: replica roles and the prefill/decode choice of a role-split pool.
 //! - [`region`]: regions, RTTs, residency pinning and the spill rule.
 //! - [`rollout`]: a model on two checkpoints at once: sticky, monotone canary shares.
 //! - [`rng`]: the seeded generators and draws every crate of the workspace uses.
@@ -35,6 +36,7 @@
 
 pub mod cluster;
 pub mod decision;
+pub mod disagg;
 pub mod error;
 pub mod events;
 pub mod hash;
@@ -49,6 +51,7 @@ pub mod text_units;
 
 pub use cluster::{ClusterView, Health, ReplicaSnapshot};
 pub use decision::{Branch, CandidateScore, Decision, Explanation, Terms};
+pub use disagg::{DisaggConfig, PrefillNote, ReplicaRole};
 pub use error::RouteError;
 pub use events::{
     Epoch, KvEvent, KvEventRecord, KvStreamMessage, Observation, SeqNo, StreamCursor,

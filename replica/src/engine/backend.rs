@@ -3,7 +3,7 @@
 
 use super::config::ModelConfig;
 use super::forward::forward;
-use super::kv::{KvLayout, KvPool};
+use super::kv::{KvLayout, KvPool, PageId};
 use super::weights::ModelWeights;
 use super::{EngineError, StepItem};
 
@@ -19,6 +19,23 @@ pub trait ComputeBackend: Send {
     /// Runs one ragged batch (already validated by the engine) and returns the logits of
     /// each item's last new position.
     fn step(&mut self, items: &[StepItem<'_>]) -> Result<Vec<Vec<f32>>, EngineError>;
+    /// A copy of one page's values in the KV block record's payload order. Backends that
+    /// cannot export (CUDA, for now) say so; the caller then transfers nothing.
+    fn read_page(&self, page: PageId) -> Result<Vec<f32>, EngineError> {
+        let _ = page;
+        Err(EngineError::Device(format!(
+            "{}: KV page export is not supported on this backend",
+            self.device()
+        )))
+    }
+    /// Overwrites one page with values in the record's payload order.
+    fn write_page(&mut self, page: PageId, values: &[f32]) -> Result<(), EngineError> {
+        let _ = (page, values);
+        Err(EngineError::Device(format!(
+            "{}: KV page import is not supported on this backend",
+            self.device()
+        )))
+    }
 }
 
 /// CPU backend: quantised weights in memory, rayon pool of `threads` workers.
@@ -70,6 +87,20 @@ impl ComputeBackend for CpuBackend {
             pool,
         } = self;
         Ok(pool.install(|| forward(config, weights, kv, items)))
+    }
+    fn read_page(&self, page: PageId) -> Result<Vec<f32>, EngineError> {
+        Ok(self.kv.page(page).to_vec())
+    }
+    fn write_page(&mut self, page: PageId, values: &[f32]) -> Result<(), EngineError> {
+        if values.len() != self.kv.layout().floats_per_page() {
+            return Err(EngineError::InvalidStep(format!(
+                "page import of {} values; a page holds {}",
+                values.len(),
+                self.kv.layout().floats_per_page()
+            )));
+        }
+        self.kv.set_page(page, values);
+        Ok(())
     }
 }
 

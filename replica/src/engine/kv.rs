@@ -82,6 +82,19 @@ impl KvPool {
         let vo = self.layout.offset(page, layer, 1, slot);
         self.data[vo..vo + d].copy_from_slice(v);
     }
+    /// Every value of one page, in the KV block record's payload order (for each layer,
+    /// the K rows then the V rows of all slots).
+    pub(crate) fn page(&self, page: PageId) -> &[f32] {
+        let n = self.layout.floats_per_page();
+        let o = page.0 as usize * n;
+        &self.data[o..o + n]
+    }
+    /// Overwrites one page with `values` (as [`KvPool::page`] returns them).
+    pub(crate) fn set_page(&mut self, page: PageId, values: &[f32]) {
+        let n = self.layout.floats_per_page();
+        let o = page.0 as usize * n;
+        self.data[o..o + n].copy_from_slice(values);
+    }
     /// The contiguous K or V rows of `len` slots of one page (`len <= block_size`).
     pub(crate) fn page_rows(&self, page: PageId, layer: usize, kind: usize, len: usize) -> &[f32] {
         let o = self.layout.offset(page, layer, kind, 0);

@@ -203,6 +203,29 @@ impl Engine {
         self.backend.device()
     }
 
+    /// One page's K and V values, in the KV block record's payload order.
+    pub fn read_page(&self, page: PageId) -> Result<Vec<f32>, EngineError> {
+        self.check_page(page)?;
+        self.backend.read_page(page)
+    }
+
+    /// Overwrites one page with values in the record's payload order.
+    pub fn write_page(&mut self, page: PageId, values: &[f32]) -> Result<(), EngineError> {
+        self.check_page(page)?;
+        self.backend.write_page(page, values)
+    }
+
+    fn check_page(&self, page: PageId) -> Result<(), EngineError> {
+        if page.0 as usize >= self.num_pages() {
+            return Err(EngineError::InvalidStep(format!(
+                "page {} out of range (pool has {})",
+                page.0,
+                self.num_pages()
+            )));
+        }
+        Ok(())
+    }
+
     /// Runs one ragged batch; returns the logits of each item's last new position.
     pub fn step(&mut self, items: &[StepItem<'_>]) -> Result<Vec<Vec<f32>>, EngineError> {
         self.validate(items)?;

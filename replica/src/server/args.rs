@@ -49,6 +49,20 @@ pub struct ServeArgs {
     /// is admitted in arrival order.
     #[arg(long, default_value_t = 16)]
     pub fairness_steps: u64,
+    /// Role in a prefill/decode split: `both` (default) prefills and decodes; `prefill`
+    /// serves prompts' KV to decode replicas (`POST /v1/kv/prefill`); `decode` fetches the
+    /// KV of the prefill replica the gateway names, then decodes. Every role still answers
+    /// generation requests (the gateway only sends them where the role says).
+    #[arg(long, default_value = "both")]
+    pub role: router_policy::ReplicaRole,
+    /// How long a decode replica waits for a prefill replica's KV before it computes the
+    /// rest of the prompt itself.
+    #[arg(long, default_value_t = 30_000)]
+    pub kv_transfer_timeout_ms: u64,
+    /// TEST HOOK, off by default: a prefill replica cuts every KV stream after N blocks
+    /// (a transfer killed midway), so the decode side's recovery can be tested.
+    #[arg(long, hide = true)]
+    pub fault_kv_cut_after_blocks: Option<u32>,
     /// TEST HOOK, off by default: the first request for more than one token gets NaN
     /// logits after N generated tokens, once (issue #25, matrix row C11), to exercise the
     /// degenerate-output guard without corrupting a model file.
@@ -73,6 +87,9 @@ impl ServeArgs {
             checkpoint_id: None,
             fairness_steps: 16,
             fault_nan_logits_after: None,
+            role: router_policy::ReplicaRole::Both,
+            kv_transfer_timeout_ms: 30_000,
+            fault_kv_cut_after_blocks: None,
         }
     }
 
@@ -103,6 +120,11 @@ impl ServeArgs {
         if self.token_budget == 0 {
             return Err(ServerError::Config(
                 "--token-budget must be at least 1".into(),
+            ));
+        }
+        if self.kv_transfer_timeout_ms == 0 {
+            return Err(ServerError::Config(
+                "--kv-transfer-timeout-ms must be at least 1".into(),
             ));
         }
         if let Some(id) = &self.checkpoint_id {

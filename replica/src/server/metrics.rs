@@ -1,7 +1,8 @@
 //! Prometheus metrics of the replica (`GET /metrics`).
 
 use prometheus::{
-    Encoder, Gauge, Histogram, HistogramOpts, IntCounter, IntGauge, Opts, Registry, TextEncoder,
+    Encoder, Gauge, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
+    TextEncoder,
 };
 
 /// Every metric the replica exports. Updated by the engine loop once per step.
@@ -42,6 +43,16 @@ pub struct Metrics {
     pub degenerate: IntCounter,
     /// Engine steps.
     pub steps: IntCounter,
+    /// KV transfers a decode replica made, by `outcome` (`ok`, `partial`, `failed`) and
+    /// `reason` (what ended the transfer: `complete`, `connect`, `http_status`, `timeout`,
+    /// `truncated`, `corrupt`, `mismatch`, `import`).
+    pub kv_transfers: IntCounterVec,
+    /// Prompt tokens whose KV a decode replica took from a prefill replica.
+    pub kv_transfer_tokens: IntCounter,
+    /// Time a decode replica spent fetching and importing KV.
+    pub kv_transfer_seconds: Histogram,
+    /// KV blocks a prefill replica streamed to decode replicas.
+    pub kv_export_blocks: IntCounter,
 }
 
 fn reg<T: prometheus::core::Collector + Clone + 'static>(r: &Registry, m: T) -> T {
@@ -174,6 +185,33 @@ impl Metrics {
                 "Requests failed on NaN or infinite logits",
             ),
             steps: counter(&r, "warmpath_replica_engine_steps_total", "Engine steps"),
+            kv_transfers: reg(
+                &r,
+                IntCounterVec::new(
+                    Opts::new(
+                        "warmpath_replica_kv_transfers_total",
+                        "KV transfers from prefill replicas, by outcome and reason",
+                    ),
+                    &["outcome", "reason"],
+                )
+                .expect("valid metric opts"),
+            ),
+            kv_transfer_tokens: counter(
+                &r,
+                "warmpath_replica_kv_transfer_tokens_total",
+                "Prompt tokens whose KV came from a prefill replica",
+            ),
+            kv_transfer_seconds: histogram(
+                &r,
+                "warmpath_replica_kv_transfer_seconds",
+                "Time fetching and importing KV from a prefill replica",
+                latency.clone(),
+            ),
+            kv_export_blocks: counter(
+                &r,
+                "warmpath_replica_kv_export_blocks_total",
+                "KV blocks streamed to decode replicas",
+            ),
             registry: r,
         }
     }

@@ -9,6 +9,7 @@
 //! - [`sched`]: continuous-batching scheduler (token budget, chunked prefill, preemption).
 //! - [`worker`]: the engine loop thread.
 //! - [`events`]: KV event log (snapshot, ring, epochs).
+//! - [`transfer`]: prefill/decode disaggregation: KV blocks streamed between replicas.
 //! - [`http`]: handlers; [`error`]: errors and their HTTP mapping; [`metrics`]: Prometheus.
 
 pub mod args;
@@ -19,6 +20,7 @@ pub mod http;
 pub mod kv;
 pub mod metrics;
 pub mod sched;
+pub mod transfer;
 pub mod worker;
 
 pub use args::{ByteSize, ServeArgs};
@@ -111,12 +113,14 @@ pub async fn start(args: ServeArgs) -> Result<ServerHandle, ServerError> {
         max_context: facts.max_context as u32,
         region: args.region.clone(),
         device: facts.device.clone(),
+        role: args.role,
     };
     tracing::info!(
         model = %facts.model_name,
         checkpoint = %facts.checkpoint,
         kv_pages = facts.kv_pages,
         page_bytes = facts.page_bytes,
+        role = %args.role,
         epoch = epoch.0,
         "model loaded"
     );
@@ -129,6 +133,13 @@ pub async fn start(args: ServeArgs) -> Result<ServerHandle, ServerError> {
         metrics,
         shared,
         started: http::unix_now(),
+        role: args.role,
+        http: reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .build()
+            .map_err(|e| ServerError::Config(format!("HTTP client: {e}")))?,
+        kv_transfer_timeout_ms: args.kv_transfer_timeout_ms,
+        fault_kv_cut_after_blocks: args.fault_kv_cut_after_blocks,
     });
     let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port)).await?;
     let addr = listener.local_addr()?;

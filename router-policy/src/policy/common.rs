@@ -94,6 +94,7 @@ pub(crate) fn decide(
             branch,
             candidates,
             region: None,
+            prefill: None,
         },
     }
 }

@@ -9,13 +9,16 @@ use crate::server::worker::{GenRequest, WorkerMsg};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
+use axum::http::HeaderValue;
 use axum::response::Response;
 use router_policy::{CacheSalt, TokenId};
 use serde::de::DeserializeOwned;
 use warmpath_protocol::openai::{
     ChatCompletionRequest, CompletionRequest, PromptInput, SamplingFields,
 };
-use warmpath_protocol::replica_api::HEADER_CACHE_SALT;
+use warmpath_protocol::replica_api::{
+    HEADER_CACHE_SALT, HEADER_KV_TRANSFER, HEADER_KV_TRANSFERRED_TOKENS, HEADER_PREFILL_FROM,
+};
 use warmpath_text::ChatMessage;
 
 /// Parses a request body; a missing field or a wrong type names the field's path.
@@ -166,22 +169,43 @@ async fn submit(
         decoder: state.facts.tokenizer.stream_decoder(),
         rx,
     };
+    let salt = salt(headers);
+    // A role-split pool: the gateway names the prefill replica holding this prompt's KV.
+    let transfer = match headers
+        .get(HEADER_PREFILL_FROM)
+        .and_then(|v| v.to_str().ok())
+    {
+        Some(from) if state.role.decodes() && !from.is_empty() => {
+            Some(crate::server::transfer::pull(state, &prompt, salt.as_ref(), from).await)
+        }
+        _ => None,
+    };
     let req = GenRequest {
         prompt,
         params,
-        salt: salt(headers),
+        salt,
         ignore_eos: fields.ignore_eos.unwrap_or(false),
         reply: tx,
+        export: None,
     };
     state
         .submit
         .send(WorkerMsg::Generate(req))
         .map_err(|_| ApiError::Unavailable)?;
-    if fields.stream {
-        Ok(respond::sse(job))
+    let mut resp = if fields.stream {
+        respond::sse(job)
     } else {
-        respond::full(job).await
+        respond::full(job).await?
+    };
+    if let Some(t) = transfer {
+        let h = resp.headers_mut();
+        h.insert(
+            HEADER_KV_TRANSFER,
+            HeaderValue::from_static(t.outcome.as_str()),
+        );
+        h.insert(HEADER_KV_TRANSFERRED_TOKENS, HeaderValue::from(t.tokens));
     }
+    Ok(resp)
 }
 
 /// `POST /v1/chat/completions`.

@@ -6,6 +6,7 @@
 //! - [`respond`]: turning the engine's token stream into OpenAI JSON or SSE.
 //! - [`trace`]: the `traceparent` trace id on every request's log lines.
 //! - [`control`]: health, models, metrics, replica info/load/tokenizer, KV events.
+//! - `POST /v1/kv/prefill`: [`crate::server::transfer::serve`].
 
 pub mod control;
 pub mod generate;
@@ -23,7 +24,9 @@ use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use warmpath_protocol::openai::{PATH_CHAT_COMPLETIONS, PATH_COMPLETIONS, PATH_MODELS};
 use warmpath_protocol::replica_api::ReplicaInfo;
-use warmpath_protocol::replica_api::{PATH_INFO, PATH_KV_EVENTS, PATH_LOAD, PATH_TOKENIZER};
+use warmpath_protocol::replica_api::{
+    PATH_INFO, PATH_KV_EVENTS, PATH_KV_PREFILL, PATH_LOAD, PATH_TOKENIZER,
+};
 
 /// `POST`: drop every cached block, as a weight reload does (new event epoch).
 pub const PATH_RESET_CACHE: &str = "/v1/replica/reset_prefix_cache";
@@ -47,6 +50,14 @@ pub struct AppInner {
     pub shared: Arc<WorkerShared>,
     /// Unix seconds at start.
     pub started: u64,
+    /// Role in a prefill/decode split.
+    pub role: router_policy::ReplicaRole,
+    /// Client for fetching KV from prefill replicas.
+    pub http: reqwest::Client,
+    /// How long a KV fetch may take (`--kv-transfer-timeout-ms`).
+    pub kv_transfer_timeout_ms: u64,
+    /// Test hook: cut every KV stream after this many blocks.
+    pub fault_kv_cut_after_blocks: Option<u32>,
 }
 
 /// Shared handler state.
@@ -74,6 +85,10 @@ pub fn router(state: AppState) -> Router {
         .route(PATH_TOKENIZER, get(control::tokenizer))
         .route(PATH_KV_EVENTS, get(control::kv_events))
         .route(PATH_RESET_CACHE, post(control::reset_cache))
+        .route(
+            PATH_KV_PREFILL,
+            post(crate::server::transfer::serve::prefill),
+        )
         .fallback(|uri: axum::http::Uri| async move { ApiError::NotFound(uri.path().to_string()) })
         .layer(DefaultBodyLimit::max(32 << 20))
         .with_state(state)

@@ -3,6 +3,13 @@
 //! Requests arrive over a channel; each step it drops cancelled sequences (their reply
 //! channel is closed), plans, runs the engine, samples, replies over each request's own
 //! channel, caches the blocks the step wrote and only then publishes their KV events.
+//!
+//! [`kv`]: the KV transfer side of the loop: streaming a prefill's blocks out as they are
+//! cached, and importing blocks a prefill replica sent.
+
+mod kv;
+
+pub use kv::{Export, ExportedBlock, ImportBlock};
 
 use crate::engine::sampling::{all_finite, Sampler, SamplingParams};
 use crate::engine::{Engine, EngineOptions, ModelSource, StepItem};
@@ -74,6 +81,9 @@ pub struct GenRequest {
     pub ignore_eos: bool,
     /// Where to send [`SeqEvent`]s; dropping the receiver cancels the request.
     pub reply: UnboundedSender<SeqEvent>,
+    /// A prefill for another replica: every full prompt block from `skip` on is sent here
+    /// as soon as it is cached (`POST /v1/kv/prefill`).
+    pub export: Option<Export>,
 }
 
 /// Messages to the engine loop.
@@ -83,6 +93,21 @@ pub enum WorkerMsg {
     Generate(GenRequest),
     /// Drop every cached block (e.g. after a weight reload): starts a new event epoch.
     ClearCache,
+    /// How many leading blocks of these hashes are cached.
+    CachedPrefix {
+        /// The prompt's chain hashes.
+        hashes: Vec<router_policy::BlockHash>,
+        /// The answer.
+        reply: tokio::sync::oneshot::Sender<usize>,
+    },
+    /// Cache blocks another replica computed (checked by the caller against this
+    /// replica's layout and hashes); answers how many leading blocks are cached after it.
+    Import {
+        /// Consecutive blocks of one prompt, in order.
+        blocks: Vec<ImportBlock>,
+        /// The answer.
+        reply: tokio::sync::oneshot::Sender<usize>,
+    },
 }
 
 /// State the engine loop shares with the HTTP side.
@@ -111,6 +136,8 @@ pub struct ModelFacts {
     pub kv_pages: usize,
     /// Bytes per KV page.
     pub page_bytes: usize,
+    /// Shape of a KV page (what a KV block record must match).
+    pub kv_layout: crate::engine::KvLayout,
     /// Device name.
     pub device: String,
 }
@@ -149,6 +176,7 @@ struct Live {
     arrived: Instant,
     last_token: Option<Instant>,
     announced: bool,
+    export: Option<Export>,
 }
 
 /// Loads the model with a KV pool sized from the memory budget.
@@ -210,6 +238,7 @@ pub async fn spawn(
                 vocab_size: engine.config().vocab_size,
                 kv_pages: engine.num_pages(),
                 page_bytes: engine.kv_layout().bytes_per_page(),
+                kv_layout: engine.kv_layout(),
                 device: engine.device().to_string(),
             };
             let eos = facts.tokenizer.eos_tokens().to_vec();
@@ -343,12 +372,19 @@ impl Loop {
                     arrived: Instant::now(),
                     last_token: None,
                     announced: false,
+                    export: req.export,
                 };
                 let seq =
                     Sequence::new(SeqId(self.next_id), req.prompt, seed, self.block_size, live);
                 self.sched.add(seq);
             }
             WorkerMsg::ClearCache => self.clear_pending = true,
+            WorkerMsg::CachedPrefix { hashes, reply } => {
+                let _ = reply.send(self.sched.cache().peek_prefix_len(&hashes));
+            }
+            WorkerMsg::Import { blocks, reply } => {
+                let _ = reply.send(self.import(&blocks));
+            }
         }
     }
 
@@ -444,6 +480,7 @@ impl Loop {
             }
         };
         self.sched.complete(items);
+        self.export_cached(items);
         let dt = t0.elapsed().as_secs_f64().max(1e-9);
         let (mut prefill, mut decode) = (0usize, 0usize);
         for it in items {

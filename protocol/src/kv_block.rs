@@ -1,0 +1,370 @@
+//! The KV block record: one full block of a prompt's K and V, as a replica hands it to
+//! another (prefill/decode disaggregation) and as a shared KV tier would store it. Defined
+//! once, versioned, and pinned by a test (`record_bytes_are_pinned`).
+//!
+//! # Record (version 1), all integers little-endian
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 4 | magic `WPKV` |
+//! | 2 | version (`1`) |
+//! | 1 | dtype: `0` = f32, `1` = f16 |
+//! | 1 | flags: bit 0 = has parent |
+//! | 4 × 3 | `n_layers`, `kv_dim` (`n_kv_heads × head_dim`), `block_size` |
+//! | 8 | the block's chain hash ([`BlockHash`]: checkpoint and tenant salt are in it) |
+//! | 8 | the parent block's hash (0 when there is none) |
+//! | 4 × `block_size` | the block's token ids |
+//! | 8 | payload length in bytes |
+//! | payload | K and V: for each layer, `block_size` K rows of `kv_dim` values, then `block_size` V rows |
+//! | 8 | xxh3-64 of every byte before it |
+//!
+//! A reader checks the magic, version, checksum and the layout against its own before it
+//! uses a byte; the receiver also recomputes the chain hash from the tokens under its own
+//! checkpoint and salt, so a record of another checkpoint or tenant is never taken.
+//!
+//! # Stream framing
+//!
+//! A stream of records (the body of `POST /v1/kv/prefill`) is a sequence of frames, each a
+//! `u32` length then that many bytes of one record; a zero length ends the stream. A stream
+//! without its end frame was cut short: the records before the cut are still whole and
+//! checked one by one.
+
+use router_policy::{BlockHash, TokenId};
+use xxhash_rust::xxh3::xxh3_64;
+
+/// The four bytes every record starts with.
+pub const MAGIC: [u8; 4] = *b"WPKV";
+/// The record version this crate writes and reads.
+pub const VERSION: u16 = 1;
+/// Largest frame a reader accepts (a record of a large model's block is a few MB).
+pub const MAX_FRAME_BYTES: usize = 256 << 20;
+
+const FIXED_HEADER: usize = 4 + 2 + 1 + 1 + 12 + 8 + 8;
+
+/// How K and V values are stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KvDtype {
+    /// 32-bit floats.
+    F32,
+    /// 16-bit floats (IEEE half).
+    F16,
+}
+
+impl KvDtype {
+    /// Bytes per value.
+    pub fn size(self) -> usize {
+        match self {
+            KvDtype::F32 => 4,
+            KvDtype::F16 => 2,
+        }
+    }
+    fn code(self) -> u8 {
+        match self {
+            KvDtype::F32 => 0,
+            KvDtype::F16 => 1,
+        }
+    }
+    fn from_code(c: u8) -> Option<Self> {
+        match c {
+            0 => Some(KvDtype::F32),
+            1 => Some(KvDtype::F16),
+            _ => None,
+        }
+    }
+}
+
+/// The shape of one block's K and V: a record is usable only by a pool of the same layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct KvRecordLayout {
+    /// Layers.
+    pub n_layers: u32,
+    /// `n_kv_heads × head_dim`.
+    pub kv_dim: u32,
+    /// Tokens per block.
+    pub block_size: u32,
+    /// Value type.
+    pub dtype: KvDtype,
+}
+
+impl KvRecordLayout {
+    /// Payload bytes of one block.
+    pub fn payload_bytes(&self) -> usize {
+        self.n_layers as usize
+            * 2
+            * self.block_size as usize
+            * self.kv_dim as usize
+            * self.dtype.size()
+    }
+}
+
+/// One full block of KV.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KvBlockRecord {
+    /// Shape of `payload`.
+    pub layout: KvRecordLayout,
+    /// The block's chain hash.
+    pub hash: BlockHash,
+    /// The previous block's chain hash (`None` for a prompt's first block).
+    pub parent: Option<BlockHash>,
+    /// The block's tokens (`layout.block_size` of them).
+    pub tokens: Vec<TokenId>,
+    /// K and V, laid out as the module doc says.
+    pub payload: Vec<u8>,
+}
+
+/// Why bytes are not a usable record.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum KvRecordError {
+    /// Fewer bytes than the header or the lengths in it promise.
+    #[error("record truncated: {0} bytes")]
+    Truncated(usize),
+    /// Not a record.
+    #[error("bad magic")]
+    BadMagic,
+    /// A version this reader does not know.
+    #[error("record version {0} (this build reads {VERSION})")]
+    Version(u16),
+    /// A dtype code this reader does not know.
+    #[error("unknown dtype code {0}")]
+    Dtype(u8),
+    /// The checksum does not match the bytes.
+    #[error("checksum mismatch")]
+    Checksum,
+    /// Lengths inside the record disagree with its layout.
+    #[error("malformed record: {0}")]
+    Malformed(&'static str),
+    /// A frame longer than [`MAX_FRAME_BYTES`].
+    #[error("frame of {0} bytes exceeds the limit")]
+    FrameTooLarge(usize),
+}
+
+impl KvBlockRecord {
+    /// The record's bytes (checksum included).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out =
+            Vec::with_capacity(FIXED_HEADER + 4 * self.tokens.len() + 8 + self.payload.len() + 8);
+        out.extend_from_slice(&MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.push(self.layout.dtype.code());
+        out.push(u8::from(self.parent.is_some()));
+        out.extend_from_slice(&self.layout.n_layers.to_le_bytes());
+        out.extend_from_slice(&self.layout.kv_dim.to_le_bytes());
+        out.extend_from_slice(&self.layout.block_size.to_le_bytes());
+        out.extend_from_slice(&self.hash.0.to_le_bytes());
+        out.extend_from_slice(&self.parent.map_or(0, |p| p.0).to_le_bytes());
+        for t in &self.tokens {
+            out.extend_from_slice(&t.0.to_le_bytes());
+        }
+        out.extend_from_slice(&(self.payload.len() as u64).to_le_bytes());
+        out.extend_from_slice(&self.payload);
+        let sum = xxh3_64(&out);
+        out.extend_from_slice(&sum.to_le_bytes());
+        out
+    }
+
+    /// Parses and checks a record: magic, version, checksum, and lengths against its own
+    /// layout. Checking the layout against the reader's pool is the caller's job.
+    pub fn decode(bytes: &[u8]) -> Result<Self, KvRecordError> {
+        let n = bytes.len();
+        if n < FIXED_HEADER + 16 {
+            return Err(KvRecordError::Truncated(n));
+        }
+        if bytes[..4] != MAGIC {
+            return Err(KvRecordError::BadMagic);
+        }
+        let version = u16::from_le_bytes([bytes[4], bytes[5]]);
+        if version != VERSION {
+            return Err(KvRecordError::Version(version));
+        }
+        let (body, sum) = bytes.split_at(n - 8);
+        if xxh3_64(body) != u64_at(sum, 0) {
+            return Err(KvRecordError::Checksum);
+        }
+        let dtype = KvDtype::from_code(bytes[6]).ok_or(KvRecordError::Dtype(bytes[6]))?;
+        let has_parent = bytes[7] & 1 == 1;
+        let layout = KvRecordLayout {
+            n_layers: u32_at(bytes, 8),
+            kv_dim: u32_at(bytes, 12),
+            block_size: u32_at(bytes, 16),
+            dtype,
+        };
+        let hash = BlockHash(u64_at(bytes, 20));
+        let parent = has_parent.then(|| BlockHash(u64_at(bytes, 28)));
+        let bs = layout.block_size as usize;
+        let tokens_end = FIXED_HEADER + 4 * bs;
+        if body.len() < tokens_end + 8 {
+            return Err(KvRecordError::Truncated(n));
+        }
+        let tokens = (0..bs)
+            .map(|i| TokenId(u32_at(bytes, FIXED_HEADER + 4 * i)))
+            .collect();
+        let payload_len = u64_at(bytes, tokens_end) as usize;
+        let payload = &body[tokens_end + 8..];
+        if payload.len() != payload_len || payload_len != layout.payload_bytes() {
+            return Err(KvRecordError::Malformed("payload length"));
+        }
+        Ok(Self {
+            layout,
+            hash,
+            parent,
+            tokens,
+            payload: payload.to_vec(),
+        })
+    }
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    let mut a = [0; 4];
+    a.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(a)
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut a = [0; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(a)
+}
+
+/// Appends one frame holding `record` to `out`.
+pub fn push_frame(out: &mut Vec<u8>, record: &[u8]) {
+    out.extend_from_slice(&(record.len() as u32).to_le_bytes());
+    out.extend_from_slice(record);
+}
+
+/// The frame that ends a stream.
+pub const END_FRAME: [u8; 4] = [0; 4];
+
+/// What [`FrameReader::next_frame`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Frame {
+    /// One record's bytes (not yet decoded).
+    Record(Vec<u8>),
+    /// The end frame: the stream is complete.
+    End,
+}
+
+/// Splits a byte stream, fed chunk by chunk, into frames.
+#[derive(Debug, Default)]
+pub struct FrameReader {
+    buf: Vec<u8>,
+    at: usize,
+}
+
+impl FrameReader {
+    /// Adds bytes received.
+    pub fn push(&mut self, chunk: &[u8]) {
+        if self.at > 0 && self.at == self.buf.len() {
+            self.buf.clear();
+            self.at = 0;
+        }
+        self.buf.extend_from_slice(chunk);
+    }
+
+    /// The next whole frame, `Ok(None)` when more bytes are needed.
+    pub fn next_frame(&mut self) -> Result<Option<Frame>, KvRecordError> {
+        let rest = &self.buf[self.at..];
+        if rest.len() < 4 {
+            return Ok(None);
+        }
+        let len = u32_at(rest, 0) as usize;
+        if len == 0 {
+            self.at += 4;
+            return Ok(Some(Frame::End));
+        }
+        if len > MAX_FRAME_BYTES {
+            return Err(KvRecordError::FrameTooLarge(len));
+        }
+        if rest.len() < 4 + len {
+            return Ok(None);
+        }
+        let frame = rest[4..4 + len].to_vec();
+        self.at += 4 + len;
+        if self.at > (1 << 20) && self.at * 2 > self.buf.len() {
+            self.buf.drain(..self.at);
+            self.at = 0;
+        }
+        Ok(Some(Frame::Record(frame)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> KvBlockRecord {
+        let layout = KvRecordLayout {
+            n_layers: 2,
+            kv_dim: 3,
+            block_size: 2,
+            dtype: KvDtype::F32,
+        };
+        KvBlockRecord {
+            layout,
+            hash: BlockHash(0x1122_3344_5566_7788),
+            parent: Some(BlockHash(7)),
+            tokens: vec![TokenId(5), TokenId(6)],
+            payload: (0..layout.payload_bytes()).map(|i| i as u8).collect(),
+        }
+    }
+
+    #[test]
+    fn record_bytes_are_pinned() {
+        // Changing the format changes these bytes: bump VERSION and keep a reader.
+        let bytes = sample().encode();
+        assert_eq!(bytes.len(), 36 + 8 + 8 + 96 + 8);
+        assert_eq!(&bytes[..8], b"WPKV\x01\x00\x00\x01");
+        assert_eq!(&bytes[8..20], &[2, 0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0]);
+        assert_eq!(&bytes[20..28], &0x1122_3344_5566_7788u64.to_le_bytes());
+        assert_eq!(
+            xxh3_64(&bytes),
+            0x0410_61aa_d784_a5c5,
+            "record bytes changed: {:02x?}",
+            bytes
+        );
+        assert_eq!(KvBlockRecord::decode(&bytes), Ok(sample()));
+    }
+
+    #[test]
+    fn every_flipped_byte_is_refused() {
+        let bytes = sample().encode();
+        for i in 0..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[i] ^= 0x40;
+            assert!(
+                KvBlockRecord::decode(&bad).is_err(),
+                "byte {i} flip accepted"
+            );
+        }
+        assert_eq!(
+            KvBlockRecord::decode(&bytes[..bytes.len() - 1]),
+            Err(KvRecordError::Checksum)
+        );
+    }
+
+    #[test]
+    fn frames_split_across_chunks_and_end() {
+        let rec = sample().encode();
+        let mut stream = Vec::new();
+        push_frame(&mut stream, &rec);
+        push_frame(&mut stream, &rec);
+        stream.extend_from_slice(&END_FRAME);
+        let mut r = FrameReader::default();
+        let mut frames = Vec::new();
+        for chunk in stream.chunks(7) {
+            r.push(chunk);
+            while let Some(f) = r.next_frame().unwrap() {
+                frames.push(f);
+            }
+        }
+        assert_eq!(
+            frames,
+            vec![Frame::Record(rec.clone()), Frame::Record(rec), Frame::End]
+        );
+        let mut big = FrameReader::default();
+        big.push(&u32::MAX.to_le_bytes());
+        assert!(matches!(
+            big.next_frame(),
+            Err(KvRecordError::FrameTooLarge(_))
+        ));
+    }
+}

@@ -1,0 +1,161 @@
+//! The engine loop's side of KV transfer between replicas.
+//!
+//! * **Export** (a prefill replica): a sequence submitted with an [`Export`] sends each
+//!   full prompt block, from `skip` on, the step that caches it: the transfer overlaps
+//!   the chunked prefill block by block. The sender is dropped with the sequence, which
+//!   ends the stream.
+//! * **Import** (a decode replica): [`Loop::import`] writes blocks a prefill replica sent
+//!   into free pages and caches them along their chain, exactly as if this replica had
+//!   computed them; the request submitted next finds them as a cached prefix. The caller
+//!   has checked every block (checksum, layout, chain hash under this replica's
+//!   checkpoint and the tenant's salt, tokens) before it gets here.
+
+use super::Loop;
+use crate::server::kv::{Inserted, NodeId};
+use crate::server::sched::PlanItem;
+use router_policy::{BlockHash, TokenId};
+use tokio::sync::mpsc::UnboundedSender;
+
+/// One cached block of a prefill, as the engine loop hands it out.
+#[derive(Debug)]
+pub struct ExportedBlock {
+    /// Position of the block in the prompt.
+    pub index: usize,
+    /// Its chain hash.
+    pub hash: BlockHash,
+    /// The previous block's chain hash.
+    pub parent: Option<BlockHash>,
+    /// Its tokens.
+    pub tokens: Vec<TokenId>,
+    /// The page's values, in the record's payload order.
+    pub values: Vec<f32>,
+}
+
+/// Where a prefill's blocks go, and which of them.
+#[derive(Debug)]
+pub struct Export {
+    /// The stream's sender.
+    pub tx: UnboundedSender<ExportedBlock>,
+    /// Leading blocks the receiver holds already.
+    pub skip: usize,
+    /// Blocks handled so far (sent or skipped).
+    pub(super) next: usize,
+}
+
+impl Export {
+    /// Sends blocks from `skip` on to `tx`.
+    pub fn new(tx: UnboundedSender<ExportedBlock>, skip: usize) -> Self {
+        Self { tx, skip, next: 0 }
+    }
+}
+
+/// One checked block to cache.
+#[derive(Debug)]
+pub struct ImportBlock {
+    /// Its chain hash.
+    pub hash: BlockHash,
+    /// The previous block's chain hash (`None` for the first block of a prompt).
+    pub parent: Option<BlockHash>,
+    /// The page's values.
+    pub values: Vec<f32>,
+}
+
+impl Loop {
+    /// Sends the prompt blocks the step just cached to each exporting sequence.
+    pub(super) fn export_cached(&mut self, items: &[PlanItem]) {
+        let bs = self.block_size.get();
+        for it in items {
+            let Some(seq) = self.sched.get(it.id) else {
+                continue;
+            };
+            let Some(export) = &seq.extra.export else {
+                continue;
+            };
+            let full = seq.nodes.len().min(seq.prompt_len() / bs);
+            let mut blocks = Vec::new();
+            for i in export.next.max(export.skip)..full {
+                let page = self.sched.cache().page(seq.nodes[i]);
+                let values = match self.engine.read_page(page) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        // Nothing more can be exported: the receiver computes the rest.
+                        tracing::warn!(error = %e, "KV export stopped");
+                        break;
+                    }
+                };
+                let hashes = seq.hasher.hashes();
+                blocks.push(ExportedBlock {
+                    index: i,
+                    hash: hashes[i],
+                    parent: i.checked_sub(1).map(|p| hashes[p]),
+                    tokens: seq.tokens()[i * bs..(i + 1) * bs].to_vec(),
+                    values,
+                });
+            }
+            let sent = blocks.len();
+            let Some(seq) = self.sched.get_mut(it.id) else {
+                continue;
+            };
+            if let Some(export) = &mut seq.extra.export {
+                export.next = full.max(export.next);
+                for b in blocks {
+                    if export.tx.send(b).is_err() {
+                        break;
+                    }
+                }
+            }
+            self.metrics.kv_export_blocks.inc_by(sent as u64);
+        }
+    }
+
+    /// Caches `blocks` along their chain: a block whose parent is not cached, or that
+    /// finds no free page, ends the import there. Returns the leading blocks of the
+    /// chain that are cached afterwards (imported or already there).
+    pub(super) fn import(&mut self, blocks: &[ImportBlock]) -> usize {
+        let mut path: Vec<NodeId> = Vec::with_capacity(blocks.len() + 1);
+        let cache = self.sched.cache_mut();
+        // The chain must hang off a cached parent (or start a prompt).
+        if let Some(parent) = blocks.first().and_then(|b| b.parent) {
+            match cache.lookup(parent) {
+                Some(n) => {
+                    cache.lock(&[n]);
+                    path.push(n);
+                }
+                None => return 0,
+            }
+        }
+        let base = path.len();
+        for b in blocks {
+            let cache = self.sched.cache_mut();
+            if let Some(n) = cache.lookup(b.hash) {
+                cache.lock(&[n]);
+                path.push(n);
+                continue;
+            }
+            let Some(pages) = cache.alloc(1) else {
+                break;
+            };
+            let page = pages[0];
+            if let Err(e) = self.engine.write_page(page, &b.values) {
+                tracing::warn!(error = %e, "KV import stopped");
+                self.sched.cache_mut().free_pages(&[page]);
+                break;
+            }
+            let cache = self.sched.cache_mut();
+            match cache.insert(path.last().copied(), b.hash, page) {
+                Inserted::New(n) => path.push(n),
+                Inserted::Existing(n) => {
+                    cache.free_pages(&[page]);
+                    path.push(n);
+                }
+            }
+        }
+        let cached = path.len() - base;
+        let cache = self.sched.cache_mut();
+        cache.unlock(&path);
+        // The gateway learns at once that this replica holds the prefix.
+        self.events.publish(cache.take_events());
+        self.publish_load();
+        cached
+    }
+}
