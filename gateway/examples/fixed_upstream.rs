@@ -74,6 +74,7 @@ fn main() -> anyhow::Result<()> {
         max_context: 1 << 20,
         region: None,
         device: "cpu".into(),
+        role: Default::default(),
     };
     let mut snapshot = serde_json::to_vec(&KvStreamMessage::Snapshot {
         epoch: Epoch(1),

@@ -11,10 +11,17 @@
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use pingora_http::{RequestHeader, ResponseHeader};
-use warmpath_protocol::replica_api::{HEADER_CACHE_SALT, HEADER_PREDICTED_CACHED, HEADER_REPLICA};
+use warmpath_protocol::replica_api::{
+    HEADER_CACHE_SALT, HEADER_KV_TRANSFER, HEADER_PREDICTED_CACHED, HEADER_PREFILL_FROM,
+    HEADER_REPLICA,
+};
 
 /// `x-warmpath-cache-salt` (gateway to replica).
 pub const CACHE_SALT: HeaderName = HeaderName::from_static(HEADER_CACHE_SALT);
+/// `x-warmpath-prefill-from` (gateway to a decode replica; never from a client).
+pub const PREFILL_FROM: HeaderName = HeaderName::from_static(HEADER_PREFILL_FROM);
+/// `x-warmpath-kv-transfer` (from a decode replica: how its KV fetch went).
+pub const KV_TRANSFER: HeaderName = HeaderName::from_static(HEADER_KV_TRANSFER);
 /// `x-warmpath-replica` (to the client).
 pub const REPLICA: HeaderName = HeaderName::from_static(HEADER_REPLICA);
 /// `x-warmpath-predicted-cached-tokens` (to the client).

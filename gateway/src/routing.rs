@@ -123,6 +123,19 @@ impl Router {
         policy.select(req, view, index)
     }
 
+    /// Runs the policy for a pool that may split prefill and decode
+    /// ([`router_policy::disagg::select`]; without `prefill` replicas it is [`Router::select`]).
+    pub fn select_split(
+        &self,
+        cfg: &router_policy::DisaggConfig,
+        req: &RouteRequest<'_>,
+        view: &ClusterView,
+    ) -> Result<Decision, RouteError> {
+        let mut g = self.inner.lock();
+        let Inner { policy, index } = &mut *g;
+        router_policy::disagg::select(policy.as_mut(), cfg, req, view, index)
+    }
+
     /// Records the final choice in the approximate index.
     pub fn record_routed(&self, replica: ReplicaId, hashes: &[BlockHash], now: Millis) {
         self.inner.lock().index.record_routed(replica, hashes, now);

@@ -128,6 +128,7 @@ fn info() -> ReplicaInfo {
         max_context: 8192,
         region: None,
         device: "cpu".into(),
+        role: Default::default(),
     }
 }
 

@@ -57,6 +57,9 @@ pub struct Config {
     pub rollouts: Vec<super::rollout::RolloutConfig>,
     /// The routing history rollouts pre-warm from.
     pub hot_prefixes: super::rollout::HotPrefixConfig,
+    /// When a pool with `prefill` replicas splits a request between a prefill and a
+    /// decode replica (router-policy's `DisaggConfig`).
+    pub disaggregation: router_policy::DisaggConfig,
     /// Request size and connection bounds.
     pub limits: RequestLimits,
     /// Admission control / load shedding.
@@ -95,6 +98,7 @@ impl Default for Config {
             regions: None,
             rollouts: Vec::new(),
             hot_prefixes: super::rollout::HotPrefixConfig::default(),
+            disaggregation: router_policy::DisaggConfig::default(),
             limits: RequestLimits::default(),
             admission: AdmissionConfig::default(),
             retry: RetryConfig::default(),
@@ -432,6 +436,12 @@ impl Config {
         self.state.validate()?;
         super::rollout::validate_regions(self.regions.as_ref())?;
         super::rollout::validate_rollouts(&self.rollouts, &self.hot_prefixes)?;
+        if self.disaggregation.min_prompt_tokens == 0 {
+            return Err(invalid(
+                "disaggregation.min_prompt_tokens",
+                "must be at least 1 (every request would be split, even one-token prompts)",
+            ));
+        }
         let mut ids = std::collections::HashSet::new();
         for (i, t) in self.tenants.iter().enumerate() {
             let key = format!("tenants[{i}]");

@@ -84,6 +84,7 @@ pub async fn discover_engine(
         max_context: pool.max_context,
         region: pool.region.clone(),
         device: pool.engine.as_str().to_string(),
+        role: Default::default(),
     };
     let meta = UpstreamMeta {
         engine: pool.engine,

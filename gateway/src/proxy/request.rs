@@ -188,6 +188,7 @@ mod tests {
             max_context: 1 << 16,
             region: None,
             device: "cpu".into(),
+            role: Default::default(),
         };
         let addr = ReplicaAddr::parse("http://127.0.0.1:9").unwrap();
         state

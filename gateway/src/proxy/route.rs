@@ -45,6 +45,9 @@ pub struct Plan {
     pub checkpoint: CheckpointId,
     /// The prompt's tokens (real tokens only), for the hot-prefix history.
     pub tokens: Option<Vec<TokenId>>,
+    /// The prefill replica, when a role-split pool splits the request: the decode
+    /// replica fetches the prompt's KV from it (`x-warmpath-prefill-from`).
+    pub prefill: Option<Arc<Replica>>,
 }
 
 impl Plan {
@@ -134,8 +137,13 @@ pub fn route(
     };
     let decision = state
         .router
-        .select(&route, &view)
+        .select_split(&cfg.disaggregation, &route, &view)
         .map_err(|_| GatewayError::NoReplica(req.model.to_string()))?;
+    let prefill = decision
+        .explanation
+        .prefill
+        .as_ref()
+        .and_then(|p| replicas.iter().find(|r| r.id == p.replica).cloned());
     let decided = Instant::now();
     let select = decided.saturating_duration_since(t1);
     let mut candidates: Vec<Arc<Replica>> = Vec::with_capacity(1 + decision.fallbacks.len());
@@ -162,6 +170,7 @@ pub fn route(
         decided,
         checkpoint,
         tokens,
+        prefill,
     };
     Ok((plan, TryOrder::new(candidates)))
 }

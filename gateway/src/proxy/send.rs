@@ -125,6 +125,9 @@ pub fn stamp_request(
     // Inserting replaces whatever the client sent under this name.
     h.insert(headers::CACHE_SALT, tenant.salt_header.clone());
     h.insert(headers::TRACEPARENT, ctx.trace.header_value());
+    // Only the gateway names a prefill replica: a client's value would make a replica
+    // fetch from an address of the client's choosing.
+    h.remove(headers::PREFILL_FROM);
     h.insert(headers::REQUEST_ID, ctx.id.header.clone());
     if let (Some(plan), Some(slot)) = (&ctx.plan, &ctx.attempts.slot) {
         let r = slot.replica();
@@ -140,6 +143,17 @@ pub fn stamp_request(
         state
             .router
             .record_routed(slot.replica().id, &plan.hashes, state.millis_at(now));
+        if let Some(p) = plan.prefill.as_ref().filter(|p| p.id != r.id) {
+            if r.info.role.decodes() && r.upstream.engine == Engine::Warmpath {
+                if let Ok(v) = HeaderValue::from_str(&p.addr.url()) {
+                    h.insert(headers::PREFILL_FROM, v);
+                }
+                // Both end up holding the prompt: the prefill replica computed it.
+                state
+                    .router
+                    .record_routed(p.id, &plan.hashes, state.millis_at(now));
+            }
+        }
         // An engine without KV events is known only by where requests went: tell the fleet.
         if let Some(fleet) = &state.fleet {
             if r.upstream.engine != Engine::Warmpath && r.upstream.kv_events.is_none() {

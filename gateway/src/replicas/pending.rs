@@ -132,6 +132,7 @@ mod tests {
             max_context: 4096,
             region: None,
             device: "cpu".into(),
+            role: Default::default(),
         };
         let add = |port: u16, engine: Engine| {
             let meta = UpstreamMeta {

@@ -296,6 +296,7 @@ mod tests {
             max_context: 4096,
             region: None,
             device: "cpu".into(),
+            role: Default::default(),
         };
         let addr = ReplicaAddr::parse(&format!("http://127.0.0.1:{port}")).unwrap();
         reg.insert(addr, info, Arc::new(PromptEncoder::TextUnits))
