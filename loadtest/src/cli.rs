@@ -56,7 +56,7 @@ a terminal, else a line every 5 s (none with --quiet).";
 pub enum Api {
     /// `POST /v1/completions` with a text prompt.
     Completions,
-    /// `POST /v1/chat/completions` with one user message.
+    /// `POST /v1/chat/completions` with one user message (mixed: a system and a user message).
     Chat,
 }
 

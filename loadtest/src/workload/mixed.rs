@@ -30,7 +30,7 @@ const CLOSED_LOOP_REQUESTS: usize = 100_000;
 
 /// True when request `i` (send order) is a long prompt: every `long_every`-th, none for 0.
 pub fn is_long(i: usize, long_every: u32) -> bool {
-    long_every > 0 && (i + 1) % long_every as usize == 0
+    long_every > 0 && (i + 1).is_multiple_of(long_every as usize)
 }
 
 /// Inclusive bounds of a short chat's user message: `--short-input-len` +/- the range ratio.
