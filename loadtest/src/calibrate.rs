@@ -61,6 +61,7 @@ async fn one(
         api: args.api,
         model,
         prompt,
+        system: None,
         max_tokens,
         ignore_eos: true,
         api_key: args.api_key.as_deref(),

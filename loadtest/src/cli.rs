@@ -4,7 +4,7 @@
 use crate::metrics::Slo;
 use crate::simulate_cmd::regions::RegionArgs;
 use crate::simulate_cmd::rollout::RolloutArgs;
-use crate::workload::WorkloadArgs;
+use crate::workload::{WorkloadArgs, WorkloadKind};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
@@ -56,7 +56,7 @@ a terminal, else a line every 5 s (none with --quiet).";
 pub enum Api {
     /// `POST /v1/completions` with a text prompt.
     Completions,
-    /// `POST /v1/chat/completions` with one user message.
+    /// `POST /v1/chat/completions` with one user message (mixed: a system and a user message).
     Chat,
 }
 
@@ -125,9 +125,9 @@ pub struct RunArgs {
     /// Model name to put in requests.
     #[arg(long, default_value = "default")]
     pub model: String,
-    /// Completions or chat endpoint.
-    #[arg(long, value_enum, default_value_t = Api::Completions)]
-    pub api: Api,
+    /// Completions or chat endpoint [default: chat for --workload mixed, else completions].
+    #[arg(long, value_enum)]
+    pub api: Option<Api>,
     /// Bearer token, if the endpoint needs one.
     #[arg(long, env = "WARMPATH_API_KEY")]
     pub api_key: Option<String>,
@@ -143,6 +143,17 @@ pub struct RunArgs {
     /// Outputs.
     #[command(flatten)]
     pub output: OutputArgs,
+}
+
+impl RunArgs {
+    /// The endpoint to call: `--api`, else chat for the mixed workload (its short requests
+    /// are chats with a system message), else completions.
+    pub fn api(&self) -> Api {
+        self.api.unwrap_or(match self.workload.workload {
+            WorkloadKind::Mixed => Api::Chat,
+            _ => Api::Completions,
+        })
+    }
 }
 
 /// `loadtest simulate`.
@@ -312,6 +323,68 @@ mod tests {
         ])
         .is_ok());
         assert!(Cli::try_parse_from(["loadtest", "run", "--workload", "nope"]).is_err());
+    }
+
+    #[test]
+    fn mixed_workload_flags_parse_and_default_to_chat() {
+        let run = |extra: &[&str]| {
+            let mut v = vec!["loadtest", "run", "--workload", "mixed"];
+            v.extend_from_slice(extra);
+            match Cli::try_parse_from(v).unwrap().command {
+                Command::Run(r) => r,
+                _ => panic!("not run"),
+            }
+        };
+        let r = run(&[
+            "--long-every",
+            "4",
+            "--short-input-len",
+            "40",
+            "--short-range-ratio",
+            "0.25",
+            "--short-output-len",
+            "32",
+            "--long-input-len",
+            "1024",
+            "--long-output-len",
+            "8",
+            "--request-rate",
+            "0.8",
+        ]);
+        let w = &r.workload;
+        assert_eq!(w.workload, WorkloadKind::Mixed);
+        assert_eq!(
+            (w.long_every, w.short_input_len, w.short_output_len),
+            (4, 40, 32)
+        );
+        assert_eq!((w.long_input_len, w.long_output_len), (1024, 8));
+        assert_eq!((w.short_range_ratio, w.request_rate), (0.25, Some(0.8)));
+        assert_eq!(r.api(), Api::Chat);
+        let d = run(&[]);
+        assert_eq!(
+            (d.workload.long_every, d.workload.long_input_len),
+            (8, 2048)
+        );
+        assert_eq!(run(&["--api", "completions"]).api(), Api::Completions);
+        let sp = Cli::try_parse_from(["loadtest", "run", "--workload", "shared-prefix"]).unwrap();
+        let Command::Run(sp) = sp.command else {
+            panic!("not run")
+        };
+        assert_eq!(sp.api(), Api::Completions);
+        let sim = Cli::try_parse_from(["loadtest", "simulate", "--workload", "mixed"]).unwrap();
+        assert!(
+            matches!(sim.command, Command::Simulate(s) if s.workload.workload == WorkloadKind::Mixed)
+        );
+        let help = Cli::try_parse_from(["loadtest", "run", "--help"])
+            .unwrap_err()
+            .to_string();
+        for needle in [
+            "--long-every",
+            "--short-output-len",
+            "chat for --workload mixed",
+        ] {
+            assert!(help.contains(needle), "run --help lacks {needle:?}");
+        }
     }
 
     #[test]

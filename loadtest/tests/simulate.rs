@@ -1,5 +1,6 @@
 //! `loadtest simulate` end to end through the library: determinism for a seed, the JSON
-//! report shape, plots, and a malformed trace line named in the error.
+//! report shape (per class for the mixed workload), plots, and a malformed trace line named
+//! in the error.
 
 #![allow(clippy::unwrap_used)] // test helpers: a panic is the failure report
 
@@ -195,4 +196,57 @@ fn a_shared_routing_history_restores_what_one_gateway_knows() {
         "private {private}, shared {shared}"
     );
     assert!((shared - one).abs() < 0.03, "one {one}, shared {shared}");
+}
+
+#[test]
+fn mixed_workload_reports_each_class_next_to_the_overall_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("mixed.json");
+    let v: Vec<String> = [
+        "--workload",
+        "mixed",
+        "--num-requests",
+        "48",
+        "--long-every",
+        "4",
+        "--replicas",
+        "2",
+        "--policy",
+        "round_robin",
+        "--json",
+        json.to_str().unwrap(),
+    ]
+    .map(String::from)
+    .to_vec();
+    let reports = loadtest::simulate_cmd::run(&args(&v)).unwrap();
+    let long = reports[0]
+        .records
+        .iter()
+        .filter(|r| r.class == Some("long"));
+    assert_eq!(long.count(), 12);
+    let arr: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let o = &arr.as_array().expect("a JSON array")[0];
+    assert_eq!(
+        (o["policy"].as_str(), o["workload"].as_str()),
+        (Some("round_robin"), Some("mixed"))
+    );
+    assert_eq!(o["request_rate"], 1.0);
+    assert!(o.get("p99_tpot_ms").is_some() && o.get("cache_hit_rate").is_some());
+    let (short, long) = (&o["classes"]["short"], &o["classes"]["long"]);
+    assert_eq!(
+        (short["completed"].as_u64(), long["completed"].as_u64()),
+        (Some(36), Some(12))
+    );
+    // A 2,064-token prefill takes seconds on the CPU profile; a short chat's does not.
+    let ttft = |c: &serde_json::Value| c["median_ttft_ms"].as_f64().unwrap();
+    assert!(
+        ttft(long) > 5.0 * ttft(short),
+        "long {} short {}",
+        ttft(long),
+        ttft(short)
+    );
+    for k in ["median_tpot_ms", "p99_tpot_ms", "p99_ttft_ms"] {
+        assert!(short[k].as_f64().unwrap() > 0.0, "short {k}");
+    }
 }

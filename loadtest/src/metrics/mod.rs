@@ -8,7 +8,10 @@
 //! * Goodput: completed requests meeting every given SLO, per second.
 //! * Cache hit rate (inference-perf's, token-weighted): sum of cached prompt tokens / sum of
 //!   prompt tokens over completed requests.
+//! * Per class (`classes`, requests with a class label such as mixed's `short` / `long`):
+//!   the same TTFT, TPOT, ITL and E2E definitions over each class's requests.
 
+pub mod classes;
 pub mod regional;
 pub mod rollout;
 mod stats;
@@ -109,6 +112,9 @@ pub struct RequestRecord {
     /// Checkpoint that served it (simulate with a rollout).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<CheckpointId>,
+    /// Class label of the request (mixed: `short` / `long`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub class: Option<&'static str>,
     /// Failure kind; `None` = completed.
     pub error: Option<ErrorKind>,
     /// Failure detail.

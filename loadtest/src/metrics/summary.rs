@@ -1,6 +1,8 @@
 //! The run summary, serialised with `vllm bench serve --save-result` key names plus
-//! `policy`, `cache_hit_rate`, `oracle_hit_rate` (simulate), `replica_share` and `errors`.
+//! `policy`, `cache_hit_rate`, `oracle_hit_rate` (simulate), `replica_share`, `errors` and,
+//! for class-labelled workloads, `classes`.
 
+use super::classes::{classes, ClassStats};
 use super::regional::{regional, RegionStats};
 use super::rollout::RolloutSummary;
 use super::windows::WindowStats;
@@ -139,6 +141,10 @@ pub struct Summary {
     /// Per origin region (simulate with `--regions`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub regions: BTreeMap<String, RegionStats>,
+    /// Per request class (workloads that label their requests, e.g. mixed's `short` /
+    /// `long`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub classes: BTreeMap<String, ClassStats>,
     /// The checkpoint rollout (simulate with `--rollout-at`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutSummary>,
@@ -257,6 +263,7 @@ impl Summary {
             route_branches,
             cross_region_fraction,
             regions,
+            classes: classes(records),
             ..Summary::default()
         }
     }

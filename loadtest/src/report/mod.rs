@@ -1,5 +1,6 @@
 //! Report outputs: the terminal table, JSON files and plots.
 
+pub mod class_table;
 pub mod json;
 pub mod plot;
 pub mod region_table;

@@ -22,8 +22,11 @@ pub struct CallSpec<'a> {
     pub api: Api,
     /// Model name.
     pub model: &'a str,
-    /// Prompt text.
+    /// Prompt text (chat: the user message).
     pub prompt: &'a str,
+    /// Chat: a system message sent before the user message; completions: prepended to the
+    /// prompt.
+    pub system: Option<&'a str>,
     /// `max_tokens`.
     pub max_tokens: u32,
     /// Ask the server to produce exactly `max_tokens` (ignore_eos + min_tokens).
@@ -61,11 +64,18 @@ pub struct CallResult {
 
 /// The JSON body for a streamed request.
 pub fn request_body(spec: &CallSpec<'_>) -> Value {
-    let mut body = match spec.api {
-        Api::Completions => json!({"model": spec.model, "prompt": spec.prompt}),
-        Api::Chat => {
+    let mut body = match (spec.api, spec.system) {
+        (Api::Completions, None) => json!({"model": spec.model, "prompt": spec.prompt}),
+        (Api::Completions, Some(sys)) => {
+            json!({"model": spec.model, "prompt": format!("{sys}{}", spec.prompt)})
+        }
+        (Api::Chat, None) => {
             json!({"model": spec.model, "messages": [{"role": "user", "content": spec.prompt}]})
         }
+        (Api::Chat, Some(sys)) => json!({"model": spec.model, "messages": [
+            {"role": "system", "content": sys},
+            {"role": "user", "content": spec.prompt},
+        ]}),
     };
     let o = body.as_object_mut().expect("object literal");
     o.insert("max_tokens".into(), spec.max_tokens.into());
@@ -327,6 +337,7 @@ mod tests {
             api: Api::Chat,
             model: "m",
             prompt: "hi",
+            system: None,
             max_tokens: 7,
             ignore_eos: true,
             api_key: None,
@@ -339,5 +350,19 @@ mod tests {
             (b["max_tokens"].as_u64(), b["min_tokens"].as_u64()),
             (Some(7), Some(7))
         );
+        let with_system = CallSpec {
+            system: Some("be brief."),
+            ..spec.clone()
+        };
+        let b = request_body(&with_system);
+        assert_eq!(b["messages"][0]["role"], "system");
+        assert_eq!(b["messages"][0]["content"], "be brief.");
+        assert_eq!(b["messages"][1]["role"], "user");
+        assert_eq!(b["messages"][1]["content"], "hi");
+        let b = request_body(&CallSpec {
+            api: Api::Completions,
+            ..with_system
+        });
+        assert_eq!(b["prompt"], "be brief.hi");
     }
 }

@@ -7,7 +7,7 @@ pub mod sse;
 
 use crate::cli::{Api, RunArgs};
 use crate::metrics::{RequestRecord, Summary};
-use crate::report::{table, RunReport};
+use crate::report::{class_table, table, RunReport};
 use crate::simulate_cmd::{label_shape, write_outputs};
 use crate::workload::{self, LoadShape, RequestSpec, Workload};
 use anyhow::{bail, Context};
@@ -48,13 +48,17 @@ pub fn run_blocking(args: &RunArgs) -> anyhow::Result<Vec<RunReport>> {
         .first()
         .cloned()
         .unwrap_or_else(|| "endpoint".into());
-    summary.backend = match args.api {
+    summary.backend = match args.api() {
         Api::Completions => "openai-completions".into(),
         Api::Chat => "openai-chat".into(),
     };
     summary.workload = format!("{:?}", args.workload.workload).to_lowercase();
     label_shape(&mut summary, &workload.shape);
     println!("{}", table::render(&[&summary]));
+    let classes = class_table::render(&[&summary]);
+    if !classes.is_empty() {
+        println!("{classes}");
+    }
     let reports = vec![RunReport { summary, records }];
     write_outputs(&args.output, &reports)?;
     Ok(reports)
@@ -84,7 +88,7 @@ pub async fn drive(args: &RunArgs, workload: &Workload) -> anyhow::Result<Vec<Re
     .await;
     let shared = Arc::new(Shared {
         endpoint: args.endpoint.clone(),
-        api: args.api,
+        api: args.api(),
         model,
         api_key: args.api_key.clone(),
         ignore_eos: !args.no_ignore_eos,
@@ -140,12 +144,13 @@ pub async fn drive(args: &RunArgs, workload: &Workload) -> anyhow::Result<Vec<Re
 
 /// Sends one request and turns the result into a record.
 async fn one(sh: &Shared, spec: &RequestSpec) -> RequestRecord {
-    let prompt = spec.prompt.text();
+    let (system, prompt) = message_texts(spec, sh.api);
     let call_spec = CallSpec {
         endpoint: &sh.endpoint,
         api: sh.api,
         model: &sh.model,
         prompt: &prompt,
+        system: system.as_deref(),
         max_tokens: spec.output_tokens,
         ignore_eos: sh.ignore_eos,
         api_key: sh.api_key.as_deref(),
@@ -171,8 +176,48 @@ async fn one(sh: &Shared, spec: &RequestSpec) -> RequestRecord {
         cached_tokens: res.cached_tokens.unwrap_or(0),
         predicted_cached_tokens: res.predicted_cached_tokens,
         route_branch: None,
+        class: spec.class,
         error: res.error.as_ref().map(|e| e.0),
         error_detail: res.error.map(|e| e.1),
         ..RequestRecord::default()
+    }
+}
+
+/// The texts to send: with the chat API and a spec whose leading segments are a system
+/// prompt, (system message, user message); otherwise the whole prompt as one text.
+pub fn message_texts(spec: &RequestSpec, api: Api) -> (Option<String>, String) {
+    let n = spec.system_segments.min(spec.prompt.segments.len());
+    if api != Api::Chat || n == 0 {
+        return (None, spec.prompt.text());
+    }
+    let part = |segs: &[crate::prompt::Segment]| {
+        crate::prompt::Prompt {
+            segments: segs.to_vec(),
+        }
+        .text()
+    };
+    let (sys, user) = spec.prompt.segments.split_at(n);
+    (Some(part(sys)), part(user))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::test_args::args;
+
+    #[test]
+    fn mixed_chats_send_the_system_prompt_as_a_system_message() {
+        let w = workload::build(&args(&["--workload", "mixed", "--num-requests", "8"]), 2).unwrap();
+        let long = &w.requests[7];
+        assert_eq!(long.class, Some("long"));
+        let (sys, user) = message_texts(long, Api::Chat);
+        let sys = sys.unwrap();
+        assert_eq!(sys.split_whitespace().count(), 16);
+        assert_eq!(user.split_whitespace().count(), 2048);
+        assert_eq!(format!("{sys}{user}"), long.prompt.text());
+        let (sys0, _) = message_texts(&w.requests[0], Api::Chat);
+        assert_eq!(sys0.as_deref(), Some(sys.as_str()));
+        let (none, whole) = message_texts(long, Api::Completions);
+        assert_eq!((none, whole), (None, long.prompt.text()));
     }
 }

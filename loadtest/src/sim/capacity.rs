@@ -270,6 +270,8 @@ mod tests {
                         segments: vec![Segment::new(&[i as u64], 160, false)],
                     },
                     output_tokens: 10,
+                    class: None,
+                    system_segments: 0,
                 })
                 .collect(),
             shape: LoadShape::Poisson {

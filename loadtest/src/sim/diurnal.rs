@@ -135,6 +135,8 @@ mod tests {
                 arrival_ms: i as f64 * gap_ms,
                 prompt: Prompt::default(),
                 output_tokens: 1,
+                class: None,
+                system_segments: 0,
             })
             .collect()
     }

@@ -57,6 +57,8 @@ mod tests {
                     .collect(),
             },
             output_tokens: 1,
+            class: None,
+            system_segments: 0,
         }
     }
 

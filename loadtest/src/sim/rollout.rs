@@ -269,6 +269,8 @@ mod tests {
                 ],
             },
             output_tokens: 4,
+            class: None,
+            system_segments: 0,
         }
     }
 

@@ -12,7 +12,7 @@ pub mod rollout;
 use crate::cli::SimulateArgs;
 use crate::metrics::Summary;
 use crate::prompt::PromptHasher;
-use crate::report::{json, plot, region_table, table, window_table, RunReport};
+use crate::report::{class_table, json, plot, region_table, table, window_table, RunReport};
 use crate::rng::mix;
 use crate::sim::{oracle_hit_rate, simulate_with, CostProfile, FleetSim, SimConfig};
 use crate::workload::{self, LoadShape, Workload};
@@ -127,7 +127,11 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Vec<RunReport>> {
     }
     let rows: Vec<&Summary> = reports.iter().map(|r| &r.summary).collect();
     println!("{}", table::render(&rows));
-    for extra in [region_table::render(&rows), window_table::render(&rows)] {
+    for extra in [
+        class_table::render(&rows),
+        region_table::render(&rows),
+        window_table::render(&rows),
+    ] {
         if !extra.is_empty() {
             println!("{extra}");
         }

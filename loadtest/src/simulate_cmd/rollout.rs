@@ -105,7 +105,7 @@ pub fn arms(
             ramp_ms: args.rollout_ramp_s * 1000.0,
             key: args.rollout_key.unwrap_or(match kind {
                 WorkloadKind::MultiTurn => RolloutKey::Conversation,
-                WorkloadKind::SharedPrefix => RolloutKey::Request,
+                WorkloadKind::SharedPrefix | WorkloadKind::Mixed => RolloutKey::Request,
                 WorkloadKind::Mooncake | WorkloadKind::Azure => RolloutKey::FirstBlocks,
             }),
         })

@@ -97,6 +97,8 @@ mod tests {
                 arrival_ms: i as f64 * 10.0,
                 prompt: Prompt::default(),
                 output_tokens: 1,
+                class: None,
+                system_segments: 0,
             })
             .collect()
     }

@@ -49,6 +49,8 @@ pub(super) fn build(
                 arrival_ms: row.offset_ms - t0,
                 prompt: Prompt { segments },
                 output_tokens: scale_len(row.generated_tokens, args.token_scale),
+                class: None,
+                system_segments: 0,
             }
         })
         .collect();

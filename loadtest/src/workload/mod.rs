@@ -3,6 +3,7 @@
 
 mod arrivals;
 mod azure;
+pub mod mixed;
 mod mooncake;
 mod multi_turn;
 mod shared_prefix;
@@ -25,6 +26,8 @@ pub enum WorkloadKind {
     Mooncake,
     /// Azure 2023 arrivals and lengths with synthetic shared prefixes.
     Azure,
+    /// Short chats with a long distinct prompt every K-th request (class-labelled report).
+    Mixed,
 }
 
 /// Workload knobs (shared by `run` and `simulate`).
@@ -42,7 +45,8 @@ pub struct WorkloadArgs {
     /// shared-prefix: prompts per group.
     #[arg(long, alias = "gsp-prompts-per-group", default_value_t = 16)]
     pub prompts_per_group: u32,
-    /// shared-prefix / multi-turn / azure: system prompt tokens.
+    /// shared-prefix / multi-turn / azure / mixed: system prompt tokens (mixed: 16, common to
+    /// every request and sent as the chat system message).
     #[arg(long, alias = "gsp-system-prompt-len")]
     pub system_prompt_len: Option<u32>,
     /// shared-prefix / multi-turn: question tokens.
@@ -72,17 +76,38 @@ pub struct WorkloadArgs {
     /// mooncake / azure: divide every token length by this factor (a small machine's replay).
     #[arg(long, default_value_t = 1.0)]
     pub token_scale: f64,
+    /// mixed: every K-th request (K-th, 2K-th, ...) is a long prompt, the rest short chats; 0 =
+    /// short chats only. Both classes share one arrival stream.
+    #[arg(long, default_value_t = 8)]
+    pub long_every: u32,
+    /// mixed: user-message tokens of a short chat (drawn from +/- --short-range-ratio).
+    #[arg(long, default_value_t = 48)]
+    pub short_input_len: u32,
+    /// mixed: a short chat's user message is uniform in len x [1 - r, 1 + r].
+    #[arg(long, default_value_t = 0.5)]
+    pub short_range_ratio: f64,
+    /// mixed: output tokens of a short chat.
+    #[arg(long, default_value_t = 64)]
+    pub short_output_len: u32,
+    /// mixed: tokens of a long prompt after the system prompt (text no other request shares).
+    #[arg(long, default_value_t = 2048)]
+    pub long_input_len: u32,
+    /// mixed: output tokens of a long prompt.
+    #[arg(long, default_value_t = 16)]
+    pub long_output_len: u32,
     /// Trace arrivals: multiply trace timestamps by this factor (0.5 = twice as fast).
     #[arg(long, default_value_t = 1.0)]
     pub time_scale: f64,
     /// Trace replay: first row to use.
     #[arg(long, default_value_t = 0)]
     pub start_index: usize,
-    /// Cap on the number of requests (any workload).
+    /// Cap on the number of requests (any workload); mixed: how many to generate (default 120,
+    /// or enough for --duration).
     #[arg(long, alias = "num-prompts", alias = "max-requests")]
     pub num_requests: Option<usize>,
     /// Open loop: Poisson arrivals at this many requests/s (synthetic workloads; overrides
-    /// trace timestamps when given for a trace workload).
+    /// trace timestamps when given for a trace workload). mixed: 1 when neither this nor
+    /// --concurrency is given.
     #[arg(long)]
     pub request_rate: Option<f64>,
     /// Closed loop: keep this many requests in flight (ignores arrival times).
@@ -106,6 +131,11 @@ pub struct RequestSpec {
     pub prompt: Prompt,
     /// Output tokens to generate.
     pub output_tokens: u32,
+    /// Class label carried into the report (mixed: `short` / `long`); `None` = unclassed.
+    pub class: Option<&'static str>,
+    /// Leading prompt segments sent as the chat system message (`--api chat`); 0 = the whole
+    /// prompt is one user message.
+    pub system_segments: usize,
 }
 
 impl RequestSpec {
@@ -176,6 +206,7 @@ pub fn build(args: &WorkloadArgs, seed: u64) -> Result<Workload, WorkloadError> 
         WorkloadKind::MultiTurn => (multi_turn::build(args, seed)?, false),
         WorkloadKind::Mooncake => (mooncake::build(args, &trace_path())?, true),
         WorkloadKind::Azure => (azure::build(args, &trace_path(), seed)?, true),
+        WorkloadKind::Mixed => (mixed::build(args, seed)?, false),
     };
     if let Some(n) = args.num_requests {
         requests.truncate(n);
@@ -183,7 +214,14 @@ pub fn build(args: &WorkloadArgs, seed: u64) -> Result<Workload, WorkloadError> 
     for (i, r) in requests.iter_mut().enumerate() {
         r.id = i as u64;
     }
-    let shape = LoadShape::from_args(args, trace_times)?;
+    let shape = match LoadShape::from_args(args, trace_times)? {
+        LoadShape::Burst if args.workload == WorkloadKind::Mixed && args.request_rate.is_none() => {
+            LoadShape::Poisson {
+                rate: mixed::DEFAULT_RATE,
+            }
+        }
+        shape => shape,
+    };
     assign_arrivals(&mut requests, &shape, seed);
     if let Some(d) = args.duration {
         if shape.is_open_loop() {

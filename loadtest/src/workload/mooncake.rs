@@ -43,6 +43,8 @@ pub(super) fn build(args: &WorkloadArgs, path: &Path) -> Result<Vec<RequestSpec>
                 arrival_ms: (row.timestamp - t0) as f64,
                 prompt: Prompt { segments },
                 output_tokens: scale_len(row.output_length, args.token_scale),
+                class: None,
+                system_segments: 0,
             }
         })
         .collect();

@@ -46,6 +46,8 @@ pub(super) fn build(args: &WorkloadArgs, seed: u64) -> Result<Vec<RequestSpec>, 
                 arrival_ms: 0.0,
                 prompt: Prompt { segments },
                 output_tokens: answer,
+                class: None,
+                system_segments: 0,
             });
         }
     }

@@ -34,6 +34,8 @@ pub(super) fn build(args: &WorkloadArgs, seed: u64) -> Result<Vec<RequestSpec>, 
                 arrival_ms: 0.0,
                 prompt: Prompt { segments },
                 output_tokens: out,
+                class: None,
+                system_segments: 0,
             });
         }
     }

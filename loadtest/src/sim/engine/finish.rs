@@ -74,6 +74,7 @@ impl Sim<'_> {
                 .rollout
                 .as_ref()
                 .map(|_| self.checkpoints[usize::from(routed.checkpoint.0)].0.clone()),
+            class: spec.class,
             error: None,
             error_detail: None,
         });

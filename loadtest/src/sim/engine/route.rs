@@ -48,6 +48,7 @@ impl Sim<'_> {
                     start_ms: now,
                     prompt_tokens,
                     origin_region: origin.map(|(g, o)| g.names[o.get()].clone()),
+                    class: spec.class,
                     error: Some(ErrorKind::NoReplica),
                     error_detail: Some(e.to_string()),
                     ..RequestRecord::default()
