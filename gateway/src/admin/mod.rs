@@ -95,6 +95,7 @@ impl Admin {
                     "model": r.info.model,
                     "models": r.upstream.models,
                     "engine": r.upstream.engine.as_str(),
+                    "role": r.info.role.as_str(),
                     "pool": r.upstream.pool,
                     "checkpoint": r.info.checkpoint,
                     "block_size": r.info.block_size.0,

@@ -36,7 +36,7 @@ function renderTotals(s) {
 
 function renderReplicas(s) {
   const rows = s.replicas.map((r) => `<tr data-replica="${esc(r.label)}">
-    <td><b>${esc(r.label)}</b> <span class="sub">${esc(r.url)} · ${esc(r.model)} · ${esc(r.engine)}</span></td>
+    <td><b>${esc(r.label)}</b> <span class="sub">${esc(r.url)} · ${esc(r.model)} · ${esc(r.engine)}${r.role === "both" ? "" : ` · <span class="role">${esc(r.role)}</span>`}</span></td>
     <td class="health-${esc(r.health)}">${esc(r.health)}${r.consecutive_failures ? ` (${r.consecutive_failures} failures)` : ""}</td>
     <td>${fmtInt(r.in_flight)}</td>
     <td>${fmtInt(r.running)} / ${fmtInt(r.waiting)}</td>
@@ -76,7 +76,16 @@ function why(d) {
   });
   const g = e.region;
   const spill = g && g.spilled_to ? `spilled ${g.home} → ${g.spilled_to} (${g.reason}, RTT ${g.rtt_ms.toFixed(0)} ms) · ` : "";
-  return spill + parts.join(" · ");
+  const p = e.prefill;
+  const split = p ? `prefill on ${rid(p.replica)} (${p.predicted_cached_blocks} blocks cached, ${p.uncached_tokens} tok to compute), decode on ${rid(d.decision.replica)} · ` : "";
+  return split + spill + parts.join(" · ");
+}
+
+// The prefill side of a split request: the prefill candidates and the choice.
+function prefill(p) {
+  if (!p) return "";
+  const c = p.candidates.map((c) => `${c.replica === p.replica ? "→ " : ""}${rid(c.replica)}: ${c.matched_blocks} blocks, ${c.cost_ms.toFixed(1)} ms`);
+  return ` · <span class="prefill">prefill/decode split: prefill on <b>${rid(p.replica)}</b> (${esc(p.branch)}; ${esc(c.join(" · "))})</span>`;
 }
 
 // The regional comparison of a decision, when the policy weighed other regions.
@@ -96,7 +105,7 @@ function detail(d) {
     ${names.map((n) => `<td>${c.terms[n] == null ? "" : Number(c.terms[n]).toFixed(2)}</td>`).join("")}</tr>`).join("");
   const fb = d.decision.fallbacks.map(rid).join(", ") || "none";
   return `<tr class="detail"><td colspan="8">request ${esc(d.request_id)} · model ${esc(d.model)} ·
-    ${d.blocks} full blocks · policy ${esc(e.policy)} · fallbacks ${esc(fb)}${region(e.region)}
+    ${d.blocks} full blocks · policy ${esc(e.policy)} · fallbacks ${esc(fb)}${region(e.region)}${prefill(e.prefill)}
     <table>${head}${body}</table></td></tr>`;
 }
 

@@ -26,6 +26,8 @@ pub struct ReplicaRow {
     pub model: String,
     /// Engine it runs (`warmpath`, `vllm`, `sglang`, `llamacpp`, `openai`).
     pub engine: &'static str,
+    /// Role in a prefill/decode split (`both`, `prefill`, `decode`).
+    pub role: &'static str,
     /// `healthy`, `ejected`, `half_open` or `draining`.
     pub health: String,
     /// Consecutive failures (requests or probes).
@@ -179,6 +181,7 @@ fn replica_rows(state: &AppState) -> Vec<ReplicaRow> {
                 url: r.addr.url(),
                 model: r.info.model.clone(),
                 engine: r.upstream.engine.as_str(),
+                role: r.info.role.as_str(),
                 health: if draining { "draining" } else { health.state }.to_string(),
                 consecutive_failures: health.consecutive_failures,
                 in_flight: r.in_flight(),

@@ -1,10 +1,12 @@
 //! Prometheus metrics, registered once in a private registry and served on the admin
 //! listener at `/metrics`.
 
+mod disagg;
 mod family;
 mod rollout;
 mod state;
 
+pub use disagg::DisaggMetrics;
 pub use family::CounterFamily;
 pub use rollout::RolloutMetrics;
 pub use state::StateMetrics;
@@ -129,6 +131,8 @@ pub struct Metrics {
     pub state: StateMetrics,
     /// Rollout and region series.
     pub rollout: RolloutMetrics,
+    /// Prefill/decode split series.
+    pub disagg: DisaggMetrics,
     added_latency_by_endpoint: [Histogram; 2],
     branches: SeriesCache<(&'static str, Branch), IntCounter>,
     models: SeriesCache<String, ModelSeries>,
@@ -205,6 +209,7 @@ impl Metrics {
         Self {
             state: StateMetrics::register(&registry),
             rollout: RolloutMetrics::register(&registry),
+            disagg: DisaggMetrics::register(&registry),
             route_tokenize_hash: route_latency.with_label_values(&["tokenize_hash"]),
             route_select: route_latency.with_label_values(&["select"]),
             added_latency_by_endpoint: [

@@ -32,6 +32,7 @@ pub fn upstream_status(
     if let Some(slot) = &ctx.attempts.slot {
         slot.prefill_done();
     }
+    transfer_outcome(state, resp, ctx);
     if matches!(status, 429 | 503) {
         let wait = resp
             .headers
@@ -62,6 +63,40 @@ pub fn upstream_status(
     ctx.seen.started = true;
     ctx.seen.status = status;
     Ok(())
+}
+
+/// A split request's KV transfer, as the decode replica reports it: counted per prefill
+/// replica, and held against the prefill replica's health (a transfer that brought
+/// nothing is a failure of the prefill replica; the decode replica answered anyway).
+fn transfer_outcome(state: &AppState, resp: &ResponseHeader, ctx: &RequestCtx) {
+    let Some(prefill) = ctx.plan.as_ref().and_then(|p| p.prefill.as_ref()) else {
+        return;
+    };
+    let Some(outcome) = resp
+        .headers
+        .get(headers::KV_TRANSFER)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return;
+    };
+    let outcome = match outcome {
+        "ok" => "ok",
+        "partial" => "partial",
+        "failed" => "failed",
+        "skipped" => "skipped",
+        _ => "unknown",
+    };
+    state
+        .metrics
+        .disagg
+        .transfers
+        .with_label_values(&[prefill.label.as_str(), outcome])
+        .inc();
+    match outcome {
+        "ok" => state.report(prefill, true),
+        "failed" => state.report(prefill, false),
+        _ => {}
+    }
 }
 
 /// The gateway's headers on the client's response: the replica, the predicted cached

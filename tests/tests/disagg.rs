@@ -1,0 +1,185 @@
+#![allow(clippy::unwrap_used)]
+//! Issue 27, done-when: prefill/decode disaggregation through the gateway with SmolLM2.
+//! One prefill and one decode replica behind the gateway; a co-located replica outside
+//! it computes the reference. A long prompt is split: the decode replica fetches its KV
+//! from the prefill replica, reports the fetched tokens as cached, and answers exactly
+//! what the co-located replica answers. A short prompt is not split. A transfer killed
+//! midway (a prefill replica that cuts its KV stream) still ends in the right answer.
+
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use warmpath_e2e::fixtures::{model_of, smollm2_model};
+use warmpath_e2e::http::{post_json, HttpResponse};
+use warmpath_e2e::{GatewayProc, ReplicaProc};
+
+/// A ~700-token prompt of its own for `seed`.
+fn long_prompt(seed: usize) -> String {
+    let mut s = format!("Document {seed}. ");
+    let words = [
+        "river", "stone", "lantern", "harbor", "orchard", "signal", "meadow",
+    ];
+    let mut i = seed;
+    while s.len() < 4200 {
+        s.push_str(words[i % words.len()]);
+        s.push_str(if i % 5 == 0 { ". " } else { " " });
+        i = (i * 7 + 3) % 101;
+    }
+    s.push_str("Summarise the document in one sentence:");
+    s
+}
+
+fn complete(addr: &str, model: &str, prompt: &str) -> HttpResponse {
+    let body = json!({"model": model, "prompt": prompt, "max_tokens": 24, "temperature": 0});
+    let r = post_json(addr, "/v1/completions", &[], &body).unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    r
+}
+
+fn text(r: &HttpResponse) -> String {
+    r.json().unwrap()["choices"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn usage(r: &HttpResponse) -> (u64, u64) {
+    let v: Value = r.json().unwrap();
+    (
+        v["usage"]["prompt_tokens"].as_u64().unwrap(),
+        v["usage"]["prompt_tokens_details"]["cached_tokens"]
+            .as_u64()
+            .unwrap_or(0),
+    )
+}
+
+/// Replica label (`r0`) to URL.
+fn labels(g: &GatewayProc) -> HashMap<String, String> {
+    g.replicas()
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                format!("r{}", r["id"]),
+                r["url"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn gateway(prefill: &ReplicaProc, decode: &ReplicaProc) -> GatewayProc {
+    let yaml = format!(
+        "auth: {{enabled: false}}\nreplicas:\n  - {}\n  - {}\n\
+         disaggregation: {{min_prompt_tokens: 256}}\n",
+        prefill.url(),
+        decode.url()
+    );
+    GatewayProc::spawn(&yaml, &[], 2).unwrap()
+}
+
+#[test]
+fn a_split_request_answers_like_a_colocated_one_and_survives_a_cut_transfer() {
+    let model_path = smollm2_model();
+    let colocated = ReplicaProc::spawn(&model_path).unwrap();
+    let prefill = ReplicaProc::spawn_args(&model_path, 0, &["--role", "prefill"]).unwrap();
+    let decode = ReplicaProc::spawn_args(&model_path, 0, &["--role", "decode"]).unwrap();
+    let model = model_of(&colocated.addr);
+    let g = gateway(&prefill, &decode);
+    let url_of = labels(&g);
+    let roles: Vec<String> = g
+        .replicas()
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["role"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        roles.contains(&"prefill".into()) && roles.contains(&"decode".into()),
+        "{roles:?}"
+    );
+
+    // A long prompt: split, fetched, cached, identical.
+    let prompt = long_prompt(1);
+    let want = complete(&colocated.addr, &model, &prompt);
+    let got = complete(&g.addr, &model, &prompt);
+    let served = got.header("x-warmpath-replica").unwrap().to_string();
+    assert_eq!(url_of[&served], decode.url(), "the decode replica answers");
+    assert_eq!(
+        got.header("x-warmpath-kv-transfer"),
+        Some("ok"),
+        "{}",
+        g.log()
+    );
+    assert_eq!(
+        text(&got),
+        text(&want),
+        "split greedy output differs from co-located"
+    );
+    let (prompt_tokens, cached) = usage(&got);
+    assert!(prompt_tokens >= 600, "{prompt_tokens}");
+    let full_blocks = prompt_tokens / 16 * 16;
+    assert!(
+        cached * 10 >= full_blocks * 9,
+        "the decode replica reports {cached} of {prompt_tokens} prompt tokens cached"
+    );
+    assert_eq!(
+        got.header("x-warmpath-kv-transferred-tokens")
+            .map(|t| t.parse::<u64>().unwrap()),
+        Some(cached)
+    );
+    let decisions = g
+        .admin_get("/admin/decisions?limit=1")
+        .unwrap()
+        .json()
+        .unwrap();
+    let note = &decisions[0]["decision"]["explanation"]["prefill"];
+    assert_eq!(
+        url_of[&format!("r{}", note["replica"])],
+        prefill.url(),
+        "{decisions}"
+    );
+    assert!(g
+        .metrics()
+        .unwrap()
+        .contains("warmpath_gateway_kv_transfers_total{outcome=\"ok\""));
+
+    // A short prompt is prefilled where it is decoded: no transfer.
+    let short = complete(&g.addr, &model, "Say hello.");
+    assert_eq!(
+        url_of[short.header("x-warmpath-replica").unwrap()],
+        decode.url()
+    );
+    assert_eq!(short.header("x-warmpath-kv-transfer"), None);
+
+    // A transfer killed midway: the decode replica keeps the good blocks and computes
+    // the rest.
+    let cut = ReplicaProc::spawn_args(
+        &model_path,
+        0,
+        &["--role", "prefill", "--fault-kv-cut-after-blocks", "5"],
+    )
+    .unwrap();
+    let g2 = gateway(&cut, &decode);
+    let prompt = long_prompt(2);
+    let want = complete(&colocated.addr, &model, &prompt);
+    let got = complete(&g2.addr, &model, &prompt);
+    assert_eq!(
+        got.header("x-warmpath-kv-transfer"),
+        Some("partial"),
+        "{}",
+        g2.log()
+    );
+    assert_eq!(text(&got), text(&want), "a cut transfer changed the answer");
+    assert_eq!(
+        usage(&got).1,
+        80,
+        "five blocks of 16 came over before the cut"
+    );
+    let m = g2.metrics().unwrap();
+    assert!(
+        m.contains("warmpath_gateway_kv_transfers_total{outcome=\"partial\""),
+        "{m}"
+    );
+}
