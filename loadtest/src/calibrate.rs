@@ -160,6 +160,7 @@ pub async fn measure(args: &CalibrateArgs) -> anyhow::Result<CostProfile> {
         decode_step_ms: decode,
         max_batch: args.max_batch,
         max_prefill_tokens_per_step: args.prefill_tokens.max(512),
+        kv_bytes_per_token: None,
     })
 }
 

@@ -2,6 +2,7 @@
 //! `loadtest calibrate --endpoint URL [--out FILE]`.
 
 use crate::metrics::Slo;
+use crate::simulate_cmd::disagg::DisaggArgs;
 use crate::simulate_cmd::regions::RegionArgs;
 use crate::simulate_cmd::rollout::RolloutArgs;
 use crate::workload::{WorkloadArgs, WorkloadKind};
@@ -215,6 +216,9 @@ pub struct SimulateArgs {
     /// Checkpoint rollout.
     #[command(flatten, next_help_heading = "Rollout")]
     pub rollout: RolloutArgs,
+    /// Role-split (prefill/decode) cluster.
+    #[command(flatten, next_help_heading = "Disaggregation")]
+    pub disagg: DisaggArgs,
     /// Outputs.
     #[command(flatten)]
     pub output: OutputArgs,
@@ -399,6 +403,7 @@ mod tests {
             "Mooncake\n      (60k prompt tokens/s) from 6 replicas",
             "--regions",
             "--rollout-at",
+            "--prefill-replicas",
         ] {
             assert!(help.contains(needle), "help lacks {needle:?}");
         }

@@ -21,7 +21,7 @@ fn long_prompt(seed: usize) -> String {
     let mut i = seed;
     while s.len() < 4200 {
         s.push_str(words[i % words.len()]);
-        s.push_str(if i % 5 == 0 { ". " } else { " " });
+        s.push_str(if i.is_multiple_of(5) { ". " } else { " " });
         i = (i * 7 + 3) % 101;
     }
     s.push_str("Summarise the document in one sentence:");
@@ -144,6 +144,22 @@ fn a_split_request_answers_like_a_colocated_one_and_survives_a_cut_transfer() {
         .metrics()
         .unwrap()
         .contains("warmpath_gateway_kv_transfers_total{outcome=\"ok\""));
+
+    // The same prompt again: the decode replica's own KV events (the gateway does not
+    // credit it with a split prompt at routing time) say it holds the prompt now, so it is
+    // served there from cache without a second transfer.
+    let again = complete(&g.addr, &model, &prompt);
+    assert_eq!(again.header("x-warmpath-kv-transfer"), None, "{}", g.log());
+    assert_eq!(
+        url_of[again.header("x-warmpath-replica").unwrap()],
+        decode.url()
+    );
+    assert!(
+        usage(&again).1 * 10 >= full_blocks * 9,
+        "{:?}",
+        usage(&again)
+    );
+    assert_eq!(text(&again), text(&want));
 
     // A short prompt is prefilled where it is decoded: no transfer.
     let short = complete(&g.addr, &model, "Say hello.");

@@ -139,9 +139,11 @@ pub async fn decide(
         // The replica must stop where the reservation does.
         ctx.read.bounded_body = bounded_body(body, endpoint, default_max_tokens);
     }
-    let (plan, mut order) = route(state, tenant, prepared, endpoint, &parsed, model)?;
+    let (mut plan, mut order) = route(state, tenant, prepared, endpoint, &parsed, model)?;
     let slot = hold_slot(state, &mut order, plan.decided).await?;
     record(state, &plan, tenant, &ctx.id.header);
+    // The prompt's tokens served the hot-prefix history; the request does not keep them.
+    plan.tokens = None;
     state.retry_budget.record_request(plan.decided);
     ctx.attempts.order = order;
     ctx.attempts.pending = Some(slot);

@@ -140,19 +140,23 @@ pub fn stamp_request(
             slot.prefill_sent(u64::from(plan.prompt_tokens).saturating_sub(cached));
         }
         let now = Instant::now();
+        let split = plan
+            .prefill
+            .as_ref()
+            .filter(|p| {
+                p.id != r.id && r.info.role.decodes() && r.upstream.engine == Engine::Warmpath
+            })
+            .and_then(|p| Some((p, HeaderValue::from_str(&p.addr.url()).ok()?)));
+        // The replica that computes the prompt is recorded as holding it. In a split that is
+        // the prefill replica: the decode replica holds the prompt only once its import is
+        // done, and its own `Stored` events say so. Crediting it now would send a request
+        // arriving meanwhile with the same prefix there unsplit, to prefill it whole.
+        let computes = split.as_ref().map_or(r.id, |(p, _)| p.id);
         state
             .router
-            .record_routed(slot.replica().id, &plan.hashes, state.millis_at(now));
-        if let Some(p) = plan.prefill.as_ref().filter(|p| p.id != r.id) {
-            if r.info.role.decodes() && r.upstream.engine == Engine::Warmpath {
-                if let Ok(v) = HeaderValue::from_str(&p.addr.url()) {
-                    h.insert(headers::PREFILL_FROM, v);
-                }
-                // Both end up holding the prompt: the prefill replica computed it.
-                state
-                    .router
-                    .record_routed(p.id, &plan.hashes, state.millis_at(now));
-            }
+            .record_routed(computes, &plan.hashes, state.millis_at(now));
+        if let Some((_, from)) = split {
+            h.insert(headers::PREFILL_FROM, from);
         }
         // An engine without KV events is known only by where requests went: tell the fleet.
         if let Some(fleet) = &state.fleet {

@@ -21,8 +21,6 @@ pub struct Replay {
     pub salt: HeaderValue,
     /// Requests that shared the prefix.
     pub count: u64,
-    /// Its conversation key.
-    pub key: u64,
 }
 
 /// Hot prefixes per checkpoint.
@@ -73,7 +71,6 @@ impl HotTable {
                     tokens: e.tokens.clone(),
                     salt: e.tag.clone(),
                     count: e.count,
-                    key: e.key,
                 })
                 .collect()
         })

@@ -12,6 +12,7 @@
 //!   the same TTFT, TPOT, ITL and E2E definitions over each class's requests.
 
 pub mod classes;
+pub mod disagg;
 pub mod regional;
 pub mod rollout;
 mod stats;

@@ -3,6 +3,7 @@
 //! for class-labelled workloads, `classes`.
 
 use super::classes::{classes, ClassStats};
+use super::disagg::DisaggSummary;
 use super::regional::{regional, RegionStats};
 use super::rollout::RolloutSummary;
 use super::windows::WindowStats;
@@ -151,6 +152,9 @@ pub struct Summary {
     /// Windows of virtual time aligned on the rollout's start (simulate with `--rollout-at`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub windows: Vec<WindowStats>,
+    /// The role split and its KV transfers (simulate with `--prefill-replicas`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disagg: Option<DisaggSummary>,
 }
 
 impl Summary {

@@ -1,6 +1,7 @@
 //! Report outputs: the terminal table, JSON files and plots.
 
 pub mod class_table;
+pub mod disagg_table;
 pub mod json;
 pub mod plot;
 pub mod region_table;

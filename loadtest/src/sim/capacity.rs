@@ -255,6 +255,7 @@ mod tests {
             decode_step_ms: vec![(1, 10.0), (10, 20.0)],
             max_batch: 10,
             max_prefill_tokens_per_step: 512,
+            kv_bytes_per_token: None,
         }
     }
 

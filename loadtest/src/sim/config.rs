@@ -1,7 +1,8 @@
 //! What one simulated run is made of: the cluster and its cost profile, the gateways in
-//! front of it, and optionally regions (one gateway per region, RTTs, request origins) or a
-//! checkpoint rollout.
+//! front of it, and optionally regions (one gateway per region, RTTs, request origins), a
+//! checkpoint rollout, or a prefill/decode role split.
 
+use super::disagg::DisaggSim;
 use super::profile::CostProfile;
 use super::rollout::RolloutSim;
 use router_policy::index::IndexConfig;
@@ -29,6 +30,8 @@ pub struct SimConfig {
     pub regions: Option<RegionSim>,
     /// A checkpoint rollout during the run.
     pub rollout: Option<RolloutSim>,
+    /// A role split (prefill/decode disaggregation).
+    pub disagg: Option<DisaggSim>,
 }
 
 /// A fleet of gateways in front of the simulated replicas. Requests reach the gateways in

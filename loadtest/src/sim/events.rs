@@ -28,6 +28,8 @@ pub(crate) enum Event {
     RolloutStart,
     /// Replicas report their load.
     LoadReport,
+    /// Split request `usize`'s KV has reached its decode replica.
+    TransferDone(usize),
     /// Another gateway's routing decision (replica, block hashes, when it was made) reaches
     /// gateway `usize` through the shared routing history.
     HistoryDelivery(usize, ReplicaId, Arc<[BlockHash]>, Millis),

@@ -8,6 +8,7 @@ use super::events::Deliver;
 use router_policy::cluster::{ClusterView, ReplicaSnapshot};
 use router_policy::index::PrefixIndex;
 use router_policy::policy::{Policy, RouteRequest};
+use router_policy::DisaggConfig;
 use router_policy::{
     BlockHash, BlockSize, CheckpointId, Decision, KvStreamMessage, Millis, PolicyConfig, RegionId,
     Regions, ReplicaId, RouteError,
@@ -32,6 +33,8 @@ pub(super) struct Router {
     kv_routes: Vec<Vec<(Deliver, f64)>>,
     /// Per replica: its region (regional runs).
     pub(super) replica_region: Vec<Option<RegionIx>>,
+    /// When a role-split pool splits a request.
+    disagg: DisaggConfig,
 }
 
 /// One request as the engine hands it to a gateway.
@@ -61,6 +64,7 @@ impl Router {
                     kv_capacity_blocks: cfg.profile.kv_capacity_blocks,
                     prefill_tokens_per_s: cfg.profile.prefill_tokens_per_s,
                     region: label(i),
+                    role: cfg.disagg.as_ref().map(|d| d.role(i)).unwrap_or_default(),
                     ..ReplicaSnapshot::idle(ReplicaId(i as u32), checkpoints[i].clone())
                 })
                 .collect(),
@@ -115,10 +119,16 @@ impl Router {
             views,
             kv_routes,
             replica_region,
+            disagg: cfg
+                .disagg
+                .as_ref()
+                .map(|d| d.config.clone())
+                .unwrap_or_default(),
         }
     }
 
-    /// Asks gateway `g` for a replica.
+    /// Asks gateway `g` for a replica (in a role-split pool: the decode replica, and the
+    /// prefill replica in the explanation when it splits the request).
     pub(super) fn route(&mut self, g: usize, ask: &Ask<'_>) -> Result<Decision, RouteError> {
         let gw = &self.gateways[g];
         let req = RouteRequest {
@@ -130,7 +140,8 @@ impl Router {
             regions: gw.home.as_ref().map(|(_, r)| r),
             residency: &[],
         };
-        self.policies[gw.policy].select(&req, &self.views[gw.view], &gw.index)
+        let policy = self.policies[gw.policy].as_mut();
+        router_policy::disagg::select(policy, &self.disagg, &req, &self.views[gw.view], &gw.index)
     }
 
     /// Gateway `g` sent a request to replica `ri` (its in-flight count rises).

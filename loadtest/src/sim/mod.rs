@@ -12,13 +12,16 @@
 //!   instance, view and index) deciding the requests that originate there ([`diurnal`]
 //!   assigns origins), RTTs charged once on the TTFT of requests served elsewhere;
 //! - [`RolloutSim`]: a second checkpoint's replicas join mid-run with cold caches, naive
-//!   cut-over or hot-prefix pre-warm with a ramped share ([`rollout`]).
+//!   cut-over or hot-prefix pre-warm with a ramped share ([`rollout`]);
+//! - [`DisaggSim`]: prefill and decode replicas, long prompts prefilled on one and their KV
+//!   streamed to the other ([`disagg`]).
 //!
 //! [`capacity`] estimates the offered load against the cluster before a run; [`progress`]
 //! reports how far a run has got.
 
 pub mod capacity;
 pub mod config;
+pub mod disagg;
 pub mod diurnal;
 mod engine;
 mod events;
@@ -31,6 +34,7 @@ mod replica;
 pub mod rollout;
 
 pub use config::{FleetSim, RegionIx, RegionSim, SimConfig};
+pub use disagg::{DisaggSim, Transfer};
 pub use engine::{simulate, simulate_with, SimOutcome};
 pub use oracle::oracle_hit_rate;
 pub use profile::CostProfile;

@@ -28,6 +28,10 @@ pub struct CostProfile {
     pub max_batch: u32,
     /// Most prompt tokens prefilled per step (chunked prefill budget).
     pub max_prefill_tokens_per_step: u32,
+    /// KV bytes per token (layers x KV heads x head dim x 2 x dtype size), for KV
+    /// transfers between replicas; absent in profiles that predate them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_bytes_per_token: Option<f64>,
 }
 
 /// Why a profile could not be loaded.
@@ -64,6 +68,12 @@ impl CostProfile {
             return Err(
                 "prefill_tokens_per_s and max_prefill_tokens_per_step must be positive".into(),
             );
+        }
+        if self
+            .kv_bytes_per_token
+            .is_some_and(|b| !(b.is_finite() && b > 0.0))
+        {
+            return Err("kv_bytes_per_token must be positive".into());
         }
         if self.decode_step_ms.is_empty()
             || self.decode_step_ms.windows(2).any(|w| w[0].0 >= w[1].0)
@@ -129,6 +139,7 @@ mod tests {
             decode_step_ms: vec![(1, 10.0), (4, 16.0), (8, 20.0)],
             max_batch: 8,
             max_prefill_tokens_per_step: 256,
+            kv_bytes_per_token: None,
         }
     }
 

@@ -15,6 +15,9 @@ pub(crate) enum Job {
     Request(usize),
     /// Pre-warm prompt `usize` of a rollout (prefill only, no record).
     Prewarm(usize),
+    /// The prefill of split request `usize` on a prefill replica (prefill only; its KV
+    /// then goes to the decode replica).
+    Prefill(usize),
 }
 
 /// A request inside a replica.
@@ -42,6 +45,15 @@ pub(crate) struct Seq {
     pub last_token_ms: f64,
     /// Gaps between tokens, ms.
     pub itls: Vec<f32>,
+    /// When its first prefill chunk began, ms (negative until then).
+    pub prefill_started_ms: f64,
+    /// Tokens of its last prefill chunk.
+    pub last_chunk: u32,
+    /// Leading blocks referenced since a KV import, until admission takes its own.
+    pub(super) pinned: usize,
+    /// A split request: the prompt tokens its prefill replica found cached, which its
+    /// record reports as cached (the transferred ones were computed, there).
+    pub prefill_hit_tokens: Option<u32>,
     /// Blocks reserved for the uncached full prompt blocks until they are stored.
     reserved_prompt: u64,
     /// Blocks reserved for the partial tail and the output (freed at the end).
@@ -73,6 +85,10 @@ impl Seq {
             first_token_ms: 0.0,
             last_token_ms: 0.0,
             itls: Vec::new(),
+            prefill_started_ms: -1.0,
+            last_chunk: 0,
+            pinned: 0,
+            prefill_hit_tokens: None,
             reserved_prompt: 0,
             reserved_private: 0,
             decoding: false,
@@ -144,6 +160,38 @@ impl Replica {
                 .sum::<u64>()
     }
 
+    /// Caches the KV of `seq`'s prompt blocks received from a prefill replica after the
+    /// leading ones held here, evicting unreferenced blocks for room and stopping where
+    /// none is left. The chain stays referenced until `seq` is admitted. Returns the blocks
+    /// received; their `Stored` event and any `Removed` go to `events`.
+    pub(super) fn import(&mut self, seq: &mut Seq, events: &mut Vec<KvEvent>) -> usize {
+        let chain = seq.hashes.clone();
+        let held = self.cache.match_len(&chain);
+        self.cache.acquire(&chain[..held]);
+        let want = (chain.len() - held) as u64;
+        let free = self.capacity.saturating_sub(self.used_blocks());
+        if want > free {
+            let evicted = self.cache.evict((want - free) as usize);
+            if !evicted.is_empty() {
+                events.push(KvEvent::Removed { hashes: evicted });
+            }
+        }
+        let free = self.capacity.saturating_sub(self.used_blocks());
+        let end = held + want.min(free) as usize;
+        let (present, new) = self.cache.insert_acquired(&chain[..end]);
+        self.cache.release(&chain[..held]);
+        let received = new.len();
+        if !new.is_empty() {
+            let parent = present.checked_sub(1).map(|i| chain[i]);
+            events.push(KvEvent::Stored {
+                parent,
+                hashes: new,
+            });
+        }
+        seq.pinned = end;
+        received
+    }
+
     /// Admits waiting requests in FCFS order while the batch and the KV capacity allow,
     /// evicting unreferenced cached blocks as needed (their `Removed` events go to `events`).
     fn admit(&mut self, profile: &CostProfile, events: &mut Vec<KvEvent>) {
@@ -178,6 +226,8 @@ impl Replica {
             let Some(mut seq) = self.waiting.pop_front() else {
                 break;
             };
+            self.cache.release(&hashes[..seq.pinned]);
+            seq.pinned = 0;
             seq.cached_blocks = hit as u32;
             seq.remaining_prefill = seq.prompt_tokens - hit as u32 * bs;
             seq.reserved_prompt = new_prompt;
@@ -226,7 +276,11 @@ impl Replica {
                 s.itls.push((now - s.last_token_ms) as f32);
                 s.last_token_ms = now;
             } else if s.chunk > 0 {
+                if s.prefill_started_ms < 0.0 {
+                    s.prefill_started_ms = now - self.step_ms;
+                }
                 s.remaining_prefill -= s.chunk;
+                s.last_chunk = s.chunk;
                 s.chunk = 0;
                 if s.remaining_prefill == 0 {
                     s.produced = 1;
@@ -277,6 +331,7 @@ mod tests {
             decode_step_ms: vec![(1, 10.0), (2, 12.0)],
             max_batch: 4,
             max_prefill_tokens_per_step: 8,
+            kv_bytes_per_token: None,
         }
     }
 

@@ -2,8 +2,10 @@
 //! offered load against the cluster, simulates each requested policy (with progress on
 //! stderr) and reports one row / one JSON object per run. With `--regions` every policy
 //! runs on a multi-region cluster (its mode from `@MODE` or `--region-mode`); with
-//! `--rollout-at` every policy runs once per rollout arm.
+//! `--rollout-at` every policy runs once per rollout arm; with `--prefill-replicas` once per
+//! role split.
 
+pub mod disagg;
 pub mod load_check;
 pub mod progress_ui;
 pub mod regions;
@@ -12,7 +14,9 @@ pub mod rollout;
 use crate::cli::SimulateArgs;
 use crate::metrics::Summary;
 use crate::prompt::PromptHasher;
-use crate::report::{class_table, json, plot, region_table, table, window_table, RunReport};
+use crate::report::{
+    class_table, disagg_table, json, plot, region_table, table, window_table, RunReport,
+};
 use crate::rng::mix;
 use crate::sim::{oracle_hit_rate, simulate_with, CostProfile, FleetSim, SimConfig};
 use crate::workload::{self, LoadShape, Workload};
@@ -62,6 +66,13 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Vec<RunReport>> {
     if region_sim.is_some() && !arms.is_empty() {
         bail!("--regions and --rollout-at cannot be combined (simulate them separately)");
     }
+    let splits = disagg::arms(&args.disagg, args.replicas, &profile)?;
+    if !splits.is_empty() && (region_sim.is_some() || !arms.is_empty()) {
+        bail!(
+            "--prefill-replicas cannot be combined with --regions or --rollout-at \
+             (simulate them separately)"
+        );
+    }
     if region_sim.is_some() && args.gateways != 1 {
         bail!("--gateways does not apply with --regions: there is one gateway per region");
     }
@@ -80,6 +91,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Vec<RunReport>> {
         },
         regions: region_sim,
         rollout: None,
+        disagg: None,
     };
     let oracle = args.oracle.then(|| {
         let seed = HashNamespace::new(cfg.checkpoint.clone()).root_seed();
@@ -100,15 +112,23 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Vec<RunReport>> {
     );
     let mut reports = Vec::new();
     for name in &policies {
-        let variants: Vec<SimConfig> = if arms.is_empty() {
-            vec![cfg.clone()]
-        } else {
+        let variants: Vec<SimConfig> = if !arms.is_empty() {
             arms.iter()
                 .map(|a| SimConfig {
                     rollout: Some(a.clone()),
                     ..cfg.clone()
                 })
                 .collect()
+        } else if !splits.is_empty() {
+            splits
+                .iter()
+                .map(|d| SimConfig {
+                    disagg: d.clone(),
+                    ..cfg.clone()
+                })
+                .collect()
+        } else {
+            vec![cfg.clone()]
         };
         for c in &variants {
             let t = Instant::now();
@@ -131,6 +151,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Vec<RunReport>> {
         class_table::render(&rows),
         region_table::render(&rows),
         window_table::render(&rows),
+        disagg_table::render(&rows),
     ] {
         if !extra.is_empty() {
             println!("{extra}");
@@ -141,8 +162,8 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Vec<RunReport>> {
 }
 
 /// Simulates one policy by name on `cfg` and summarises it. A trailing `@local`, `@global`
-/// or `@spill` sets the region mode of a regional run; a rollout arm is appended to the
-/// label (`warm/prewarm`).
+/// or `@spill` sets the region mode of a regional run; a rollout arm or a role split is
+/// appended to the label (`warm/prewarm`, `warm/4P+12D`).
 pub fn simulate_policy(
     name: &str,
     workload: &Workload,
@@ -165,6 +186,13 @@ pub fn simulate_policy(
     if let Some(r) = &cfg.rollout {
         label = format!("{label}/{}", r.arm.as_str());
     }
+    let split_run = !args.disagg.prefill_replicas.is_empty();
+    if split_run {
+        label = format!(
+            "{label}/{}",
+            disagg::arm_label(cfg.disagg.as_ref(), cfg.replicas)
+        );
+    }
     if let PolicyConfig::Random { seed } = &mut pc {
         *seed = mix(&[args.seed, 0x0BAD_5EED]);
     }
@@ -181,6 +209,9 @@ pub fn simulate_policy(
     label_shape(&mut summary, &workload.shape);
     if let Some(r) = &cfg.rollout {
         rollout::label_rollout(&mut summary, r, &outcome, args.rollout.window);
+    }
+    if split_run {
+        disagg::label_disagg(&mut summary, cfg.disagg.as_ref(), cfg.replicas, &outcome);
     }
     Ok(RunReport {
         summary,

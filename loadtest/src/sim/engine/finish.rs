@@ -25,6 +25,10 @@ impl Sim<'_> {
                     }
                     self.send_prewarm(now);
                 }
+                Job::Prefill(i) => {
+                    self.outstanding += 1; // the request goes on, to its decode replica
+                    self.prefill_done(now, i, &s);
+                }
                 Job::Request(i) => {
                     self.complete(i, ri, &s);
                     if closed {
@@ -54,6 +58,12 @@ impl Sim<'_> {
         };
         let name = |ix: Option<RegionIx>| Some(regions?.names[ix?.get()].clone());
         let spec = &self.workload.requests[i];
+        let role = self.cfg.disagg.as_ref().map(|d| d.role(ri));
+        if role == Some(router_policy::ReplicaRole::Decode) {
+            self.decode_served += 1;
+            let cached = s.cached_blocks * self.block_size.0;
+            self.decode_computed_tokens += u64::from(s.prompt_tokens.saturating_sub(cached));
+        }
         self.records[i] = Some(RequestRecord {
             id: spec.id,
             group: spec.group,
@@ -64,7 +74,9 @@ impl Sim<'_> {
             itls_ms: s.itls.clone(),
             prompt_tokens: s.prompt_tokens,
             output_tokens: s.produced,
-            cached_tokens: s.cached_blocks * self.block_size.0,
+            cached_tokens: s
+                .prefill_hit_tokens
+                .unwrap_or(s.cached_blocks * self.block_size.0),
             predicted_cached_tokens: Some(routed.predicted_tokens),
             route_branch: Some(routed.branch),
             origin_region: name(origin),

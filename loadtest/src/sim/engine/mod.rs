@@ -1,12 +1,14 @@
 //! The event loop: arrivals are routed by a real policy (through their gateway), replicas
 //! run continuous-batching steps, KV events and load reports reach the gateways late by the
 //! configured amounts, and a rollout, if any, starts on time. Routing is in [`route`],
-//! completions in [`finish`].
+//! completions in [`finish`], split requests (prefill/decode disaggregation) in [`split`].
 
 mod finish;
 mod route;
+mod split;
 
 use super::config::SimConfig;
+use super::disagg::Transfer;
 use super::events::{Deliver, Event, EventQueue};
 use super::gateway::Router;
 use super::progress::{NoProgress, ProgressSink, SimProgress, REPORT_EVERY_EVENTS};
@@ -30,6 +32,13 @@ pub struct SimOutcome {
     pub events: u64,
     /// Rollout: when the last pre-warm request finished, ms (prewarm arm).
     pub prewarm_done_ms: Option<f64>,
+    /// Role split: every split request's transfer, in the order they finished.
+    pub transfers: Vec<Transfer>,
+    /// Role split: requests served by decode replicas, and the prompt tokens those replicas
+    /// computed for them (what imported KV did not cover: unsplit prompts, tails, misses).
+    pub decode_served: u64,
+    /// See `decode_served`.
+    pub decode_computed_tokens: u64,
 }
 
 /// How a request was routed.
@@ -54,6 +63,11 @@ struct Sim<'a> {
     rollout: Option<RolloutRun>,
     records: Vec<Option<RequestRecord>>,
     routed: Vec<Option<Routed>>,
+    /// Split requests between their prefill and their decode, by request index.
+    splits: std::collections::HashMap<usize, split::Split>,
+    transfers: Vec<Transfer>,
+    decode_served: u64,
+    decode_computed_tokens: u64,
     next_closed: usize,
     /// Sequences sent and not finished (requests and pre-warm prompts).
     outstanding: usize,
@@ -105,6 +119,10 @@ pub fn simulate_with(
             .map(|r| RolloutRun::new(r, cfg.checkpoint.clone())),
         records: vec![None; workload.requests.len()],
         routed: vec![None; workload.requests.len()],
+        splits: Default::default(),
+        transfers: Vec::new(),
+        decode_served: 0,
+        decode_computed_tokens: 0,
         next_closed: 0,
         outstanding: 0,
         finished: 0,
@@ -117,6 +135,9 @@ pub fn simulate_with(
         records: sim.records.into_iter().flatten().collect(),
         events: sim.events,
         prewarm_done_ms,
+        transfers: sim.transfers,
+        decode_served: sim.decode_served,
+        decode_computed_tokens: sim.decode_computed_tokens,
     }
 }
 
@@ -181,6 +202,7 @@ impl Sim<'_> {
                     }
                 }
                 Event::RolloutStart => self.start_rollout(now),
+                Event::TransferDone(i) => self.transfer_done(now, i),
             }
         }
         progress.update(&SimProgress {

@@ -73,26 +73,45 @@ impl Sim<'_> {
             spec.output_tokens,
             now,
         );
-        self.dispatch(now, gateway, decision.replica, seq);
+        match decision.explanation.prefill {
+            Some(p) => self.dispatch_split(now, gateway, decision.replica, p.replica, seq),
+            None => self.dispatch(now, gateway, decision.replica, seq),
+        }
     }
 
     /// Records the route in the gateway's index (and the shared history) and queues `seq`.
     pub(super) fn dispatch(&mut self, now: f64, gateway: usize, r: ReplicaId, seq: Seq) {
+        self.record_route(now, gateway, r, &seq.hashes);
+        self.router.sent(gateway, r.0 as usize);
+        self.outstanding += 1;
+        self.enqueue(now, r.0 as usize, seq);
+    }
+
+    /// Records in gateway `gateway`'s index (and, after its delay, the shared history) that
+    /// `hashes` went to replica `r`.
+    pub(super) fn record_route(
+        &mut self,
+        now: f64,
+        gateway: usize,
+        r: ReplicaId,
+        hashes: &Arc<[BlockHash]>,
+    ) {
         let at = Millis(now as u64);
         self.router.gateways[gateway]
             .index
-            .record_routed(r, &seq.hashes, at);
+            .record_routed(r, hashes, at);
         if self.cfg.fleet.shared_history {
             for g in (0..self.router.gateways.len()).filter(|g| *g != gateway) {
                 self.queue.push(
                     now + self.cfg.fleet.history_delay_ms,
-                    Event::HistoryDelivery(g, r, seq.hashes.clone(), at),
+                    Event::HistoryDelivery(g, r, hashes.clone(), at),
                 );
             }
         }
-        let ri = r.0 as usize;
-        self.router.sent(gateway, ri);
-        self.outstanding += 1;
+    }
+
+    /// Puts `seq` in replica `ri`'s queue and starts a step if it is idle.
+    pub(super) fn enqueue(&mut self, now: f64, ri: usize, seq: Seq) {
         self.replicas[ri].waiting.push_back(seq);
         if !self.replicas[ri].busy {
             self.start_step(now, ri);
