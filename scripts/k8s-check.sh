@@ -17,7 +17,14 @@ VENV=${WARMPATH_CACHE:-$HOME/.cache/warmpath}/k8s-tools-$KUBECTL_VERSION-$VALIDA
 PY=${PYTHON:-python3}
 
 die() { echo "k8s-check: $*" >&2; exit 1; }
-if [ ! -x "$VENV/bin/kubernetes-validate" ] || [ ! -x "$VENV/bin/kubectl" ]; then
+installed() { [ -x "$VENV/bin/kubernetes-validate" ] && [ -x "$VENV/bin/kubectl" ]; }
+# Tests run this concurrently: the first installs under a lock, the others wait and reuse.
+if ! installed; then
+  mkdir -p "$(dirname "$VENV")"
+  exec 9>"$VENV.lock"
+  flock 9 || die "cannot lock $VENV.lock"
+fi
+if ! installed; then
   "$PY" -m venv "$VENV.tmp" 2>/dev/null || {
     rm -rf "$VENV.tmp"
     die "cannot create a virtualenv with $PY: install python3-venv (scripts/ci-deps.sh does)"

@@ -57,6 +57,22 @@ CMAKE_OPTS=(
   -DLLAMA_BUILD_UI=OFF
   -DLLAMA_USE_PREBUILT_UI=OFF
 )
+# Intel AMX: this ggml's AMX matrix kernels crash (SIGSEGV in ggml_backend_amx_mul_mat at the
+# first warm-up decode) on the AMX-capable Xeon VMs these scripts run on. -march=native would
+# compile them in, so on a CPU with AMX the native build is spelled out instead: everything
+# the CPU has up to AVX-512 (VNNI, BF16), AMX off.
+if [ "$NATIVE" = 1 ] && grep -q -m1 -w amx_tile /proc/cpuinfo 2>/dev/null; then
+  flags="$(grep -m1 '^flags' /proc/cpuinfo)"
+  has() { [[ " $flags " == *" $1 "* ]] && echo ON || echo OFF; }
+  CMAKE_OPTS=("${CMAKE_OPTS[@]/-DGGML_NATIVE=ON/-DGGML_NATIVE=OFF}")
+  CMAKE_OPTS+=(
+    -DGGML_SSE42=ON -DGGML_AVX="$(has avx)" -DGGML_AVX2="$(has avx2)" -DGGML_FMA="$(has fma)"
+    -DGGML_F16C="$(has f16c)" -DGGML_BMI2="$(has bmi2)" -DGGML_AVX_VNNI="$(has avx_vnni)"
+    -DGGML_AVX512="$(has avx512f)" -DGGML_AVX512_VBMI="$(has avx512_vbmi)"
+    -DGGML_AVX512_VNNI="$(has avx512_vnni)" -DGGML_AVX512_BF16="$(has avx512_bf16)"
+    -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+  )
+fi
 
 # What the binary was built for: a cached binary with another key is rebuilt.
 cpu_signature() {

@@ -12,8 +12,8 @@
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use pingora_http::{RequestHeader, ResponseHeader};
 use warmpath_protocol::replica_api::{
-    HEADER_CACHE_SALT, HEADER_KV_TRANSFER, HEADER_PREDICTED_CACHED, HEADER_PREFILL_FROM,
-    HEADER_REPLICA,
+    HEADER_CACHE_SALT, HEADER_KV_TIER_TOKENS, HEADER_KV_TRANSFER, HEADER_PREDICTED_CACHED,
+    HEADER_PREFILL_FROM, HEADER_REPLICA,
 };
 
 /// `x-warmpath-cache-salt` (gateway to replica).
@@ -22,6 +22,9 @@ pub const CACHE_SALT: HeaderName = HeaderName::from_static(HEADER_CACHE_SALT);
 pub const PREFILL_FROM: HeaderName = HeaderName::from_static(HEADER_PREFILL_FROM);
 /// `x-warmpath-kv-transfer` (from a decode replica: how its KV fetch went).
 pub const KV_TRANSFER: HeaderName = HeaderName::from_static(HEADER_KV_TRANSFER);
+/// `x-warmpath-kv-tier-tokens` (from a replica with the shared KV tier: prompt tokens it
+/// loaded from the tier, counted among its cached tokens).
+pub const KV_TIER_TOKENS: HeaderName = HeaderName::from_static(HEADER_KV_TIER_TOKENS);
 /// `x-warmpath-replica` (to the client).
 pub const REPLICA: HeaderName = HeaderName::from_static(HEADER_REPLICA);
 /// `x-warmpath-predicted-cached-tokens` (to the client).

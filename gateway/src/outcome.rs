@@ -35,6 +35,9 @@ pub struct Outcome<'a> {
     pub usage: Option<Usage>,
     /// Prompt tokens the router predicted cached on [`Self::replica`] (routed requests).
     pub predicted_cached_tokens: Option<u64>,
+    /// Of the reported cached tokens, those the replica loaded from the shared KV tier
+    /// (`x-warmpath-kv-tier-tokens`); `None` from replicas without the tier.
+    pub tier_cached_tokens: Option<u64>,
     /// The response header reached the client.
     pub response_started: bool,
     /// The replica served the request as it should: no error, no 5xx, no broken stream.

@@ -22,6 +22,13 @@
 //! uses a byte; the receiver also recomputes the chain hash from the tokens under its own
 //! checkpoint and salt, so a record of another checkpoint or tenant is never taken.
 //!
+//! # The shared KV tier
+//!
+//! A replica with `--kv-store redis://...` stores each record as one Redis string under
+//! [`tier_key`] of its chain hash, the record bytes unchanged. Since the chain hash is
+//! seeded with the checkpoint and the tenant's salt, two checkpoints or tenants never share
+//! a key; a reader still checks every record as above.
+//!
 //! # Stream framing
 //!
 //! A stream of records (the body of `POST /v1/kv/prefill`) is a sequence of frames, each a
@@ -40,6 +47,12 @@ pub const VERSION: u16 = 1;
 pub const MAX_FRAME_BYTES: usize = 256 << 20;
 
 const FIXED_HEADER: usize = 4 + 2 + 1 + 1 + 12 + 8 + 8;
+
+/// The shared tier's key of the block with chain hash `hash`: `wpkv:` and the hash in 16
+/// hex digits.
+pub fn tier_key(hash: BlockHash) -> String {
+    format!("wpkv:{hash}")
+}
 
 /// How K and V values are stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -322,6 +335,16 @@ mod tests {
             bytes
         );
         assert_eq!(KvBlockRecord::decode(&bytes), Ok(sample()));
+    }
+
+    #[test]
+    fn tier_keys_are_pinned() {
+        // Replicas of different builds share one tier: the key must not drift.
+        assert_eq!(
+            tier_key(BlockHash(0x1122_3344_5566_7788)),
+            "wpkv:1122334455667788"
+        );
+        assert_eq!(tier_key(BlockHash(0xab)), "wpkv:00000000000000ab");
     }
 
     #[test]

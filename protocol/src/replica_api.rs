@@ -28,6 +28,12 @@ pub const HEADER_KV_TRANSFER: &str = "x-warmpath-kv-transfer";
 /// Response header of a decode replica: prompt tokens whose KV came from the prefill
 /// replica (they count as cached in `usage`).
 pub const HEADER_KV_TRANSFERRED_TOKENS: &str = "x-warmpath-kv-transferred-tokens";
+/// Response header of a replica with a shared KV tier: how the tier lookup went (`hit`,
+/// `partial`, `miss`, `skipped`).
+pub const HEADER_KV_TIER: &str = "x-warmpath-kv-tier";
+/// Response header of a replica with a shared KV tier: prompt tokens whose KV came from
+/// the tier (they count as cached in `usage`).
+pub const HEADER_KV_TIER_TOKENS: &str = "x-warmpath-kv-tier-tokens";
 
 /// Request header carrying the tenant cache salt. Set by the gateway, which overwrites any
 /// client value; part of every block hash of the request.
@@ -95,4 +101,8 @@ pub struct ReplicaLoad {
     /// Engine steps run since the replica started (0 from replicas that do not say).
     #[serde(default)]
     pub steps: u64,
+    /// Recent rate of loading prompt tokens from the shared KV tier, tokens per second of
+    /// lookup (0 when unknown: no tier, or nothing loaded yet). The router's fetch term.
+    #[serde(default)]
+    pub tier_tokens_per_s: f64,
 }

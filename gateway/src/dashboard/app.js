@@ -26,6 +26,8 @@ function renderTotals(s) {
   const t = s.totals;
   $("policy").textContent = s.policy;
   $("hit-rate").textContent = fmtPct(t.hit_rate);
+  $("local-hit-rate").textContent = fmtPct(t.local_hit_rate);
+  $("tier-hit-rate").textContent = fmtPct(t.tier_hit_rate);
   $("predicted-total").textContent = fmtInt(t.predicted_cached_tokens);
   $("actual-total").textContent = fmtInt(t.actual_cached_tokens);
   $("requests-total").textContent = fmtInt(t.requests);
@@ -44,8 +46,9 @@ function renderReplicas(s) {
     <td>${fmtInt(r.indexed_blocks)}</td>
     <td>${fmtInt(r.requests)}</td>
     <td class="hit">${bar(r.hit_rate)}${fmtPct(r.hit_rate)}</td>
+    <td class="split">${fmtPct(r.local_hit_rate)} / <span class="tier">${fmtPct(r.tier_hit_rate)}</span></td>
     <td>${fmtInt(r.tokens.predicted_cached_tokens)} / ${fmtInt(r.tokens.cached_tokens)}</td></tr>`);
-  setRows($("replicas").tBodies[0], rows, "no replica registered yet", 9);
+  setRows($("replicas").tBodies[0], rows, "no replica registered yet", 10);
 }
 
 function renderTenants(s) {
@@ -129,7 +132,8 @@ function rates(history) {
     const a = history[i - 1], b = history[i];
     const dt = Math.max(0.001, (b.unix_ms - a.unix_ms) / 1000);
     out.push({ t: b.unix_ms, predicted: (b.predicted - a.predicted) / dt,
-      actual: (b.actual - a.actual) / dt, prompt: (b.prompt - a.prompt) / dt });
+      actual: (b.actual - a.actual) / dt, tier: ((b.tier || 0) - (a.tier || 0)) / dt,
+      prompt: (b.prompt - a.prompt) / dt });
   }
   return out;
 }
@@ -152,7 +156,7 @@ function renderChart(s) {
   const t0 = pts[0].t, t1 = pts[pts.length - 1].t, span = Math.max(1, t1 - t0);
   const x = (t) => pad + ((t - t0) / span) * (W - pad - 8);
   const y = (v) => H - pad + 10 - (v / max) * (H - pad);
-  for (const [key, color, width] of [["prompt", "--prompt", 1], ["predicted", "--pred", 2], ["actual", "--act", 2]]) {
+  for (const [key, color, width] of [["prompt", "--prompt", 1], ["predicted", "--pred", 2], ["actual", "--act", 2], ["tier", "--tier", 2]]) {
     g.strokeStyle = css.getPropertyValue(color); g.lineWidth = width; g.beginPath();
     pts.forEach((p, i) => (i ? g.lineTo(x(p.t), y(p[key])) : g.moveTo(x(p.t), y(p[key]))));
     g.stroke();

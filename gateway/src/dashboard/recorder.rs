@@ -20,8 +20,10 @@ pub struct ReplicaTokens {
     pub responses_with_usage: u64,
     /// Prompt tokens of those responses.
     pub prompt_tokens: u64,
-    /// Prompt tokens the replica reported cached.
+    /// Prompt tokens the replica reported cached (its own cache and the shared tier).
     pub cached_tokens: u64,
+    /// Of `cached_tokens`, those it loaded from the shared KV tier.
+    pub tier_cached_tokens: u64,
     /// Prompt tokens the router predicted cached on this replica.
     pub predicted_cached_tokens: u64,
 }
@@ -44,6 +46,8 @@ pub struct HistoryPoint {
     pub predicted: u64,
     /// Prompt tokens the replicas reported cached, since start.
     pub actual: u64,
+    /// Of `actual`, prompt tokens loaded from the shared KV tier, since start.
+    pub tier: u64,
     /// Prompt tokens of requests with reported usage, since start.
     pub prompt: u64,
 }
@@ -99,6 +103,7 @@ impl Recorder {
             e.responses_with_usage += t.responses_with_usage;
             e.prompt_tokens += t.prompt_tokens;
             e.cached_tokens += t.cached_tokens;
+            e.tier_cached_tokens += t.tier_cached_tokens;
             e.predicted_cached_tokens += t.predicted_cached_tokens;
         }
         if let Some((id, t)) = tenant {
@@ -153,6 +158,10 @@ impl Recorder {
                 responses_with_usage: 1,
                 prompt_tokens: u.prompt_tokens,
                 cached_tokens: u.cached_tokens.unwrap_or(0),
+                tier_cached_tokens: o
+                    .tier_cached_tokens
+                    .unwrap_or(0)
+                    .min(u.cached_tokens.unwrap_or(0)),
                 predicted_cached_tokens: predicted,
             }),
             _ => None,
@@ -191,6 +200,7 @@ mod tests {
             responses_with_usage: 1,
             prompt_tokens: 100,
             cached_tokens: 64,
+            tier_cached_tokens: 16,
             predicted_cached_tokens: 48,
         };
         r.add(Some(("r0", t)), None, Instant::now(), HistoryPoint::default);
@@ -210,6 +220,7 @@ mod tests {
         let reps = r.replicas();
         assert_eq!(reps["r0"].prompt_tokens, 200);
         assert_eq!(reps["r0"].cached_tokens, 128);
+        assert_eq!(reps["r0"].tier_cached_tokens, 32);
         assert_eq!(reps["r1"].responses_with_usage, 1);
         assert_eq!(r.tenants()["acme"].completion_tokens, 7);
     }
@@ -243,6 +254,7 @@ mod tests {
             responses_with_usage: 1,
             prompt_tokens: 10,
             cached_tokens: 4,
+            tier_cached_tokens: 0,
             predicted_cached_tokens: 8,
         };
         let t0 = Instant::now();

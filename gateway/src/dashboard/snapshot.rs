@@ -50,8 +50,13 @@ pub struct ReplicaRow {
     pub requests: u64,
     /// Token counters from the responses it returned.
     pub tokens: ReplicaTokens,
-    /// Reported cached / prompt tokens, when any prompt tokens were reported.
+    /// Reported cached / prompt tokens, when any prompt tokens were reported (local and
+    /// shared tier together).
     pub hit_rate: Option<f64>,
+    /// Cached tokens from the replica's own cache / prompt tokens.
+    pub local_hit_rate: Option<f64>,
+    /// Cached tokens loaded from the shared KV tier / prompt tokens.
+    pub tier_hit_rate: Option<f64>,
 }
 
 /// One tenant's row.
@@ -78,10 +83,16 @@ pub struct Totals {
     pub predicted_cached_tokens: u64,
     /// Prompt tokens the replicas reported cached.
     pub actual_cached_tokens: u64,
+    /// Of those, prompt tokens loaded from the shared KV tier.
+    pub tier_cached_tokens: u64,
     /// Prompt tokens of requests with reported usage.
     pub prompt_tokens: u64,
     /// `actual_cached_tokens / prompt_tokens`, when any.
     pub hit_rate: Option<f64>,
+    /// `(actual_cached_tokens - tier_cached_tokens) / prompt_tokens`: the replicas' own caches.
+    pub local_hit_rate: Option<f64>,
+    /// `tier_cached_tokens / prompt_tokens`: the shared KV tier.
+    pub tier_hit_rate: Option<f64>,
     /// Requests shed by admission control.
     pub shed: u64,
     /// Upstream retries.
@@ -120,6 +131,7 @@ pub fn history_point(state: &AppState) -> HistoryPoint {
         unix_ms: unix_ms(),
         predicted: total(&m.predicted_cached_tokens),
         actual: total(&m.actual_cached_tokens),
+        tier: total(&m.tier_cached_tokens),
         prompt: total(&m.prompt_tokens),
     }
 }
@@ -193,6 +205,8 @@ fn replica_rows(state: &AppState) -> Vec<ReplicaRow> {
                 indexed_blocks: state.router.precise_blocks(r.id),
                 requests: requests.get(&label).copied().unwrap_or(0),
                 hit_rate: ratio(t.cached_tokens, t.prompt_tokens),
+                local_hit_rate: ratio(t.cached_tokens - t.tier_cached_tokens, t.prompt_tokens),
+                tier_hit_rate: ratio(t.tier_cached_tokens, t.prompt_tokens),
                 tokens: t,
                 label,
             }
@@ -206,9 +220,10 @@ fn replica_rows(state: &AppState) -> Vec<ReplicaRow> {
 pub fn build(state: &AppState) -> Snapshot {
     sample_history(state, false);
     let m = &state.metrics;
-    let (predicted, actual, prompt) = (
+    let (predicted, actual, tier, prompt) = (
         total(&m.predicted_cached_tokens),
         total(&m.actual_cached_tokens),
+        total(&m.tier_cached_tokens),
         total(&m.prompt_tokens),
     );
     let mut decisions = state.router.recent(DECISIONS);
@@ -221,8 +236,11 @@ pub fn build(state: &AppState) -> Snapshot {
             requests: total(&m.requests),
             predicted_cached_tokens: predicted,
             actual_cached_tokens: actual,
+            tier_cached_tokens: tier,
             prompt_tokens: prompt,
             hit_rate: ratio(actual, prompt),
+            local_hit_rate: ratio(actual.saturating_sub(tier), prompt),
+            tier_hit_rate: ratio(tier, prompt),
             shed: m.shed.get(),
             retries: total(&m.retries),
             queued: m.queued.get(),

@@ -62,6 +62,8 @@ pub struct ModelSeries {
     pub predicted_cached_tokens: IntCounter,
     /// `actual_cached_tokens_total{model}`.
     pub actual_cached_tokens: IntCounter,
+    /// `tier_cached_tokens_total{model}`.
+    pub tier_cached_tokens: IntCounter,
     /// `prompt_tokens_total{model}`.
     pub prompt_tokens: IntCounter,
     /// `cache_prediction_error_tokens{model}`.
@@ -93,6 +95,8 @@ pub struct Metrics {
     pub predicted_cached_tokens: IntCounterVec,
     /// Prompt tokens the replica reported cached, by model.
     pub actual_cached_tokens: IntCounterVec,
+    /// Of those, prompt tokens the replica loaded from the shared KV tier, by model.
+    pub tier_cached_tokens: IntCounterVec,
     /// Prompt tokens of requests with a reported usage, by model.
     pub prompt_tokens: IntCounterVec,
     /// |predicted - actual| cached tokens per request.
@@ -238,6 +242,11 @@ impl Metrics {
                 "Prompt tokens the replica reported cached",
                 &["model"],
             ),
+            tier_cached_tokens: cv(
+                "tier_cached_tokens_total",
+                "Prompt tokens the replica loaded from the shared KV tier (part of the cached tokens)",
+                &["model"],
+            ),
             prompt_tokens: cv(
                 "prompt_tokens_total",
                 "Prompt tokens of requests with usage",
@@ -363,6 +372,7 @@ impl Metrics {
             || ModelSeries {
                 predicted_cached_tokens: self.predicted_cached_tokens.with_label_values(&[model]),
                 actual_cached_tokens: self.actual_cached_tokens.with_label_values(&[model]),
+                tier_cached_tokens: self.tier_cached_tokens.with_label_values(&[model]),
                 prompt_tokens: self.prompt_tokens.with_label_values(&[model]),
                 prediction_error: self.prediction_error.with_label_values(&[model]),
             },
@@ -411,6 +421,8 @@ impl Metrics {
             let m = self.model(model);
             m.predicted_cached_tokens.inc_by(predicted);
             m.actual_cached_tokens.inc_by(actual);
+            m.tier_cached_tokens
+                .inc_by(o.tier_cached_tokens.unwrap_or(0).min(actual));
             m.prompt_tokens.inc_by(u.prompt_tokens);
             m.prediction_error
                 .observe(predicted.abs_diff(actual) as f64);

@@ -103,6 +103,9 @@ pub struct Seen {
     pub tracker: Option<ResponseTracker>,
     /// The stream got its terminal error event.
     pub stream_error_sent: bool,
+    /// Prompt tokens the replica loaded from the shared KV tier (its
+    /// `x-warmpath-kv-tier-tokens`), when it said.
+    pub tier_tokens: Option<u64>,
 }
 
 /// The model of a request not parsed (yet): one shared empty string, not one per request.

@@ -92,6 +92,7 @@ pub fn outcome<'a>(ctx: &'a RequestCtx, e: Option<&Error>, now: Instant) -> Outc
         charged_tokens,
         usage: tracker.and_then(|t| t.usage()),
         predicted_cached_tokens,
+        tier_cached_tokens: ctx.seen.tier_tokens,
         response_started: ctx.seen.started,
         replica_ok: (!e.is_some_and(client_side))
             .then(|| e.is_none() && ctx.seen.status < 500 && !ctx.seen.stream_error_sent),

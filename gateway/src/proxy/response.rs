@@ -33,6 +33,11 @@ pub fn upstream_status(
         slot.prefill_done();
     }
     transfer_outcome(state, resp, ctx);
+    ctx.seen.tier_tokens = resp
+        .headers
+        .get(headers::KV_TIER_TOKENS)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|s| s.parse().ok());
     if matches!(status, 429 | 503) {
         let wait = resp
             .headers

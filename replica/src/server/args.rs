@@ -59,6 +59,19 @@ pub struct ServeArgs {
     /// rest of the prompt itself.
     #[arg(long, default_value_t = 30_000)]
     pub kv_transfer_timeout_ms: u64,
+    /// Shared KV tier: `redis://HOST:PORT[/DB]`. Every full block this replica computes is
+    /// written there in the background, and on a local miss the prompt's following blocks
+    /// are read from there instead of computed. Run Redis with `maxmemory` and
+    /// `maxmemory-policy allkeys-lru` (docs/operations.md).
+    #[arg(long)]
+    pub kv_store: Option<String>,
+    /// Record bytes the tier's write queue holds before new blocks are dropped (counted in
+    /// `warmpath_replica_kv_tier_writes_total{outcome="dropped"}`).
+    #[arg(long, default_value = "256MiB")]
+    pub kv_store_queue: ByteSize,
+    /// How long a tier lookup waits for Redis before the replica computes the rest.
+    #[arg(long, default_value_t = 500)]
+    pub kv_store_timeout_ms: u64,
     /// TEST HOOK, off by default: a prefill replica cuts every KV stream after N blocks
     /// (a transfer killed midway), so the decode side's recovery can be tested.
     #[arg(long, hide = true)]
@@ -89,6 +102,9 @@ impl ServeArgs {
             fault_nan_logits_after: None,
             role: router_policy::ReplicaRole::Both,
             kv_transfer_timeout_ms: 30_000,
+            kv_store: None,
+            kv_store_queue: ByteSize(256 << 20),
+            kv_store_timeout_ms: 500,
             fault_kv_cut_after_blocks: None,
         }
     }
@@ -125,6 +141,19 @@ impl ServeArgs {
         if self.kv_transfer_timeout_ms == 0 {
             return Err(ServerError::Config(
                 "--kv-transfer-timeout-ms must be at least 1".into(),
+            ));
+        }
+        if let Some(url) = &self.kv_store {
+            let scheme_ok = url.starts_with("redis://") || url.starts_with("rediss://");
+            if !scheme_ok || redis::Client::open(url.as_str()).is_err() {
+                return Err(ServerError::Config(format!(
+                    "--kv-store {url:?}: expected a Redis URL, redis://HOST:PORT[/DB]"
+                )));
+            }
+        }
+        if self.kv_store_timeout_ms == 0 {
+            return Err(ServerError::Config(
+                "--kv-store-timeout-ms must be at least 1".into(),
             ));
         }
         if let Some(id) = &self.checkpoint_id {

@@ -53,6 +53,30 @@ pub struct Metrics {
     pub kv_transfer_seconds: Histogram,
     /// KV blocks a prefill replica streamed to decode replicas.
     pub kv_export_blocks: IntCounter,
+    /// Shared KV tier lookups, by `outcome` (`hit`, `partial`, `miss`, `skipped`) and
+    /// `reason` (what ended the run: `complete`, `absent`, `corrupt`, `mismatch`,
+    /// `timeout`, `unavailable`, `import`, `cached`).
+    pub kv_tier_lookups: IntCounterVec,
+    /// Prompt tokens whose KV came from the shared tier.
+    pub kv_tier_hit_tokens: IntCounter,
+    /// Time of a tier lookup and import.
+    pub kv_tier_lookup_seconds: Histogram,
+    /// Blocks offered to the tier, by `outcome` (`written`, `dropped`: the queue was
+    /// full, `failed`: Redis refused or was unreachable).
+    pub kv_tier_writes: IntCounterVec,
+    /// Record bytes written to the tier.
+    pub kv_tier_write_bytes: IntCounter,
+    /// Record bytes waiting in the tier's write queue.
+    pub kv_tier_queue_bytes: IntGauge,
+    /// Failed tier calls, by `op` (`connect`, `read`, `write`).
+    pub kv_tier_errors: IntCounterVec,
+}
+
+fn counter_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    reg(
+        r,
+        IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric opts"),
+    )
 }
 
 fn reg<T: prometheus::core::Collector + Clone + 'static>(r: &Registry, m: T) -> T {
@@ -211,6 +235,45 @@ impl Metrics {
                 &r,
                 "warmpath_replica_kv_export_blocks_total",
                 "KV blocks streamed to decode replicas",
+            ),
+            kv_tier_lookups: counter_vec(
+                &r,
+                "warmpath_replica_kv_tier_lookups_total",
+                "Shared KV tier lookups, by outcome and reason",
+                &["outcome", "reason"],
+            ),
+            kv_tier_hit_tokens: counter(
+                &r,
+                "warmpath_replica_kv_tier_hit_tokens_total",
+                "Prompt tokens whose KV came from the shared tier",
+            ),
+            kv_tier_lookup_seconds: histogram(
+                &r,
+                "warmpath_replica_kv_tier_lookup_seconds",
+                "Time looking up and importing KV from the shared tier",
+                latency.clone(),
+            ),
+            kv_tier_writes: counter_vec(
+                &r,
+                "warmpath_replica_kv_tier_writes_total",
+                "KV blocks offered to the shared tier, by outcome",
+                &["outcome"],
+            ),
+            kv_tier_write_bytes: counter(
+                &r,
+                "warmpath_replica_kv_tier_write_bytes_total",
+                "Record bytes written to the shared tier",
+            ),
+            kv_tier_queue_bytes: int_gauge(
+                &r,
+                "warmpath_replica_kv_tier_queue_bytes",
+                "Record bytes waiting to be written to the shared tier",
+            ),
+            kv_tier_errors: counter_vec(
+                &r,
+                "warmpath_replica_kv_tier_errors_total",
+                "Failed shared KV tier calls, by operation",
+                &["op"],
             ),
             registry: r,
         }

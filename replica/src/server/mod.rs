@@ -10,6 +10,8 @@
 //! - [`worker`]: the engine loop thread.
 //! - [`events`]: KV event log (snapshot, ring, epochs).
 //! - [`transfer`]: prefill/decode disaggregation: KV blocks streamed between replicas.
+//! - [`tier`]: the shared KV tier in Redis (`--kv-store`): blocks written and read by any
+//!   replica.
 //! - [`http`]: handlers; [`error`]: errors and their HTTP mapping; [`metrics`]: Prometheus.
 
 pub mod args;
@@ -20,6 +22,7 @@ pub mod http;
 pub mod kv;
 pub mod metrics;
 pub mod sched;
+pub mod tier;
 pub mod transfer;
 pub mod worker;
 
@@ -91,6 +94,18 @@ pub async fn start(args: ServeArgs) -> Result<ServerHandle, ServerError> {
     let epoch = random_epoch();
     let events = Arc::new(EventLog::new(epoch, DEFAULT_RING));
     let metrics = Metrics::new();
+    // The shared tier: its write queue goes to the engine loop, its writer starts once the
+    // model (and so the record layout) is known.
+    let tier = match &args.kv_store {
+        Some(url) => {
+            let timeout = Duration::from_millis(args.kv_store_timeout_ms);
+            let conn = tier::TierConn::new(url, timeout, metrics.clone())
+                .map_err(|e| ServerError::Config(format!("--kv-store {url:?}: {e}")))?;
+            let (sink, rx) = tier::TierSink::new(args.kv_store_queue.0, metrics.clone());
+            Some((conn, sink, rx, timeout))
+        }
+        None => None,
+    };
     let cfg = WorkerConfig {
         model,
         kv_memory: args.kv_memory.0,
@@ -102,8 +117,19 @@ pub async fn start(args: ServeArgs) -> Result<ServerHandle, ServerError> {
         device: args.device()?,
         fault_nan_logits_after: args.fault_nan_logits_after,
         checkpoint_id: args.checkpoint_id.clone(),
+        tier: tier.as_ref().map(|t| t.1.clone()),
     };
     let (facts, submit, shared) = worker::spawn(cfg, events.clone(), metrics.clone()).await?;
+    let tier = tier.map(|(conn, sink, rx, timeout)| {
+        let layout = transfer::record::record_layout(facts.kv_layout);
+        conn.get(); // start connecting now
+        tokio::spawn(tier::run_writer(rx, conn.clone(), layout, sink));
+        tier::Tier {
+            conn,
+            timeout,
+            rate: tier::TierRate::default(),
+        }
+    });
     let info = ReplicaInfo {
         model: facts.model_name.clone(),
         checkpoint: facts.checkpoint.clone(),
@@ -140,6 +166,7 @@ pub async fn start(args: ServeArgs) -> Result<ServerHandle, ServerError> {
             .map_err(|e| ServerError::Config(format!("HTTP client: {e}")))?,
         kv_transfer_timeout_ms: args.kv_transfer_timeout_ms,
         fault_kv_cut_after_blocks: args.fault_kv_cut_after_blocks,
+        tier,
     });
     let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port)).await?;
     let addr = listener.local_addr()?;

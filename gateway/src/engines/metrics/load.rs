@@ -92,6 +92,7 @@ impl EngineLoad {
             prefill_tokens_per_s,
             decode_tokens_per_s: 0.0,
             steps: 0,
+            tier_tokens_per_s: 0.0,
         }
     }
 

@@ -13,6 +13,7 @@ use router_policy::{Epoch, SeqNo};
 use serde::Deserialize;
 use std::sync::atomic::Ordering;
 use warmpath_protocol::openai::{ModelCard, ModelList};
+use warmpath_protocol::replica_api::ReplicaLoad;
 
 /// `GET /health`: 200 while the model is loaded and the engine loop runs, else 503.
 pub async fn health(State(state): State<AppState>) -> Response {
@@ -59,6 +60,10 @@ pub async fn load(State(state): State<AppState>) -> Response {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .clone();
+    let load = ReplicaLoad {
+        tier_tokens_per_s: state.tier.as_ref().map_or(0.0, |t| t.rate.get()),
+        ..load
+    };
     Json(load).into_response()
 }
 

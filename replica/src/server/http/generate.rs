@@ -17,7 +17,8 @@ use warmpath_protocol::openai::{
     ChatCompletionRequest, CompletionRequest, PromptInput, SamplingFields,
 };
 use warmpath_protocol::replica_api::{
-    HEADER_CACHE_SALT, HEADER_KV_TRANSFER, HEADER_KV_TRANSFERRED_TOKENS, HEADER_PREFILL_FROM,
+    HEADER_CACHE_SALT, HEADER_KV_TIER, HEADER_KV_TIER_TOKENS, HEADER_KV_TRANSFER,
+    HEADER_KV_TRANSFERRED_TOKENS, HEADER_PREFILL_FROM,
 };
 use warmpath_text::ChatMessage;
 
@@ -170,6 +171,12 @@ async fn submit(
         rx,
     };
     let salt = salt(headers);
+    // The shared tier first: what another replica computed is one round trip away. A
+    // prefill replica, if named, is asked only for what is still missing.
+    let tiered = match &state.tier {
+        Some(t) => Some(crate::server::tier::lookup(state, t, &prompt, salt.as_ref()).await),
+        None => None,
+    };
     // A role-split pool: the gateway names the prefill replica holding this prompt's KV.
     let transfer = match headers
         .get(HEADER_PREFILL_FROM)
@@ -197,6 +204,11 @@ async fn submit(
     } else {
         respond::full(job).await?
     };
+    if let Some(t) = tiered {
+        let h = resp.headers_mut();
+        h.insert(HEADER_KV_TIER, HeaderValue::from_static(t.outcome.as_str()));
+        h.insert(HEADER_KV_TIER_TOKENS, HeaderValue::from(t.tokens));
+    }
     if let Some(t) = transfer {
         let h = resp.headers_mut();
         h.insert(

@@ -58,6 +58,8 @@ pub struct AppInner {
     pub kv_transfer_timeout_ms: u64,
     /// Test hook: cut every KV stream after this many blocks.
     pub fault_kv_cut_after_blocks: Option<u32>,
+    /// The shared KV tier (`--kv-store`), when on.
+    pub tier: Option<crate::server::tier::Tier>,
 }
 
 /// Shared handler state.

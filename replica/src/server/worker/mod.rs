@@ -8,6 +8,7 @@
 //! cached, and importing blocks a prefill replica sent.
 
 mod kv;
+mod tier;
 
 pub use kv::{Export, ExportedBlock, ImportBlock};
 
@@ -166,6 +167,9 @@ pub struct WorkerConfig {
     /// The checkpoint id to publish instead of the weights' content hash
     /// (`--checkpoint-id`).
     pub checkpoint_id: Option<String>,
+    /// The shared KV tier's write queue (`--kv-store`): every full block a sequence
+    /// computes goes there.
+    pub tier: Option<crate::server::tier::TierSink>,
 }
 
 struct Live {
@@ -177,6 +181,8 @@ struct Live {
     last_token: Option<Instant>,
     announced: bool,
     export: Option<Export>,
+    /// Blocks offered to the shared KV tier so far (or skipped as found cached).
+    tier_next: usize,
 }
 
 /// Loads the model with a KV pool sized from the memory budget.
@@ -269,6 +275,7 @@ pub async fn spawn(
                 steps: 0,
                 endings: Vec::new(),
                 fault: NanFault::new(cfg.fault_nan_logits_after),
+                tier: cfg.tier.clone(),
             };
             // Load figures and liveness are in place before the server answers anything.
             lp.metrics
@@ -319,6 +326,8 @@ struct Loop {
     endings: Vec<(UnboundedSender<SeqEvent>, SeqEvent)>,
     /// The NaN-logits test hook (off unless `--fault-nan-logits-after`).
     fault: NanFault,
+    /// The shared KV tier's write queue (`--kv-store`).
+    tier: Option<crate::server::tier::TierSink>,
 }
 
 /// Marks the loop dead when it exits, by return or by panic.
@@ -373,6 +382,7 @@ impl Loop {
                     last_token: None,
                     announced: false,
                     export: req.export,
+                    tier_next: 0,
                 };
                 let seq =
                     Sequence::new(SeqId(self.next_id), req.prompt, seed, self.block_size, live);
@@ -481,6 +491,7 @@ impl Loop {
         };
         self.sched.complete(items);
         self.export_cached(items);
+        self.write_tier(items);
         let dt = t0.elapsed().as_secs_f64().max(1e-9);
         let (mut prefill, mut decode) = (0usize, 0usize);
         for it in items {
@@ -608,6 +619,8 @@ impl Loop {
             prefill_tokens_per_s: self.rates.prefill,
             decode_tokens_per_s: self.rates.decode,
             steps: self.steps,
+            // Filled in by the HTTP side, which measures the tier.
+            tier_tokens_per_s: 0.0,
         };
         *self.shared.load.lock().unwrap_or_else(|e| e.into_inner()) = load;
     }

@@ -1,0 +1,56 @@
+//! The engine loop's side of the shared KV tier: after each step, the full blocks each
+//! sequence newly computed go to the tier's queue ([`TierSink`]). Blocks a sequence found
+//! cached (its own earlier work, a prefill replica's or the tier's) are not written again;
+//! a full queue drops blocks before their page is read.
+
+use super::kv::ExportedBlock;
+use super::Loop;
+use crate::server::sched::PlanItem;
+
+impl Loop {
+    /// Offers the blocks the step just cached to the tier.
+    pub(super) fn write_tier(&mut self, items: &[PlanItem]) {
+        let Some(sink) = self.tier.clone() else {
+            return;
+        };
+        let bs = self.block_size.get();
+        for it in items {
+            let Some(seq) = self.sched.get(it.id) else {
+                continue;
+            };
+            let hashes = seq.hasher.hashes();
+            let full = seq
+                .nodes
+                .len()
+                .min(hashes.len())
+                .min(seq.tokens().len() / bs);
+            let from = seq.extra.tier_next.max(seq.cached_tokens() / bs);
+            let mut next = from;
+            for i in from..full {
+                let bytes = (self.engine.kv_layout().bytes_per_page() + bs * 4 + 64) as u64;
+                next = i + 1;
+                if !sink.has_room(bytes) {
+                    continue;
+                }
+                let page = self.sched.cache().page(seq.nodes[i]);
+                let values = match self.engine.read_page(page) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "KV tier write stopped");
+                        break;
+                    }
+                };
+                sink.push(ExportedBlock {
+                    index: i,
+                    hash: hashes[i],
+                    parent: i.checked_sub(1).map(|p| hashes[p]),
+                    tokens: seq.tokens()[i * bs..(i + 1) * bs].to_vec(),
+                    values,
+                });
+            }
+            if let Some(seq) = self.sched.get_mut(it.id) {
+                seq.extra.tier_next = seq.extra.tier_next.max(next);
+            }
+        }
+    }
+}
