@@ -19,7 +19,9 @@ use warmpath_protocol::replica_api::{ReplicaInfo, HEADER_CACHE_SALT, PATH_INFO};
 /// A ~700-token prompt of its own for `seed`.
 fn long_prompt(seed: usize) -> String {
     let mut s = format!("Ledger {seed}. ");
-    let words = ["copper", "willow", "beacon", "quarry", "tide", "ember", "falcon"];
+    let words = [
+        "copper", "willow", "beacon", "quarry", "tide", "ember", "falcon",
+    ];
     let mut i = seed;
     while s.len() < 4200 {
         s.push_str(words[i % words.len()]);
@@ -169,7 +171,12 @@ fn a_replica_that_never_saw_a_prompt_loads_its_kv_from_the_tier() {
     assert!(prompt_tokens >= 600, "{prompt_tokens}");
     let full_blocks = prompt_tokens / bs;
     wait_written(&a, &redis, full_blocks);
-    assert!(metric(&a, "warmpath_replica_kv_tier_writes_total{outcome=\"written\"}") >= full_blocks as f64);
+    assert!(
+        metric(
+            &a,
+            "warmpath_replica_kv_tier_writes_total{outcome=\"written\"}"
+        ) >= full_blocks as f64
+    );
 
     let want = complete(&reference.addr, &model, &prompt, None);
     let got = complete(&b.addr, &model, &prompt, None);
@@ -184,7 +191,11 @@ fn a_replica_that_never_saw_a_prompt_loads_its_kv_from_the_tier() {
             .map(|t| t.parse::<u64>().unwrap()),
         Some(cached)
     );
-    assert_eq!(text(&got), text(&want), "tier output differs from recompute");
+    assert_eq!(
+        text(&got),
+        text(&want),
+        "tier output differs from recompute"
+    );
     assert_eq!(lookups(&b, "hit", "complete"), 1.0);
     assert_eq!(
         metric(&b, "warmpath_replica_kv_tier_hit_tokens_total"),
@@ -192,7 +203,10 @@ fn a_replica_that_never_saw_a_prompt_loads_its_kv_from_the_tier() {
     );
     // B does not write back what it loaded: at most the blocks it decoded itself.
     std::thread::sleep(Duration::from_millis(300));
-    let b_written = metric(&b, "warmpath_replica_kv_tier_writes_total{outcome=\"written\"}");
+    let b_written = metric(
+        &b,
+        "warmpath_replica_kv_tier_writes_total{outcome=\"written\"}",
+    );
     assert!(b_written <= 2.0, "B wrote {b_written} blocks");
 
     // Asked again, B holds the prompt itself: the tier is not asked.
@@ -212,7 +226,12 @@ fn a_bad_value_or_a_dead_redis_ends_in_recomputation_with_the_reason_counted() {
     let other = ReplicaProc::spawn_args(
         &model_path,
         0,
-        &["--kv-store", url.as_str(), "--checkpoint-id", "other-weights"],
+        &[
+            "--kv-store",
+            url.as_str(),
+            "--checkpoint-id",
+            "other-weights",
+        ],
     )
     .unwrap();
     let b = ReplicaProc::spawn_args(&model_path, 0, &tiered).unwrap();
