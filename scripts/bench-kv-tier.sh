@@ -6,7 +6,8 @@
 #   local      the tier replica again (the prompt is in its own radix cache);
 #   llama.cpp  llama.cpp's llama-server computes the same prompt (cache_prompt off).
 # Each round a writer replica (tier on) computes a fresh prompt first; its time against the
-# recompute replica's is the tier's write cost. TTFT is the time of a request with
+# recompute replica's is the tier's write cost on latency; a last phase runs a concurrent
+# batch of fresh prompts against both for the write cost on request throughput. TTFT is the time of a request with
 # max_tokens 1, non-streamed, on loopback (the answer is one token).
 #
 #   scripts/bench-kv-tier.sh
@@ -112,6 +113,32 @@ for i in range(rounds):
           f"tier {t_tier*1000:,.0f} ms ({cached} cached), local {t_local*1000:,.0f} ms, "
           f"llama.cpp {t_llama*1000:,.0f} ms", flush=True)
 
+# The write cost on request throughput: the same batch of distinct prompts (each new to both
+# replicas), CONCURRENCY at a time, against the writer (tier on: every full block goes to
+# Redis) and the recompute replica (tier off), alternating, best of THROUGHPUT_ROUNDS each.
+from concurrent.futures import ThreadPoolExecutor
+def batch(url, seed):
+    rng = random.Random(seed)
+    prompts = [[rng.randrange(300, 40000) for _ in range(TP_TOKENS)] for _ in range(TP_REQUESTS)]
+    def one(p):
+        body = {"model": model, "prompt": p, "max_tokens": TP_MAX_TOKENS, "temperature": 0,
+                "ignore_eos": True}
+        req = urllib.request.Request(url + "/v1/completions", json.dumps(body).encode(),
+                                     {"content-type": "application/json"})
+        with urllib.request.urlopen(req, timeout=600) as r:
+            r.read()
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(TP_CONCURRENCY) as ex:
+        list(ex.map(one, prompts))
+    return TP_REQUESTS / (time.perf_counter() - t0)
+TP_REQUESTS, TP_TOKENS, TP_MAX_TOKENS, TP_CONCURRENCY = 16, 512, 16, 4
+tp = {"tier_on": [], "tier_off": []}
+for k in range(3):
+    tp["tier_on"].append(batch(writer, 5000 + 2 * k))
+    tp["tier_off"].append(batch(recompute, 5001 + 2 * k))
+    print(f"throughput round {k}: tier on {tp['tier_on'][-1]:.2f} req/s, "
+          f"tier off {tp['tier_off'][-1]:.2f} req/s", flush=True)
+
 med = {k: st.median(r[k] for r in rows) for k in ("write", "recompute", "tier", "local", "llama")}
 lookup = metric(tier, "warmpath_replica_kv_tier_lookup_seconds_sum") / max(
     1, metric(tier, "warmpath_replica_kv_tier_lookup_seconds_count"))
@@ -121,7 +148,10 @@ summary = {"rounds": rows, "median_s": med,
            "llama_over_recompute": med["llama"] / med["recompute"],
            "write_over_recompute": med["write"] / med["recompute"],
            "tier_lookup_mean_s": lookup,
-           "tier_bytes_written": metric(writer, "warmpath_replica_kv_tier_write_bytes_total")}
+           "tier_bytes_written": metric(writer, "warmpath_replica_kv_tier_write_bytes_total"),
+           "throughput_req_per_s": tp,
+           "throughput_on_over_off": max(tp["tier_on"]) / max(tp["tier_off"]),
+           "writes_dropped": metric(writer, 'warmpath_replica_kv_tier_writes_total{outcome="dropped"}')}
 json.dump(summary, open(f"{out}/summary.json", "w"), indent=2)
 print()
 print(f"{n}-token prompt, median of {rounds} rounds (TTFT = max_tokens 1 request time):")
@@ -132,4 +162,8 @@ for k, name in (("recompute", "recompute (tier off)"), ("tier", "tier (Redis, lo
     print(f"| {name} | {med[k]*1000:,.0f} | {med[k]/med['recompute']:.3f} |")
 print(f"| writer (tier on, writing) | {med['write']*1000:,.0f} | {med['write']/med['recompute']:.3f} |")
 print(f"tier lookup + import mean {lookup*1000:.1f} ms; {summary['tier_bytes_written']/1e6:,.0f} MB written")
+print(f"throughput ({TP_REQUESTS} x {TP_TOKENS}-token prompts, {TP_MAX_TOKENS} tokens out, "
+      f"{TP_CONCURRENCY} at a time, best of 3): tier on {max(tp['tier_on']):.2f} req/s, "
+      f"tier off {max(tp['tier_off']):.2f} req/s, ratio {summary['throughput_on_over_off']:.3f}; "
+      f"{summary['writes_dropped']:.0f} block writes dropped")
 PY

@@ -67,6 +67,13 @@ fn turn(g: &GatewayProc, model: &str, i: usize, k: usize) -> (String, u64, u64) 
     )
 }
 
+/// The last 40 lines of the gateway's log, for a failure message.
+fn log_tail(g: &GatewayProc) -> String {
+    let out = g.stdout();
+    let lines: Vec<&str> = out.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
+}
+
 fn rollout_status(g: &GatewayProc) -> Value {
     admin(g, "GET", "/admin/rollouts", None).1
 }
@@ -136,7 +143,12 @@ fn a_live_rollout_prewarms_sticks_and_aborts() {
             let (r, cached, prompt) = turn(&g, &model, i, t + 1);
             let ck = ck_of[&r].clone();
             match on.get(&i) {
-                Some(prev) => assert_eq!(prev, &ck, "conversation {i} switched checkpoint"),
+                Some(prev) => assert_eq!(
+                    prev,
+                    &ck,
+                    "conversation {i} switched checkpoint; the gateway's log ends:\n{}",
+                    log_tail(&g)
+                ),
                 None => {
                     on.insert(i, ck.clone());
                 }
@@ -159,9 +171,13 @@ fn a_live_rollout_prewarms_sticks_and_aborts() {
         );
     }
 
-    // Metrics: traffic per checkpoint, pre-warm replays, the share.
-    let metrics = g.metrics().unwrap();
-    let line = |needle: &str| {
+    // Metrics: traffic per checkpoint, pre-warm replays, the share. The gateway counts a
+    // request in its logging phase, after the client has the whole answer, so the last turn's
+    // count may land a moment after the client returns: read until it has (or 5 s pass).
+    let new_key = format!(
+        "warmpath_gateway_checkpoint_requests_total{{checkpoint=\"{NEW}\",model=\"{model}\"}}"
+    );
+    let value = |metrics: &str, needle: &str| {
         metrics
             .lines()
             .find(|l| l.starts_with(needle))
@@ -169,9 +185,16 @@ fn a_live_rollout_prewarms_sticks_and_aborts() {
             .and_then(|v| v.parse::<f64>().ok())
             .unwrap_or(0.0)
     };
-    let new_requests = line(&format!(
-        "warmpath_gateway_checkpoint_requests_total{{checkpoint=\"{NEW}\",model=\"{model}\"}}"
-    ));
+    let settle = Instant::now() + Duration::from_secs(5);
+    let metrics = loop {
+        let m = g.metrics().unwrap();
+        if value(&m, &new_key) as usize >= moved * 3 || Instant::now() > settle {
+            break m;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let line = |needle: &str| value(&metrics, needle);
+    let new_requests = line(&new_key);
     assert_eq!(new_requests as usize, moved * 3, "{metrics}");
     assert_eq!(
         line(&format!(
