@@ -4,6 +4,7 @@
 //! The binaries are looked up next to the test executable's target dir
 //! (`target/<profile>/replica`); build them first with `cargo build -p replica -p gateway`.
 
+pub mod browser;
 pub mod fixtures;
 pub mod http;
 pub mod llamacpp;

@@ -205,7 +205,10 @@ fn replica_rows(state: &AppState) -> Vec<ReplicaRow> {
                 indexed_blocks: state.router.precise_blocks(r.id),
                 requests: requests.get(&label).copied().unwrap_or(0),
                 hit_rate: ratio(t.cached_tokens, t.prompt_tokens),
-                local_hit_rate: ratio(t.cached_tokens - t.tier_cached_tokens, t.prompt_tokens),
+                local_hit_rate: ratio(
+                    t.cached_tokens.saturating_sub(t.tier_cached_tokens),
+                    t.prompt_tokens,
+                ),
                 tier_hit_rate: ratio(t.tier_cached_tokens, t.prompt_tokens),
                 tokens: t,
                 label,
