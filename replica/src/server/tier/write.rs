@@ -24,7 +24,7 @@ pub struct TierSink {
 
 /// The bytes a block takes in the queue (its record's size, near enough).
 pub fn queued_bytes(b: &ExportedBlock) -> u64 {
-    (b.values.len() * 4 + b.tokens.len() * 4 + 64) as u64
+    (b.values.len() * 2 + b.tokens.len() * 4 + 64) as u64
 }
 
 impl TierSink {

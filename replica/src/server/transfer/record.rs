@@ -3,24 +3,31 @@
 
 use crate::engine::KvLayout;
 use crate::server::worker::{ExportedBlock, ImportBlock};
+use half::f16;
 use router_policy::{BlockHash, TokenId};
 use warmpath_protocol::kv_block::{KvBlockRecord, KvDtype, KvRecordLayout};
 
-/// The record layout of this replica's pool.
+/// The record layout of this replica's pool, as it goes on the wire: f16. The CPU pool
+/// stores f32 words, but every K and V value in it is rounded to f16 when written (as
+/// llama.cpp's default cache holds them), so f16 records carry them exactly in half the
+/// bytes.
 pub fn record_layout(layout: KvLayout) -> KvRecordLayout {
     KvRecordLayout {
         n_layers: layout.n_layers as u32,
         kv_dim: layout.kv_dim as u32,
         block_size: layout.block_size.0,
-        dtype: KvDtype::F32,
+        dtype: KvDtype::F16,
     }
 }
 
-/// An exported block's record bytes.
+/// An exported block's record bytes, its values in `layout.dtype`.
 pub fn encode(layout: KvRecordLayout, b: ExportedBlock) -> Vec<u8> {
-    let mut payload = Vec::with_capacity(b.values.len() * 4);
-    for v in &b.values {
-        payload.extend_from_slice(&v.to_le_bytes());
+    let mut payload = Vec::with_capacity(b.values.len() * layout.dtype.size());
+    for &v in &b.values {
+        match layout.dtype {
+            KvDtype::F32 => payload.extend_from_slice(&v.to_le_bytes()),
+            KvDtype::F16 => payload.extend_from_slice(&f16::from_f32(v).to_le_bytes()),
+        }
     }
     KvBlockRecord {
         layout,
@@ -68,18 +75,28 @@ impl Expected<'_> {
         let rec = KvBlockRecord::decode(bytes).map_err(|_| Refusal::Corrupt)?;
         let bs = self.layout.block_size as usize;
         let parent = index.checked_sub(1).map(|p| self.hashes[p]);
-        let same = rec.layout == self.layout
+        // Either dtype is taken (an f32 record of an older writer holds the same values).
+        let same = rec.layout.n_layers == self.layout.n_layers
+            && rec.layout.kv_dim == self.layout.kv_dim
+            && rec.layout.block_size == self.layout.block_size
             && self.hashes.get(index) == Some(&rec.hash)
             && rec.parent == parent
             && self.prompt.get(index * bs..(index + 1) * bs) == Some(&rec.tokens[..]);
         if !same {
             return Err(Refusal::Mismatch);
         }
-        let values = rec
-            .payload
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect();
+        let values = match rec.layout.dtype {
+            KvDtype::F32 => rec
+                .payload
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+            KvDtype::F16 => rec
+                .payload
+                .chunks_exact(2)
+                .map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32())
+                .collect(),
+        };
         Ok(ImportBlock {
             hash: rec.hash,
             parent: rec.parent,
@@ -154,5 +171,32 @@ mod tests {
         let n = bytes.len();
         bytes[n - 12] ^= 1;
         assert_eq!(want.check(1, &bytes).unwrap_err(), Refusal::Corrupt);
+    }
+
+    #[test]
+    fn records_go_out_in_f16_and_f32_ones_are_still_taken() {
+        let prompt: Vec<TokenId> = (1..=6).map(TokenId).collect();
+        let mine = hashes("m@1", None, &prompt);
+        let lay = record_layout(layout());
+        assert_eq!(lay.dtype, KvDtype::F16);
+        let want = Expected {
+            layout: lay,
+            hashes: &mine,
+            prompt: &prompt,
+        };
+        let half = encode(lay, exported(&mine, &prompt, 1));
+        let wide_lay = KvRecordLayout {
+            dtype: KvDtype::F32,
+            ..lay
+        };
+        let full = encode(wide_lay, exported(&mine, &prompt, 1));
+        // 8 values: 16 payload bytes in f16, 32 in f32, the rest the same.
+        assert_eq!(full.len() - half.len(), 16);
+        let values = vec![0.5, -1.0, 2.0, 3.25, 4.0, 5.0, 6.0, 7.0];
+        assert_eq!(want.check(1, &half).unwrap().values, values);
+        assert_eq!(want.check(1, &full).unwrap().values, values);
+        // The f16 payload is the values' IEEE half bits, little-endian.
+        let payload = &half[half.len() - 8 - 16..half.len() - 8];
+        assert_eq!(&payload[..4], &[0x00, 0x38, 0x00, 0xbc]);
     }
 }
