@@ -29,6 +29,17 @@
 //! seeded with the checkpoint and the tenant's salt, two checkpoints or tenants never share
 //! a key; a reader still checks every record as above.
 //!
+//! # Backends
+//!
+//! The payload order is the page order of the replica's paged pool (per layer, the
+//! block's K rows, then its V rows), so a page is a record's payload as it stands. The CPU
+//! pool rounds every K and V value to f16 when it writes it, and its records are f16 (exact,
+//! half the bytes). The CUDA pool has the same page layout in f32 but does not round, so a
+//! CUDA replica would write f32 records (which every reader takes) from a device-to-host
+//! copy of the page, and import by the reverse copy. That copy is future work: today a CUDA
+//! replica neither exports nor imports pages (its transfers fail cleanly and it serves
+//! without the tier).
+//!
 //! # Stream framing
 //!
 //! A stream of records (the body of `POST /v1/kv/prefill`) is a sequence of frames, each a
