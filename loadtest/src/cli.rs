@@ -5,6 +5,7 @@ use crate::metrics::Slo;
 use crate::simulate_cmd::disagg::DisaggArgs;
 use crate::simulate_cmd::regions::RegionArgs;
 use crate::simulate_cmd::rollout::RolloutArgs;
+use crate::simulate_cmd::tier::TierArgs;
 use crate::workload::{WorkloadArgs, WorkloadKind};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -219,6 +220,9 @@ pub struct SimulateArgs {
     /// Role-split (prefill/decode) cluster.
     #[command(flatten, next_help_heading = "Disaggregation")]
     pub disagg: DisaggArgs,
+    /// Shared KV tier.
+    #[command(flatten, next_help_heading = "Shared KV tier")]
+    pub tier: TierArgs,
     /// Outputs.
     #[command(flatten)]
     pub output: OutputArgs,
@@ -404,6 +408,7 @@ mod tests {
             "--regions",
             "--rollout-at",
             "--prefill-replicas",
+            "--kv-tier",
         ] {
             assert!(help.contains(needle), "help lacks {needle:?}");
         }

@@ -102,7 +102,7 @@ impl Follower {
 fn apply(set: &mut HashSet<BlockHash>, ev: &KvEvent) {
     match ev {
         KvEvent::Stored { hashes, .. } => set.extend(hashes.iter().copied()),
-        KvEvent::Removed { hashes } => {
+        KvEvent::Removed { hashes, .. } => {
             for h in hashes {
                 assert!(
                     set.remove(h),

@@ -61,7 +61,7 @@ fn drain(cache: &mut RadixCache, model: &mut Model) -> Vec<BlockHash> {
     for ev in cache.take_events() {
         match ev {
             KvEvent::Stored { hashes, .. } => model.replayed.extend(hashes),
-            KvEvent::Removed { hashes } => {
+            KvEvent::Removed { hashes, .. } => {
                 for h in hashes {
                     assert!(model.replayed.remove(&h), "removed a hash never stored");
                     removed.push(h);

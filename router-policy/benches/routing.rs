@@ -257,6 +257,7 @@ fn memory() {
                     event: router_policy::KvEvent::Stored {
                         parent: None,
                         hashes: hashes.clone(),
+                        tier: router_policy::KvTier::Device,
                     },
                 });
                 index.apply_message(ReplicaId(h), &ev);

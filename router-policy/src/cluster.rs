@@ -52,6 +52,10 @@ pub struct ReplicaSnapshot {
     pub kv_capacity_blocks: u64,
     /// Measured prefill throughput in tokens per second; 0 = unknown (policies use a default).
     pub prefill_tokens_per_s: f64,
+    /// Measured rate of loading prompt tokens from the shared KV tier, tokens per second;
+    /// 0 = unknown (no tier, or nothing loaded yet: policies use a default).
+    #[serde(default)]
+    pub tier_tokens_per_s: f64,
     /// What it does in a role-split pool ([`crate::disagg`]).
     #[serde(default)]
     pub role: crate::disagg::ReplicaRole,

@@ -63,7 +63,7 @@ impl Branch {
 }
 
 /// Maximum number of named cost terms per candidate.
-pub const MAX_TERMS: usize = 6;
+pub const MAX_TERMS: usize = 8;
 
 /// Up to [`MAX_TERMS`] named cost terms, stored inline (no allocation per candidate).
 /// Serialises as a JSON object, e.g. `{"queue_ms":1.5,"prefill_ms":40.0}`.

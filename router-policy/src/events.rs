@@ -32,7 +32,29 @@ impl SeqNo {
     }
 }
 
-/// One change to a replica's cached block set.
+/// Where the blocks of a [`KvEvent`] live (vLLM's `medium`, reduced to what routing needs).
+///
+/// Absent on the wire means [`KvTier::Device`], so streams from replicas that predate the
+/// shared tier parse unchanged and device events serialise as they always did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KvTier {
+    /// The replica's own KV cache: a hit costs nothing; the replica becomes a holder.
+    #[default]
+    Device,
+    /// The cluster's shared KV tier (e.g. Redis): any replica can fetch the blocks at the
+    /// tier's bandwidth. The publishing replica does not become a holder.
+    Shared,
+}
+
+impl KvTier {
+    /// True for [`KvTier::Device`] (serde's `skip_serializing_if`).
+    pub fn is_device(&self) -> bool {
+        *self == KvTier::Device
+    }
+}
+
+/// One change to a replica's cached block set (or, with `tier: shared`, to the shared tier).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum KvEvent {
@@ -43,11 +65,17 @@ pub enum KvEvent {
         parent: Option<BlockHash>,
         /// The new blocks, in chain order.
         hashes: Vec<BlockHash>,
+        /// Where they were written (omitted on the wire for the device).
+        #[serde(default, skip_serializing_if = "KvTier::is_device")]
+        tier: KvTier,
     },
     /// Blocks evicted.
     Removed {
         /// The evicted blocks.
         hashes: Vec<BlockHash>,
+        /// Where they were evicted from (omitted on the wire for the device).
+        #[serde(default, skip_serializing_if = "KvTier::is_device")]
+        tier: KvTier,
     },
     /// Everything dropped (e.g. weight reload); normally also starts a new epoch.
     Cleared,
@@ -154,6 +182,7 @@ mod tests {
             event: KvEvent::Stored {
                 parent: None,
                 hashes: vec![BlockHash(1), BlockHash(2)],
+                tier: KvTier::Device,
             },
         });
         let s = serde_json::to_string(&m).unwrap();
@@ -173,6 +202,60 @@ mod tests {
         );
         let cleared = serde_json::to_string(&KvEvent::Cleared).unwrap();
         assert_eq!(cleared, r#"{"kind":"cleared"}"#);
+    }
+
+    #[test]
+    fn tier_is_omitted_for_the_device_and_defaults_to_it() {
+        // Device events: byte-identical to the schema before tiers existed.
+        let stored = KvEvent::Stored {
+            parent: Some(BlockHash(3)),
+            hashes: vec![BlockHash(4)],
+            tier: KvTier::Device,
+        };
+        assert_eq!(
+            serde_json::to_string(&stored).unwrap(),
+            r#"{"kind":"stored","parent":3,"hashes":[4]}"#
+        );
+        let removed = KvEvent::Removed {
+            hashes: vec![BlockHash(5)],
+            tier: KvTier::Device,
+        };
+        assert_eq!(
+            serde_json::to_string(&removed).unwrap(),
+            r#"{"kind":"removed","hashes":[5]}"#
+        );
+        // Old JSON (no tier) parses as the device.
+        let old: KvEvent = serde_json::from_str(r#"{"kind":"removed","hashes":[5]}"#).unwrap();
+        assert_eq!(old, removed);
+        let old: KvEvent =
+            serde_json::from_str(r#"{"kind":"stored","parent":3,"hashes":[4]}"#).unwrap();
+        assert_eq!(old, stored);
+        // Shared events carry the tier, and round-trip.
+        let shared = KvEvent::Stored {
+            parent: None,
+            hashes: vec![BlockHash(7)],
+            tier: KvTier::Shared,
+        };
+        let s = serde_json::to_string(&shared).unwrap();
+        assert_eq!(
+            s,
+            r#"{"kind":"stored","parent":null,"hashes":[7],"tier":"shared"}"#
+        );
+        assert_eq!(serde_json::from_str::<KvEvent>(&s).unwrap(), shared);
+        let gone = KvEvent::Removed {
+            hashes: vec![BlockHash(7)],
+            tier: KvTier::Shared,
+        };
+        let s = serde_json::to_string(&gone).unwrap();
+        assert_eq!(s, r#"{"kind":"removed","hashes":[7],"tier":"shared"}"#);
+        assert_eq!(serde_json::from_str::<KvEvent>(&s).unwrap(), gone);
+        // Still strict: unknown fields and unknown tiers are refused.
+        for bad in [
+            r#"{"kind":"removed","hashes":[5],"medium":"GPU"}"#,
+            r#"{"kind":"removed","hashes":[5],"tier":"cpu"}"#,
+        ] {
+            assert!(serde_json::from_str::<KvEvent>(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

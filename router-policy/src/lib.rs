@@ -54,7 +54,7 @@ pub use decision::{Branch, CandidateScore, Decision, Explanation, Terms};
 pub use disagg::{DisaggConfig, PrefillNote, ReplicaRole};
 pub use error::RouteError;
 pub use events::{
-    Epoch, KvEvent, KvEventRecord, KvStreamMessage, Observation, SeqNo, StreamCursor,
+    Epoch, KvEvent, KvEventRecord, KvStreamMessage, KvTier, Observation, SeqNo, StreamCursor,
 };
 pub use hash::{block_hashes, ChainHasher, HashNamespace, RootSeed, SCHEME_VERSION};
 pub use hot::{HotPrefix, HotPrefixes};

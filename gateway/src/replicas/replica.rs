@@ -180,6 +180,7 @@ impl Replica {
                 self.info.capacity_blocks
             },
             prefill_tokens_per_s: load.prefill_tokens_per_s,
+            tier_tokens_per_s: load.tier_tokens_per_s,
             role: self.info.role,
         }
     }

@@ -75,6 +75,7 @@ impl Gateway {
             max_precise_entries: 1 << 12,
             max_approx_entries: 0,
             approx_ttl: Millis(0),
+            max_shared_entries: 0,
         });
         Self {
             index,

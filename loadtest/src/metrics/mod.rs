@@ -17,6 +17,7 @@ pub mod regional;
 pub mod rollout;
 mod stats;
 mod summary;
+pub mod tier;
 pub mod timeseries;
 pub mod windows;
 
@@ -95,6 +96,10 @@ pub struct RequestRecord {
     pub output_tokens: u32,
     /// Cached prompt tokens (`usage.prompt_tokens_details.cached_tokens`).
     pub cached_tokens: u32,
+    /// Of `cached_tokens`, those loaded from the shared KV tier rather than found in the
+    /// replica's own cache (simulate with `--kv-tier on`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub tier_cached_tokens: u32,
     /// Cached prompt tokens the router predicted (`x-warmpath-predicted-cached-tokens`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub predicted_cached_tokens: Option<u32>,
@@ -121,6 +126,10 @@ pub struct RequestRecord {
     /// Failure detail.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error_detail: Option<String>,
+}
+
+fn is_zero(x: &u32) -> bool {
+    *x == 0
 }
 
 impl RequestRecord {

@@ -155,6 +155,9 @@ pub struct Summary {
     /// The role split and its KV transfers (simulate with `--prefill-replicas`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub disagg: Option<DisaggSummary>,
+    /// The shared KV tier and the hit rate split it makes (simulate with `--kv-tier`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kv_tier: Option<super::tier::TierSummary>,
 }
 
 impl Summary {

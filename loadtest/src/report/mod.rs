@@ -6,6 +6,7 @@ pub mod json;
 pub mod plot;
 pub mod region_table;
 pub mod table;
+pub mod tier_table;
 pub mod window_table;
 
 use crate::metrics::{RequestRecord, Summary};

@@ -5,6 +5,7 @@
 use super::disagg::DisaggSim;
 use super::profile::CostProfile;
 use super::rollout::RolloutSim;
+use super::tier::TierSim;
 use router_policy::index::IndexConfig;
 use router_policy::{CheckpointId, RegionId, RegionMode, Regions, Rtt};
 
@@ -32,6 +33,8 @@ pub struct SimConfig {
     pub rollout: Option<RolloutSim>,
     /// A role split (prefill/decode disaggregation).
     pub disagg: Option<DisaggSim>,
+    /// A shared KV tier every replica writes to and loads from.
+    pub tier: Option<TierSim>,
 }
 
 /// A fleet of gateways in front of the simulated replicas. Requests reach the gateways in

@@ -1,6 +1,7 @@
 //! The simulator's event queue: a min-heap on (time, insertion order), so equal-time events
 //! run in the order they were scheduled and runs are deterministic.
 
+use super::replica::Seq;
 use router_policy::{BlockHash, KvStreamMessage, Millis, ReplicaId};
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -33,6 +34,9 @@ pub(crate) enum Event {
     /// Another gateway's routing decision (replica, block hashes, when it was made) reaches
     /// gateway `usize` through the shared routing history.
     HistoryDelivery(usize, ReplicaId, Arc<[BlockHash]>, Millis),
+    /// A sequence's shared-tier lookup at a replica is done: its blocks `from..upto` came
+    /// from the tier (none when `from == upto`); it joins the replica's queue.
+    TierLoaded(ReplicaId, Box<Seq>, usize, usize),
 }
 
 #[derive(Debug)]

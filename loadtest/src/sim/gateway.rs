@@ -63,6 +63,7 @@ impl Router {
                 .map(|i| ReplicaSnapshot {
                     kv_capacity_blocks: cfg.profile.kv_capacity_blocks,
                     prefill_tokens_per_s: cfg.profile.prefill_tokens_per_s,
+                    tier_tokens_per_s: cfg.tier.map_or(0.0, |t| t.tokens_per_s),
                     region: label(i),
                     role: cfg.disagg.as_ref().map(|d| d.role(i)).unwrap_or_default(),
                     ..ReplicaSnapshot::idle(ReplicaId(i as u32), checkpoints[i].clone())

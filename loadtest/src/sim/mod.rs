@@ -14,7 +14,9 @@
 //! - [`RolloutSim`]: a second checkpoint's replicas join mid-run with cold caches, naive
 //!   cut-over or hot-prefix pre-warm with a ramped share ([`rollout`]);
 //! - [`DisaggSim`]: prefill and decode replicas, long prompts prefilled on one and their KV
-//!   streamed to the other ([`disagg`]).
+//!   streamed to the other ([`disagg`]);
+//! - [`TierSim`]: a shared KV tier, written through by every replica and loaded from on a
+//!   local miss ([`tier`]).
 //!
 //! [`capacity`] estimates the offered load against the cluster before a run; [`progress`]
 //! reports how far a run has got.
@@ -32,6 +34,7 @@ pub mod progress;
 pub mod radix;
 mod replica;
 pub mod rollout;
+pub mod tier;
 
 pub use config::{FleetSim, RegionIx, RegionSim, SimConfig};
 pub use disagg::{DisaggSim, Transfer};
@@ -40,3 +43,4 @@ pub use oracle::oracle_hit_rate;
 pub use profile::CostProfile;
 pub use progress::{NoProgress, ProgressSink, SimProgress};
 pub use rollout::{RolloutArm, RolloutKey, RolloutSim};
+pub use tier::TierSim;

@@ -4,7 +4,7 @@
 
 use super::profile::CostProfile;
 use super::radix::RadixCache;
-use router_policy::{BlockHash, KvEvent};
+use router_policy::{BlockHash, KvEvent, KvTier};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -54,6 +54,9 @@ pub(crate) struct Seq {
     /// A split request: the prompt tokens its prefill replica found cached, which its
     /// record reports as cached (the transferred ones were computed, there).
     pub prefill_hit_tokens: Option<u32>,
+    /// Blocks loaded from the shared KV tier before admission (counted in `cached_blocks`
+    /// once admitted).
+    pub tier_blocks: u32,
     /// Blocks reserved for the uncached full prompt blocks until they are stored.
     reserved_prompt: u64,
     /// Blocks reserved for the partial tail and the output (freed at the end).
@@ -89,6 +92,7 @@ impl Seq {
             last_chunk: 0,
             pinned: 0,
             prefill_hit_tokens: None,
+            tier_blocks: 0,
             reserved_prompt: 0,
             reserved_private: 0,
             decoding: false,
@@ -160,20 +164,29 @@ impl Replica {
                 .sum::<u64>()
     }
 
-    /// Caches the KV of `seq`'s prompt blocks received from a prefill replica after the
-    /// leading ones held here, evicting unreferenced blocks for room and stopping where
+    /// Caches the KV of `seq`'s first `upto` prompt blocks received from a prefill replica
+    /// or the shared tier after the leading ones held here, evicting unreferenced blocks for room and stopping where
     /// none is left. The chain stays referenced until `seq` is admitted. Returns the blocks
     /// received; their `Stored` event and any `Removed` go to `events`.
-    pub(super) fn import(&mut self, seq: &mut Seq, events: &mut Vec<KvEvent>) -> usize {
-        let chain = seq.hashes.clone();
-        let held = self.cache.match_len(&chain);
+    pub(super) fn import(
+        &mut self,
+        seq: &mut Seq,
+        upto: usize,
+        events: &mut Vec<KvEvent>,
+    ) -> usize {
+        let all = seq.hashes.clone();
+        let chain = &all[..upto.min(all.len())];
+        let held = self.cache.match_len(chain);
         self.cache.acquire(&chain[..held]);
         let want = (chain.len() - held) as u64;
         let free = self.capacity.saturating_sub(self.used_blocks());
         if want > free {
             let evicted = self.cache.evict((want - free) as usize);
             if !evicted.is_empty() {
-                events.push(KvEvent::Removed { hashes: evicted });
+                events.push(KvEvent::Removed {
+                    hashes: evicted,
+                    tier: KvTier::Device,
+                });
             }
         }
         let free = self.capacity.saturating_sub(self.used_blocks());
@@ -186,10 +199,18 @@ impl Replica {
             events.push(KvEvent::Stored {
                 parent,
                 hashes: new,
+                tier: KvTier::Device,
             });
         }
         seq.pinned = end;
         received
+    }
+
+    /// Leading blocks of `hashes` (a prompt of `prompt_tokens`) this replica would reuse now,
+    /// and the most it may reuse: at least one prompt token is always computed.
+    pub(super) fn local_hit(&self, hashes: &[BlockHash], prompt_tokens: u32) -> (usize, usize) {
+        let max_hit = (prompt_tokens.saturating_sub(1) / self.block_size) as usize;
+        (self.cache.match_len(hashes).min(max_hit), max_hit)
     }
 
     /// Admits waiting requests in FCFS order while the batch and the KV capacity allow,
@@ -214,7 +235,10 @@ impl Replica {
             if need > free {
                 let evicted = self.cache.evict((need - free) as usize);
                 if !evicted.is_empty() {
-                    events.push(KvEvent::Removed { hashes: evicted });
+                    events.push(KvEvent::Removed {
+                        hashes: evicted,
+                        tier: KvTier::Device,
+                    });
                 }
             }
             let free = self.capacity.saturating_sub(self.used_blocks());
@@ -295,6 +319,7 @@ impl Replica {
                         out.events.push(KvEvent::Stored {
                             parent,
                             hashes: new,
+                            tier: KvTier::Device,
                         });
                     }
                 }
@@ -317,103 +342,4 @@ impl Replica {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn profile(cap: u64) -> CostProfile {
-        CostProfile {
-            name: "t".into(),
-            source: "test".into(),
-            block_size: 4,
-            kv_capacity_blocks: cap,
-            prefill_tokens_per_s: 1000.0,
-            prefill_step_overhead_ms: 0.0,
-            decode_step_ms: vec![(1, 10.0), (2, 12.0)],
-            max_batch: 4,
-            max_prefill_tokens_per_step: 8,
-            kv_bytes_per_token: None,
-        }
-    }
-
-    fn chain(xs: &[u64]) -> Arc<[BlockHash]> {
-        xs.iter().map(|&x| BlockHash(x)).collect::<Vec<_>>().into()
-    }
-
-    /// Runs the replica to idle; returns (completed seqs, events) with the clock.
-    fn drain(r: &mut Replica, p: &CostProfile, now: &mut f64) -> (Vec<Seq>, Vec<KvEvent>) {
-        let (mut done, mut ev) = (Vec::new(), Vec::new());
-        while let Some(ms) = r.plan_step(p, &mut ev) {
-            *now += ms;
-            let o = r.finish_step(*now);
-            done.extend(o.completed);
-            ev.extend(o.events);
-        }
-        (done, ev)
-    }
-
-    #[test]
-    fn chunked_prefill_then_decode_timeline() {
-        let p = profile(100);
-        let mut r = Replica::new(&p);
-        // 12 prompt tokens (3 full blocks), 3 output tokens.
-        r.waiting
-            .push_back(Seq::new(Job::Request(0), chain(&[1, 2, 3]), 12, 3, 0.0));
-        let mut now = 0.0;
-        let (done, ev) = drain(&mut r, &p, &mut now);
-        // Prefill 8 tokens (8 ms) + 4 tokens (4 ms): first token at 12 ms; two decode steps of 10 ms.
-        let s = &done[0];
-        assert_eq!(s.first_token_ms, 12.0);
-        assert_eq!(s.last_token_ms, 32.0);
-        assert_eq!(s.itls, vec![10.0, 10.0]);
-        assert_eq!(
-            ev,
-            vec![KvEvent::Stored {
-                parent: None,
-                hashes: chain(&[1, 2, 3]).to_vec()
-            }]
-        );
-        assert_eq!(r.reserved, 0);
-        assert_eq!(r.cache.len(), 3);
-    }
-
-    #[test]
-    fn cached_prefix_is_reused_and_lru_evicts_to_admit() {
-        let p = profile(8);
-        let mut r = Replica::new(&p);
-        let mut now = 0.0;
-        r.waiting
-            .push_back(Seq::new(Job::Request(0), chain(&[1, 2, 3]), 12, 1, 0.0));
-        drain(&mut r, &p, &mut now);
-        // Same 2-block prefix, 12 tokens: 2 blocks hit (8 tokens cached), 4 to prefill.
-        r.waiting
-            .push_back(Seq::new(Job::Request(1), chain(&[1, 2, 4]), 12, 1, now));
-        let (done, ev) = drain(&mut r, &p, &mut now);
-        assert_eq!(done[0].cached_blocks, 2);
-        assert_eq!(
-            ev,
-            vec![KvEvent::Stored {
-                parent: Some(BlockHash(2)),
-                hashes: vec![BlockHash(4)]
-            }]
-        );
-        // A fully cached prompt still computes its last block.
-        r.waiting
-            .push_back(Seq::new(Job::Request(2), chain(&[1, 2, 4]), 12, 1, now));
-        let (done, _) = drain(&mut r, &p, &mut now);
-        assert_eq!(done[0].cached_blocks, 2);
-        // A cold 6-block prompt needs 6 + 1 blocks: LRU leaves go first (3, then 4, ...).
-        r.waiting.push_back(Seq::new(
-            Job::Request(3),
-            chain(&[7, 8, 9, 10, 11, 12]),
-            24,
-            1,
-            now,
-        ));
-        let (_, ev) = drain(&mut r, &p, &mut now);
-        let KvEvent::Removed { hashes } = &ev[0] else {
-            panic!("expected a removal first: {ev:?}")
-        };
-        assert_eq!(hashes[0], BlockHash(3));
-        assert!(r.used_blocks() <= 8);
-    }
-}
+mod tests;

@@ -3,19 +3,20 @@
 //! stderr) and reports one row / one JSON object per run. With `--regions` every policy
 //! runs on a multi-region cluster (its mode from `@MODE` or `--region-mode`); with
 //! `--rollout-at` every policy runs once per rollout arm; with `--prefill-replicas` once per
-//! role split.
+//! role split; with `--kv-tier` once per tier arm (times any of the others).
 
 pub mod disagg;
 pub mod load_check;
 pub mod progress_ui;
 pub mod regions;
 pub mod rollout;
+pub mod tier;
 
 use crate::cli::SimulateArgs;
 use crate::metrics::Summary;
 use crate::prompt::PromptHasher;
 use crate::report::{
-    class_table, disagg_table, json, plot, region_table, table, window_table, RunReport,
+    class_table, disagg_table, json, plot, region_table, table, tier_table, window_table, RunReport,
 };
 use crate::rng::mix;
 use crate::sim::{oracle_hit_rate, simulate_with, CostProfile, FleetSim, SimConfig};
@@ -73,6 +74,10 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Vec<RunReport>> {
              (simulate them separately)"
         );
     }
+    let tiers = tier::arms(&args.tier)?;
+    if tiers.iter().any(Option::is_some) && splits.iter().any(Option::is_some) {
+        bail!("--kv-tier on cannot be combined with --prefill-replicas (simulate them separately)");
+    }
     if region_sim.is_some() && args.gateways != 1 {
         bail!("--gateways does not apply with --regions: there is one gateway per region");
     }
@@ -92,6 +97,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Vec<RunReport>> {
         regions: region_sim,
         rollout: None,
         disagg: None,
+        tier: None,
     };
     let oracle = args.oracle.then(|| {
         let seed = HashNamespace::new(cfg.checkpoint.clone()).root_seed();
@@ -130,6 +136,19 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Vec<RunReport>> {
         } else {
             vec![cfg.clone()]
         };
+        let variants: Vec<SimConfig> = if tiers.is_empty() {
+            variants
+        } else {
+            variants
+                .iter()
+                .flat_map(|v| {
+                    tiers.iter().map(|t| SimConfig {
+                        tier: *t,
+                        ..v.clone()
+                    })
+                })
+                .collect()
+        };
         for c in &variants {
             let t = Instant::now();
             let report = simulate_policy(name, &workload, c, args, oracle)?;
@@ -152,6 +171,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Vec<RunReport>> {
         region_table::render(&rows),
         window_table::render(&rows),
         disagg_table::render(&rows),
+        tier_table::render(&rows),
     ] {
         if !extra.is_empty() {
             println!("{extra}");
@@ -193,6 +213,10 @@ pub fn simulate_policy(
             disagg::arm_label(cfg.disagg.as_ref(), cfg.replicas)
         );
     }
+    let tier_run = !args.tier.kv_tier.is_empty();
+    if tier_run {
+        label = format!("{label}/{}", tier::arm_label(cfg.tier.as_ref()));
+    }
     if let PolicyConfig::Random { seed } = &mut pc {
         *seed = mix(&[args.seed, 0x0BAD_5EED]);
     }
@@ -212,6 +236,9 @@ pub fn simulate_policy(
     }
     if split_run {
         disagg::label_disagg(&mut summary, cfg.disagg.as_ref(), cfg.replicas, &outcome);
+    }
+    if tier_run {
+        tier::label_tier(&mut summary, cfg.tier.as_ref(), &outcome.records);
     }
     Ok(RunReport {
         summary,

@@ -4,8 +4,11 @@
 //! The engine loop publishes after each step, i.e. only after the pages were written. A
 //! reader asks for what follows its position; when the ring no longer reaches back that
 //! far, or the epoch differs, it gets a snapshot instead.
+//!
+//! The snapshot is the device cache only: `tier: shared` events (blocks in the cluster's
+//! shared KV tier) pass through the ring to live readers but never enter the stored set.
 
-use router_policy::{BlockHash, Epoch, KvEvent, KvEventRecord, KvStreamMessage, SeqNo};
+use router_policy::{BlockHash, Epoch, KvEvent, KvEventRecord, KvStreamMessage, KvTier, SeqNo};
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 use tokio::sync::watch;
@@ -160,12 +163,21 @@ impl EventLog {
 impl Inner {
     fn apply(&mut self, ev: &KvEvent) {
         match ev {
-            KvEvent::Stored { hashes, .. } => self.stored.extend(hashes.iter().copied()),
-            KvEvent::Removed { hashes } => {
+            KvEvent::Stored {
+                hashes,
+                tier: KvTier::Device,
+                ..
+            } => self.stored.extend(hashes.iter().copied()),
+            KvEvent::Removed {
+                hashes,
+                tier: KvTier::Device,
+            } => {
                 for h in hashes {
                     self.stored.remove(h);
                 }
             }
+            // The shared tier is not this replica's cache.
+            KvEvent::Stored { .. } | KvEvent::Removed { .. } => {}
             KvEvent::Cleared => self.stored.clear(),
         }
     }
@@ -179,7 +191,36 @@ mod tests {
         KvEvent::Stored {
             parent: None,
             hashes: xs.iter().map(|&x| BlockHash(x)).collect(),
+            tier: KvTier::Device,
         }
+    }
+
+    #[test]
+    fn shared_tier_events_reach_readers_but_not_the_snapshot() {
+        let log = EventLog::new(Epoch(5), 8);
+        log.publish(vec![stored(&[1])]);
+        let (_, pos) = log.read(None);
+        let shared = KvEvent::Stored {
+            parent: None,
+            hashes: vec![BlockHash(1), BlockHash(2)],
+            tier: KvTier::Shared,
+        };
+        log.publish(vec![
+            shared.clone(),
+            KvEvent::Removed {
+                hashes: vec![BlockHash(1)],
+                tier: KvTier::Shared,
+            },
+        ]);
+        let (msgs, _) = log.read(Some(pos));
+        assert!(matches!(&msgs[0], KvStreamMessage::Event(r) if r.event == shared));
+        assert_eq!(msgs.len(), 2);
+        // The device set still holds 1 (a shared removal is not a device eviction) and not 2.
+        assert_eq!(log.stored_len(), 1);
+        let (snap, _) = log.read(None);
+        assert!(
+            matches!(&snap[0], KvStreamMessage::Snapshot { hashes, .. } if hashes == &vec![BlockHash(1)])
+        );
     }
 
     #[test]
@@ -197,6 +238,7 @@ mod tests {
         );
         log.publish(vec![KvEvent::Removed {
             hashes: vec![BlockHash(1)],
+            tier: KvTier::Device,
         }]);
         let (msgs, pos2) = log.read(Some(pos));
         assert_eq!(msgs.len(), 1);

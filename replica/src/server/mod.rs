@@ -123,7 +123,13 @@ pub async fn start(args: ServeArgs) -> Result<ServerHandle, ServerError> {
     let tier = tier.map(|(conn, sink, rx, timeout)| {
         let layout = transfer::record::record_layout(facts.kv_layout);
         conn.get(); // start connecting now
-        tokio::spawn(tier::run_writer(rx, conn.clone(), layout, sink));
+        tokio::spawn(tier::run_writer(
+            rx,
+            conn.clone(),
+            layout,
+            sink,
+            events.clone(),
+        ));
         tier::Tier {
             conn,
             timeout,

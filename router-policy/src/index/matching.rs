@@ -4,9 +4,15 @@
 //! walk down the chain keeps the set of replicas still matching ("alive"); a replica leaves
 //! the set at its first miss, and the walk stops as soon as nobody is left, so a cold
 //! request costs one table lookup. Cost: O(matched depth x (alive + holders per block)).
+//!
+//! When the shared tier is known to hold anything, each replica also gets its tier run: the
+//! consecutive blocks after its own match that the tier holds (what it could fetch rather
+//! than compute). Runs are shared between replicas whose matches end inside the same run, so
+//! this costs at most one tier lookup per block plus one per distinct match depth.
 
 use super::approx::ApproxIndex;
 use super::precise::PreciseIndex;
+use super::shared::SharedTier;
 use crate::cluster::INLINE_REPLICAS;
 use crate::ids::{BlockHash, Millis, ReplicaId};
 use serde::Serialize;
@@ -26,6 +32,9 @@ pub struct ReplicaMatch {
     pub precise_blocks: u32,
     /// Leading blocks held according to the router's unexpired routing history.
     pub approx_blocks: u32,
+    /// Consecutive blocks after [`ReplicaMatch::blocks`] that the shared tier holds (0 when
+    /// the index knows of no shared block).
+    pub tier_blocks: u32,
 }
 
 impl ReplicaMatch {
@@ -45,9 +54,25 @@ impl ReplicaMatch {
 pub struct PrefixMatches {
     /// Sorted by replica id; only replicas with at least one matched block.
     entries: Vec<(ReplicaId, ReplicaMatch)>,
+    /// Leading blocks the shared tier holds: the tier run of a replica not in `entries`.
+    root_tier_blocks: u32,
 }
 
 impl PrefixMatches {
+    /// Blocks replica `r` could fetch from the shared tier: the consecutive run after its
+    /// own match (for a replica that matched nothing, the tier's leading run).
+    pub fn tier_blocks(&self, r: ReplicaId) -> u32 {
+        match self.entries.binary_search_by_key(&r, |e| e.0) {
+            Ok(i) => self.entries[i].1.tier_blocks,
+            Err(_) => self.root_tier_blocks,
+        }
+    }
+
+    /// True when some replica could fetch at least one block from the shared tier.
+    pub fn any_tier(&self) -> bool {
+        self.root_tier_blocks > 0 || self.entries.iter().any(|e| e.1.tier_blocks > 0)
+    }
+
     /// The match of `r` (zero when it holds nothing).
     pub fn get(&self, r: ReplicaId) -> ReplicaMatch {
         match self.entries.binary_search_by_key(&r, |e| e.0) {
@@ -77,10 +102,11 @@ impl PrefixMatches {
     }
 }
 
-/// Walks `hashes` over both parts.
+/// Walks `hashes` over both parts, then (if the tier holds anything) finds tier runs.
 pub(super) fn match_prefix(
     precise: &PreciseIndex,
     approx: &ApproxIndex,
+    shared: &SharedTier,
     hashes: &[BlockHash],
     now: Millis,
 ) -> PrefixMatches {
@@ -96,8 +122,32 @@ pub(super) fn match_prefix(
     }
     p.sort_unstable_by_key(|e| e.0);
     a.sort_unstable_by_key(|e| e.0);
-    PrefixMatches {
+    let mut out = PrefixMatches {
         entries: merge(&p, &a),
+        root_tier_blocks: 0,
+    };
+    if !shared.is_empty() && !hashes.is_empty() {
+        add_tier_runs(shared, hashes, &mut out);
+    }
+    out
+}
+
+/// Fills every replica's tier run. A run found from position `a` ends at the tier's first
+/// miss `e`; any later start `d` in `[a, e]` reuses it as `e - d` without a lookup.
+fn add_tier_runs(shared: &SharedTier, hashes: &[BlockHash], out: &mut PrefixMatches) {
+    let mut runs: SmallVec<[(u32, u32); INLINE_REPLICAS]> = SmallVec::new();
+    let mut run_at = |d: u32| -> u32 {
+        if let Some(&(_, e)) = runs.iter().find(|&&(a, e)| a <= d && d <= e) {
+            return e - d;
+        }
+        let n = shared.run_from(hashes, d as usize);
+        runs.push((d, d + n));
+        n
+    };
+    out.root_tier_blocks = run_at(0);
+    let len = hashes.len() as u32;
+    for (_, m) in &mut out.entries {
+        m.tier_blocks = run_at(m.blocks().min(len));
     }
 }
 

@@ -5,6 +5,9 @@
 //!   [`StreamCursor`] per replica). The truth as last reported.
 //! - [`approx`]: the router's own routing history with a TTL, for replicas that publish no
 //!   events and for the window before events arrive.
+//! - [`shared`]: blocks in the cluster's shared KV tier, from `tier: shared` events of any
+//!   replica; they make nobody a holder, but a replica can fetch them
+//!   ([`PrefixMatches::tier_blocks`]).
 //!
 //! Both are bounded in memory with LRU eviction. Removing a replica, a `cleared` event or a
 //! new epoch drops the replica's entries at once. See the crate README for the structure and
@@ -15,6 +18,7 @@ mod lru;
 mod matching;
 mod precise;
 mod replica_set;
+mod shared;
 
 #[cfg(test)]
 mod tests;
@@ -22,7 +26,7 @@ mod tests;
 pub use matching::{PrefixMatches, ReplicaMatch};
 
 use crate::error::RouteError;
-use crate::events::{Epoch, KvEvent, KvStreamMessage, Observation, SeqNo, StreamCursor};
+use crate::events::{Epoch, KvEvent, KvStreamMessage, KvTier, Observation, SeqNo, StreamCursor};
 use crate::ids::{BlockHash, Millis, ReplicaId};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -39,6 +43,9 @@ pub struct IndexConfig {
     /// a later route to the same replica once 1/128 of this has passed since it was last
     /// renewed, so it may read as expired up to that much early.
     pub approx_ttl: Millis,
+    /// Most blocks of the shared KV tier the index keeps; least recently stored go first.
+    /// 0 ignores shared-tier events.
+    pub max_shared_entries: usize,
 }
 
 impl Default for IndexConfig {
@@ -48,6 +55,7 @@ impl Default for IndexConfig {
             max_precise_entries: 4 << 20,
             max_approx_entries: 1 << 20,
             approx_ttl: Millis(120_000),
+            max_shared_entries: 1 << 20,
         }
     }
 }
@@ -70,6 +78,12 @@ impl IndexConfig {
         if self.max_approx_entries >= (u32::MAX - 2) as usize {
             return Err(RouteError::invalid(
                 "index.max_approx_entries",
+                "must be below 2^32 - 2",
+            ));
+        }
+        if self.max_shared_entries >= (u32::MAX - 2) as usize {
+            return Err(RouteError::invalid(
+                "index.max_shared_entries",
                 "must be below 2^32 - 2",
             ));
         }
@@ -96,6 +110,10 @@ pub struct IndexStats {
     pub precise_evicted: u64,
     /// Replicas with a live event stream position.
     pub subscribed_replicas: usize,
+    /// Blocks known to be in the shared KV tier.
+    pub shared_entries: usize,
+    /// Shared-tier blocks dropped by the memory bound since creation.
+    pub shared_evicted: u64,
 }
 
 /// Precise + approximate prefix index over all replicas.
@@ -104,6 +122,7 @@ pub struct PrefixIndex {
     cfg: IndexConfig,
     precise: precise::PreciseIndex,
     approx: approx::ApproxIndex,
+    shared: shared::SharedTier,
     cursors: HashMap<ReplicaId, StreamCursor>,
 }
 
@@ -119,10 +138,12 @@ impl PrefixIndex {
     pub fn new(cfg: IndexConfig) -> Self {
         let precise = precise::PreciseIndex::new(cfg.max_precise_entries.max(1));
         let approx = approx::ApproxIndex::new(cfg.max_approx_entries, cfg.approx_ttl);
+        let shared = shared::SharedTier::new(cfg.max_shared_entries);
         Self {
             cfg,
             precise,
             approx,
+            shared,
             cursors: HashMap::new(),
         }
     }
@@ -177,9 +198,16 @@ impl PrefixIndex {
     }
 
     /// Per replica, the longest prefix of `hashes` it holds, stopping at its first miss:
-    /// precise (events) and approximate (unexpired routing history at `now`) separately.
+    /// precise (events) and approximate (unexpired routing history at `now`) separately;
+    /// and the run of blocks after it that the shared tier holds (computed only when the
+    /// index knows of any shared block).
     pub fn match_prefix(&self, hashes: &[BlockHash], now: Millis) -> PrefixMatches {
-        matching::match_prefix(&self.precise, &self.approx, hashes, now)
+        matching::match_prefix(&self.precise, &self.approx, &self.shared, hashes, now)
+    }
+
+    /// Blocks known to be in the shared KV tier.
+    pub fn shared_blocks(&self) -> usize {
+        self.shared.len()
     }
 
     /// Blocks the precise part says `replica` holds.
@@ -209,13 +237,17 @@ impl PrefixIndex {
                 .values()
                 .filter(|c| c.position().is_some())
                 .count(),
+            shared_entries: self.shared.len(),
+            shared_evicted: self.shared.evicted(),
         }
     }
 
     /// Heap bytes held by both parts (computed from capacities; validated by the bench's
     /// counting allocator).
     pub fn allocated_bytes(&self) -> usize {
-        self.precise.allocated_bytes() + self.approx.allocated_bytes()
+        self.precise.allocated_bytes()
+            + self.approx.allocated_bytes()
+            + self.shared.allocated_bytes()
     }
 
     fn apply_snapshot(
@@ -237,18 +269,36 @@ impl PrefixIndex {
         }
     }
 
+    /// Applies one event. Shared-tier events change the tier's set only: whoever wrote a
+    /// block, it is the cluster's, and a replica's `cleared` or new epoch leaves it there.
     fn apply_event(&mut self, replica: ReplicaId, event: &KvEvent) {
         match event {
-            KvEvent::Stored { hashes, .. } => {
+            KvEvent::Stored {
+                hashes,
+                tier: KvTier::Device,
+                ..
+            } => {
                 for &h in hashes {
                     self.precise.store(replica, h);
                 }
             }
-            KvEvent::Removed { hashes } => {
+            KvEvent::Stored {
+                hashes,
+                tier: KvTier::Shared,
+                ..
+            } => hashes.iter().for_each(|&h| self.shared.store(h)),
+            KvEvent::Removed {
+                hashes,
+                tier: KvTier::Device,
+            } => {
                 for &h in hashes {
                     self.precise.remove(replica, h);
                 }
             }
+            KvEvent::Removed {
+                hashes,
+                tier: KvTier::Shared,
+            } => hashes.iter().for_each(|&h| self.shared.remove(h)),
             KvEvent::Cleared => self.drop_entries(replica),
         }
     }

@@ -22,6 +22,14 @@ fn stored(v: &[u64]) -> KvEvent {
     KvEvent::Stored {
         parent: None,
         hashes: hs(v),
+        tier: KvTier::Device,
+    }
+}
+
+fn removed(v: &[u64]) -> KvEvent {
+    KvEvent::Removed {
+        hashes: hs(v),
+        tier: KvTier::Device,
     }
 }
 
@@ -38,6 +46,7 @@ fn big() -> IndexConfig {
         max_precise_entries: 1 << 20,
         max_approx_entries: 1 << 20,
         approx_ttl: Millis(1000),
+        max_shared_entries: 1 << 20,
     }
 }
 
@@ -76,13 +85,20 @@ impl Model {
                     Some((pe, ps)) if s == ps + 1 => {
                         self.pos.insert(r, Some((pe, s)));
                         let set = self.held.entry(r).or_default();
+                        // Shared-tier events never make a replica a holder.
                         match &rec.event {
-                            KvEvent::Stored { hashes, .. } => {
-                                set.extend(hashes.iter().map(|h| h.0))
-                            }
-                            KvEvent::Removed { hashes } => hashes.iter().for_each(|h| {
+                            KvEvent::Stored {
+                                hashes,
+                                tier: KvTier::Device,
+                                ..
+                            } => set.extend(hashes.iter().map(|h| h.0)),
+                            KvEvent::Removed {
+                                hashes,
+                                tier: KvTier::Device,
+                            } => hashes.iter().for_each(|h| {
                                 set.remove(&h.0);
                             }),
+                            KvEvent::Stored { .. } | KvEvent::Removed { .. } => {}
                             KvEvent::Cleared => set.clear(),
                         }
                         Observation::Apply
@@ -157,7 +173,16 @@ fn arb_hashes(max: usize) -> impl Strategy<Value = Vec<u64>> {
 fn arb_event() -> impl Strategy<Value = KvEvent> {
     prop_oneof![
         5 => arb_hashes(8).prop_map(|v| stored(&v)),
-        3 => arb_hashes(6).prop_map(|v| KvEvent::Removed { hashes: hs(&v) }),
+        3 => arb_hashes(6).prop_map(|v| removed(&v)),
+        1 => arb_hashes(8).prop_map(|v| KvEvent::Stored {
+            parent: None,
+            hashes: hs(&v),
+            tier: KvTier::Shared,
+        }),
+        1 => arb_hashes(6).prop_map(|v| KvEvent::Removed {
+            hashes: hs(&v),
+            tier: KvTier::Shared,
+        }),
         1 => Just(KvEvent::Cleared),
     ]
 }
@@ -499,7 +524,7 @@ fn approx_and_precise_stay_separate() {
     assert_eq!((m.precise_blocks, m.approx_blocks, m.blocks()), (1, 3, 3));
     assert!(!m.is_precise());
     // A removal event does not touch routing history, and vice versa.
-    idx.apply_message(r, &ev(1, 1, KvEvent::Removed { hashes: hs(&[1]) }));
+    idx.apply_message(r, &ev(1, 1, removed(&[1])));
     let m = idx.match_prefix(&hs(&[1, 2, 3]), Millis(1)).get(r);
     assert_eq!((m.precise_blocks, m.approx_blocks), (0, 3));
 }

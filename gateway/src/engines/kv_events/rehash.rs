@@ -14,6 +14,11 @@
 //! Removals of engine hashes the map does not know are dropped silently: they are the
 //! skipped blocks.
 //!
+//! Tiers: vLLM's `medium` (`"GPU"`, `"CPU"`, ...) names where the engine itself keeps a
+//! block. Only GPU blocks are mapped, and always as [`KvTier::Device`]: a CPU or disk
+//! offload tier belongs to that one engine (it is not the cluster's shared tier, which
+//! only Warmpath replicas report as [`KvTier::Shared`]), so those events stay skipped.
+//!
 //! The map is bounded by `max_blocks`: at the bound a `BlockStored` that would add entries
 //! is skipped ([`SkipReason::MapFull`]) until removals make room. Entries already mapped stay
 //! true, so the index never hears of a block the engine does not hold; new blocks are just
@@ -22,7 +27,7 @@
 
 use super::wire::{EngineEvent, EngineHash};
 use router_policy::hash::block_hash;
-use router_policy::{BlockHash, BlockSize, KvEvent, RootSeed, TokenId};
+use router_policy::{BlockHash, BlockSize, KvEvent, KvTier, RootSeed, TokenId};
 use std::collections::HashMap;
 
 /// Why an engine event produced nothing for the index.
@@ -165,7 +170,10 @@ impl EventMapper {
                 check_placement(medium.as_deref(), *group)?;
                 let removed: Vec<BlockHash> =
                     hashes.iter().filter_map(|h| self.map.remove(h)).collect();
-                Ok((!removed.is_empty()).then_some(KvEvent::Removed { hashes: removed }))
+                Ok((!removed.is_empty()).then_some(KvEvent::Removed {
+                    hashes: removed,
+                    tier: KvTier::Device,
+                }))
             }
             EngineEvent::Cleared => {
                 self.map.clear();
@@ -233,6 +241,7 @@ impl EventMapper {
         Ok(Some(KvEvent::Stored {
             parent: parent_hash,
             hashes: out,
+            tier: KvTier::Device,
         }))
     }
 }

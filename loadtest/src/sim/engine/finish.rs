@@ -12,7 +12,11 @@ use router_policy::ReplicaId;
 impl Sim<'_> {
     pub(super) fn step_end(&mut self, now: f64, r: ReplicaId) {
         let ri = r.0 as usize;
-        let out = self.replicas[ri].finish_step(now);
+        let mut out = self.replicas[ri].finish_step(now);
+        if let Some(t) = &mut self.tier {
+            let shared = t.write_through(&out.events);
+            out.events.extend(shared);
+        }
         self.publish(now, ri, out.events);
         let closed = matches!(self.workload.shape, LoadShape::Closed { .. });
         for s in out.completed {
@@ -77,6 +81,7 @@ impl Sim<'_> {
             cached_tokens: s
                 .prefill_hit_tokens
                 .unwrap_or(s.cached_blocks * self.block_size.0),
+            tier_cached_tokens: s.tier_blocks.min(s.cached_blocks) * self.block_size.0,
             predicted_cached_tokens: Some(routed.predicted_tokens),
             route_branch: Some(routed.branch),
             origin_region: name(origin),

@@ -1,11 +1,13 @@
 //! The event loop: arrivals are routed by a real policy (through their gateway), replicas
 //! run continuous-batching steps, KV events and load reports reach the gateways late by the
 //! configured amounts, and a rollout, if any, starts on time. Routing is in [`route`],
-//! completions in [`finish`], split requests (prefill/decode disaggregation) in [`split`].
+//! completions in [`finish`], split requests (prefill/decode disaggregation) in [`split`],
+//! shared-tier lookups in [`tier`].
 
 mod finish;
 mod route;
 mod split;
+mod tier;
 
 use super::config::SimConfig;
 use super::disagg::Transfer;
@@ -14,6 +16,7 @@ use super::gateway::Router;
 use super::progress::{NoProgress, ProgressSink, SimProgress, REPORT_EVERY_EVENTS};
 use super::replica::Replica;
 use super::rollout::{CkIx, RolloutRun};
+use super::tier::SharedStore;
 use crate::metrics::RequestRecord;
 use crate::prompt::PromptHasher;
 use crate::workload::{LoadShape, Workload};
@@ -75,6 +78,8 @@ struct Sim<'a> {
     finished: usize,
     events: u64,
     epoch: Epoch,
+    /// The shared KV tier, when on.
+    tier: Option<SharedStore>,
 }
 
 /// Runs the workload through policy `pc` (validated) on the simulated cluster.
@@ -128,6 +133,7 @@ pub fn simulate_with(
         finished: 0,
         events: 0,
         epoch: Epoch(1),
+        tier: cfg.tier.map(SharedStore::new),
     };
     sim.run(progress);
     let prewarm_done_ms = sim.rollout.as_ref().and_then(|r| r.prewarm_done_at);
@@ -203,6 +209,9 @@ impl Sim<'_> {
                 }
                 Event::RolloutStart => self.start_rollout(now),
                 Event::TransferDone(i) => self.transfer_done(now, i),
+                Event::TierLoaded(r, seq, from, upto) => {
+                    self.tier_loaded(now, r.0 as usize, *seq, from, upto)
+                }
             }
         }
         progress.update(&SimProgress {

@@ -79,12 +79,19 @@ impl Sim<'_> {
         }
     }
 
-    /// Records the route in the gateway's index (and the shared history) and queues `seq`.
+    /// Records the route in the gateway's index (and the shared history) and queues `seq`
+    /// (after a shared-tier lookup on a local miss, when the tier is on).
     pub(super) fn dispatch(&mut self, now: f64, gateway: usize, r: ReplicaId, seq: Seq) {
         self.record_route(now, gateway, r, &seq.hashes);
         self.router.sent(gateway, r.0 as usize);
         self.outstanding += 1;
-        self.enqueue(now, r.0 as usize, seq);
+        match self.tier_lookup(r.0 as usize, &seq) {
+            Some((ms, from, upto)) => {
+                let ev = Event::TierLoaded(r, Box::new(seq), from, upto);
+                self.queue.push(now + ms, ev);
+            }
+            None => self.enqueue(now, r.0 as usize, seq),
+        }
     }
 
     /// Records in gateway `gateway`'s index (and, after its delay, the shared history) that

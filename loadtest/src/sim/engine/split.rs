@@ -92,7 +92,7 @@ impl Sim<'_> {
         };
         let di = split.decode.0 as usize;
         let mut events = Vec::new();
-        let received = self.replicas[di].import(&mut split.seq, &mut events);
+        let received = self.replicas[di].import(&mut split.seq, usize::MAX, &mut events);
         self.publish(now, di, events);
         self.transfers.push(Transfer {
             request: i,

@@ -13,7 +13,7 @@
 
 use super::pool::PagePool;
 use crate::engine::PageId;
-use router_policy::{BlockHash, KvEvent};
+use router_policy::{BlockHash, KvEvent, KvTier};
 use std::collections::{BTreeSet, HashMap};
 
 /// A node of the cache. Stable while the node is locked.
@@ -258,9 +258,13 @@ impl RadixCache {
             self.refresh(p);
         }
         match self.events.last_mut() {
-            Some(KvEvent::Removed { hashes }) => hashes.push(node.hash),
+            Some(KvEvent::Removed {
+                hashes,
+                tier: KvTier::Device,
+            }) => hashes.push(node.hash),
             _ => self.events.push(KvEvent::Removed {
                 hashes: vec![node.hash],
+                tier: KvTier::Device,
             }),
         }
         true
@@ -304,12 +308,15 @@ impl RadixCache {
             self.node(p).hash
         });
         match self.events.last_mut() {
-            Some(KvEvent::Stored { hashes, .. }) if hashes.last().copied() == parent_hash => {
-                hashes.push(hash)
-            }
+            Some(KvEvent::Stored {
+                hashes,
+                tier: KvTier::Device,
+                ..
+            }) if hashes.last().copied() == parent_hash => hashes.push(hash),
             _ => self.events.push(KvEvent::Stored {
                 parent: parent_hash,
                 hashes: vec![hash],
+                tier: KvTier::Device,
             }),
         }
         Inserted::New(id)

@@ -1,10 +1,14 @@
 //! The tier's write side: the engine loop's byte-bounded queue ([`TierSink`]) and the task
-//! that empties it into Redis ([`run_writer`]).
+//! that empties it into Redis ([`run_writer`]), announcing what it wrote on the replica's
+//! KV event stream as `tier: shared` events (routers learn which blocks any replica could
+//! fetch; the replica's own device snapshot is not affected).
 
 use super::conn::TierConn;
+use crate::server::events::EventLog;
 use crate::server::metrics::Metrics;
 use crate::server::transfer::record::encode;
 use crate::server::worker::ExportedBlock;
+use router_policy::{KvEvent, KvTier};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
@@ -71,12 +75,14 @@ impl TierSink {
 
 /// Writes queued blocks to Redis until the sink's senders are gone: each batch is one
 /// pipeline of `SET key record`. A batch that cannot be written (no connection, an error)
-/// is counted as `failed` and let go: the tier is a cache.
+/// is counted as `failed` and let go: the tier is a cache. A written batch is published on
+/// `events` as one `Stored` event with `tier: shared` (no parent: a batch mixes sequences).
 pub async fn run_writer(
     mut rx: UnboundedReceiver<ExportedBlock>,
     conn: TierConn,
     layout: KvRecordLayout,
     sink: TierSink,
+    events: Arc<EventLog>,
 ) {
     let m = sink.metrics.clone();
     let mut batch = Vec::with_capacity(BATCH);
@@ -92,6 +98,7 @@ pub async fn run_writer(
         let bytes: u64 = batch.iter().map(queued_bytes).sum();
         let mut pipe = redis::pipe();
         let mut written_bytes = 0u64;
+        let hashes: Vec<_> = batch.iter().map(|b| b.hash).collect();
         for b in batch.drain(..) {
             let key = tier_key(b.hash);
             let record = encode(layout, b);
@@ -106,6 +113,11 @@ pub async fn run_writer(
             Some(mut c) => match pipe.query_async::<()>(&mut c).await {
                 Ok(()) => {
                     m.kv_tier_write_bytes.inc_by(written_bytes);
+                    events.publish(vec![KvEvent::Stored {
+                        parent: None,
+                        hashes,
+                        tier: KvTier::Shared,
+                    }]);
                     "written"
                 }
                 Err(e) => {

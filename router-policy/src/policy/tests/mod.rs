@@ -85,6 +85,7 @@ fn arb_replica(id: u32) -> impl Strategy<Value = ReplicaSnapshot> {
             kv_used_blocks: kv_used.min(cap.max(1)),
             kv_capacity_blocks: cap,
             prefill_tokens_per_s: rate,
+            tier_tokens_per_s: 0.0,
             role: Default::default(),
         })
 }

@@ -37,6 +37,11 @@ pub struct WarmConfig {
     pub cold_tie_tolerance_ms: f64,
     /// Initial estimate of uncached tokens per in-flight request.
     pub initial_request_tokens: f64,
+    /// Rate of loading prompt tokens from the shared KV tier (tokens/s) assumed for a
+    /// replica that has measured none (`tier_tokens_per_s` 0 in its load report).
+    pub default_tier_tokens_per_s: f64,
+    /// Fixed cost of one shared-tier lookup (the round trip before blocks arrive), ms.
+    pub tier_lookup_ms: f64,
 }
 
 impl Default for WarmConfig {
@@ -53,6 +58,8 @@ impl Default for WarmConfig {
             tie_tolerance_ms: 150.0,
             cold_tie_tolerance_ms: 10.0,
             initial_request_tokens: 512.0,
+            default_tier_tokens_per_s: 20_000.0,
+            tier_lookup_ms: 2.0,
         }
     }
 }
@@ -111,6 +118,13 @@ impl WarmConfig {
                 0.0,
                 1e9,
             ),
+            (
+                "warm.default_tier_tokens_per_s",
+                self.default_tier_tokens_per_s,
+                1.0,
+                1e12,
+            ),
+            ("warm.tier_lookup_ms", self.tier_lookup_ms, 0.0, 1e6),
         ];
         for (key, v, lo, hi) in ranges {
             check_range(key, v, lo, hi)?;

@@ -6,16 +6,24 @@
 //! queue_ms(r)     = max(aged_report_ms(r), backlog_ms(r))     if this policy routed to r
 //!                 = aged_report_ms(r) + unreported_requests * avg_request_tokens / rate  otherwise
 //! aged_report_ms  = max(queued_prefill_tokens / rate - ms since this report was first seen, 0)
-//! prefill_ms(r)   = uncached(r) / rate,  uncached(r) = prompt_tokens - min(matched_blocks * B, prompt_tokens)
+//! fetch_ms(r)     = tier_lookup_ms + fetched(r) / tier_rate * 1000   if fetched(r) > 0, else 0
+//!                   fetched(r) = tokens of the tier_blocks(r) blocks after r's own match
+//!                   tier_rate  = r's measured tier_tokens_per_s, else default_tier_tokens_per_s
+//! prefill_ms(r)   = uncached(r) / rate,  uncached(r) = prompt_tokens - min((matched_blocks +
+//!                   tier_blocks) * B, prompt_tokens)
 //! kv_ms(r)        = 0                                   if k <= kv_pressure_threshold
 //!                 = kv_pressure_weight_ms * (k - thr) / max(1 - k, 0.01)   otherwise
 //!                   where k = (pinned + blocks this prompt adds) / kv_capacity and
 //!                   pinned = kv_used_blocks - blocks the index says r caches
 //! recompute_ms(r) = recompute_weight * x * (uncached(r) - min over replicas of uncached) / rate
 //!                   x = 2 if storing those blocks would fill r's cache, else 1
-//! cost_ms(r)      = queue_ms + prefill_ms + kv_ms + recompute_ms
+//! cost_ms(r)      = queue_ms + fetch_ms + prefill_ms + kv_ms + recompute_ms
 //! ```
-//! `queue_ms + prefill_ms + kv_ms` is the request's predicted TTFT.
+//! `queue_ms + fetch_ms + prefill_ms + kv_ms` is the request's predicted TTFT.
+//! - `tier_blocks(r)` ([`PrefixMatches::tier_blocks`]): the consecutive blocks after r's own
+//!   match that the shared KV tier holds. A replica fetches them before its prefill (the
+//!   replica's HTTP side loads them, so they are not queued engine work), which lets an idle
+//!   non-holder beat a busy holder when the tier is fast enough.
 //! - `backlog_ms(r)`: the prefill work this policy sent to r, drained at r's rate since it
 //!   was sent. Between load reports it tells a replica that just received a long cold prompt
 //!   from one whose prompt is almost done, which a request count cannot.
@@ -51,8 +59,10 @@
 //!    `spread_max_slowdown` x the winner's TTFT. Every gateway picks the same target.
 //!
 //! [`ReplicaSnapshot::unreported_requests`]: crate::cluster::ReplicaSnapshot::unreported_requests
+//! [`PrefixMatches::tier_blocks`]: crate::index::PrefixMatches::tier_blocks
 
 mod config;
+mod cost;
 mod spill;
 mod state;
 
@@ -66,8 +76,9 @@ use crate::error::RouteError;
 use crate::ids::ReplicaId;
 use crate::index::PrefixIndex;
 use crate::region::{RegionNote, Regions};
+use cost::{measured_rate, Cost, Held};
 use smallvec::SmallVec;
-use state::{Seen, Tracker};
+use state::Tracker;
 
 /// Weight of the newest sample in the average uncached tokens per request.
 const EWMA_ALPHA: f64 = 0.1;
@@ -79,27 +90,6 @@ pub struct Warm {
     avg_request_tokens: f64,
     /// Per-replica memory: work sent, age of the current load report.
     tracker: Tracker,
-}
-
-/// The cost model's parts for one replica.
-#[derive(Clone, Copy, Debug)]
-struct Cost {
-    queue_ms: f64,
-    /// See [`Seen::settled_ms`].
-    settled_ms: f64,
-    prefill_ms: f64,
-    kv_ms: f64,
-    /// Prefill rate used, tokens per ms.
-    tokens_per_ms: f64,
-    uncached: u32,
-    /// Round trip from the gateway's region (0 unless regions are weighed).
-    rtt_ms: f64,
-}
-
-impl Cost {
-    fn ttft(&self) -> f64 {
-        self.queue_ms + self.prefill_ms + self.kv_ms
-    }
 }
 
 impl Warm {
@@ -124,56 +114,6 @@ impl Warm {
         r.kv_capacity_blocks > 0
             && (r.kv_used_blocks + blocks) as f64
                 > self.cfg.kv_pressure_threshold * r.kv_capacity_blocks as f64
-    }
-
-    fn cost(
-        &self,
-        req: &RouteRequest<'_>,
-        r: &ReplicaSnapshot,
-        seen: Seen,
-        matched: u32,
-        cached: u64,
-        fallback_rate: f64,
-    ) -> Cost {
-        let rate = measured_rate(r).unwrap_or(fallback_rate);
-        let tokens_per_ms = rate / 1000.0;
-        let bs = u64::from(req.block_size.0.max(1));
-        let hit = (u64::from(matched) * bs).min(u64::from(req.prompt_tokens));
-        let uncached = u64::from(req.prompt_tokens) - hit;
-        // The report, aged at the prefill rate since this policy first saw it (the replica
-        // kept prefilling since), against the work this policy itself sent, drained the same
-        // way: the larger of the two. Without a record of its own, requests the report does
-        // not show yet count at the average request size.
-        let reported_ms = r.queued_prefill_tokens as f64 / tokens_per_ms;
-        let aged_ms = (reported_ms - seen.report_age_ms).max(0.0);
-        let queue_ms = match seen.backlog_ms {
-            Some(b) => aged_ms.max(b),
-            None => {
-                aged_ms
-                    + f64::from(r.unreported_requests()) * self.avg_request_tokens / tokens_per_ms
-            }
-        };
-        let kv_ms = if r.kv_capacity_blocks == 0 {
-            0.0
-        } else {
-            let pinned = r.kv_used_blocks.saturating_sub(cached);
-            let k = (pinned + uncached.div_ceil(bs)) as f64 / r.kv_capacity_blocks as f64;
-            let thr = self.cfg.kv_pressure_threshold;
-            if k <= thr {
-                0.0
-            } else {
-                self.cfg.kv_pressure_weight_ms * (k - thr) / (1.0 - k).max(0.01)
-            }
-        };
-        Cost {
-            queue_ms,
-            settled_ms: seen.settled_ms,
-            prefill_ms: uncached as f64 / tokens_per_ms,
-            kv_ms,
-            tokens_per_ms,
-            uncached: u32::try_from(uncached).unwrap_or(u32::MAX),
-            rtt_ms: 0.0,
-        }
     }
 }
 
@@ -245,13 +185,27 @@ impl Warm {
         let mut costs: SmallVec<[Cost; INLINE_REPLICAS]> = SmallVec::new();
         for r in &el.replicas {
             let seen = self.tracker.observe(r, req.now.0);
-            let matched = el.matches.get(r.id).blocks().min(chain_len);
-            let cached = index.precise_blocks(r.id) as u64;
-            let mut c = self.cost(req, r, seen, matched, cached, fallback_rate);
+            let local = el.matches.get(r.id).blocks().min(chain_len);
+            let held = Held {
+                local,
+                tier: el.matches.tier_blocks(r.id).min(chain_len - local),
+                cached: index.precise_blocks(r.id) as u64,
+            };
+            let mut c = cost::cost(
+                &self.cfg,
+                req,
+                r,
+                seen,
+                held,
+                fallback_rate,
+                self.avg_request_tokens,
+            );
             c.rtt_ms = regions.map_or(0.0, |g| g.rtt_to(r));
             costs.push(c);
         }
         let min_uncached = costs.iter().map(|c| c.uncached).min().unwrap_or(0);
+        // The fetch terms are shown only when some replica could fetch from the tier.
+        let tiered = el.matches.any_tier();
         let candidates: Vec<CandidateScore> = el
             .replicas
             .iter()
@@ -268,6 +222,11 @@ impl Warm {
                     .with("prefill_ms", c.prefill_ms)
                     .with("kv_pressure_ms", c.kv_ms)
                     .with("recompute_ms", recompute_ms);
+                if tiered {
+                    terms = terms
+                        .with("fetch_ms", c.fetch_ms)
+                        .with("tier_blocks", f64::from(c.tier_blocks));
+                }
                 if regions.is_some() {
                     terms = terms.with("rtt_ms", c.rtt_ms);
                 }
@@ -448,12 +407,6 @@ impl Warm {
         (costs[target].ttft() <= self.cfg.spread_max_slowdown * costs[best].ttft())
             .then_some(target)
     }
-}
-
-/// The prefill rate `r` reports, if it has measured one.
-fn measured_rate(r: &ReplicaSnapshot) -> Option<f64> {
-    (r.prefill_tokens_per_s.is_finite() && r.prefill_tokens_per_s > 0.0)
-        .then_some(r.prefill_tokens_per_s)
 }
 
 /// The lowest cost among `candidates` (infinity when empty).

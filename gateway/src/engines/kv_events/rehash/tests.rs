@@ -43,7 +43,15 @@ fn warmpath(tokens: &[u32]) -> Vec<BlockHash> {
 
 fn stored_hashes(ev: Option<KvEvent>) -> (Option<BlockHash>, Vec<BlockHash>) {
     match ev {
-        Some(KvEvent::Stored { parent, hashes }) => (parent, hashes),
+        Some(KvEvent::Stored {
+            parent,
+            hashes,
+            tier,
+        }) => {
+            // Engine (vLLM/SGLang) blocks are always the engine's own device blocks.
+            assert_eq!(tier, KvTier::Device);
+            (parent, hashes)
+        }
         other => panic!("not a store: {other:?}"),
     }
 }
@@ -78,7 +86,8 @@ fn removed_translates_and_forgets_cleared_empties() {
     assert_eq!(
         removed,
         Ok(Some(KvEvent::Removed {
-            hashes: vec![want[2]]
+            hashes: vec![want[2]],
+            tier: KvTier::Device,
         }))
     );
     assert_eq!(m.get(&eh(3)), None);

@@ -103,7 +103,8 @@ fn events_record_chains_evictions_and_clear() {
         c.take_events(),
         vec![KvEvent::Stored {
             parent: None,
-            hashes: vec![h(1), h(2), h(3)]
+            hashes: vec![h(1), h(2), h(3)],
+            tier: KvTier::Device,
         }]
     );
     c.unlock(&a);
@@ -111,7 +112,8 @@ fn events_record_chains_evictions_and_clear() {
     assert_eq!(
         c.take_events(),
         vec![KvEvent::Removed {
-            hashes: vec![h(3), h(2)]
+            hashes: vec![h(3), h(2)],
+            tier: KvTier::Device,
         }]
     );
     assert!(c.take_events().is_empty());
