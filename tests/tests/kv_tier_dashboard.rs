@@ -113,6 +113,20 @@ fn the_dashboard_shows_tier_hits_apart_from_local_hits() {
     let (prompt_tokens, _) = usage(&complete(&ga.addr, &model, &prompt));
     assert!(prompt_tokens >= 600, "{prompt_tokens}");
     wait_written(&a, &redis, prompt_tokens / 16);
+    // A announced the blocks it wrote as shared-tier KV events: A's gateway holds them in its
+    // index's shared set (which any replica's match can extend into).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let index: Value = ga.admin_get("/admin/index").unwrap().json().unwrap();
+        if index["shared_entries"].as_u64() >= Some(prompt_tokens / 16) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "A's gateway never learned the shared blocks: {index}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 
     let g = GatewayProc::spawn_with_admin_key(&only(&b), &[], 1, ADMIN_KEY).unwrap();
     let first = complete(&g.addr, &model, &prompt);
