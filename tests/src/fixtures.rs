@@ -1,5 +1,6 @@
-//! Config snippets shared by the tests.
+//! Config snippets, prompts and answer readers shared by the tests.
 
+use crate::http::HttpResponse;
 use gateway::tenants::hash_key;
 
 /// YAML for auth with the given tenants `(id, key, limits-yaml)`.
@@ -66,4 +67,45 @@ pub fn smollm2_model() -> String {
         path.display()
     );
     path.display().to_string()
+}
+
+/// A ~700-token prompt (about 4,200 characters) of its own for `seed`: `title`, then
+/// sentences drawn from `words` in a seed-dependent order, then `question`. Prompts of two
+/// seeds share no block after the first few tokens.
+pub fn long_prompt(title: &str, seed: usize, words: &[&str], question: &str) -> String {
+    let mut s = format!("{title} {seed}. ");
+    let mut i = seed;
+    while s.len() < 4200 {
+        s.push_str(words[i % words.len()]);
+        s.push_str(if i.is_multiple_of(5) { ". " } else { " " });
+        i = (i * 7 + 3) % 101;
+    }
+    s.push_str(question);
+    s
+}
+
+/// The first choice's text of a completion answer (panics on another shape).
+pub fn completion_text(r: &HttpResponse) -> String {
+    let v = r
+        .json()
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", r.text()));
+    v["choices"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no choices[0].text: {v}"))
+        .to_string()
+}
+
+/// An answer's `(usage.prompt_tokens, usage.prompt_tokens_details.cached_tokens)`; cached
+/// is 0 when absent.
+pub fn prompt_and_cached(r: &HttpResponse) -> (u64, u64) {
+    let v = r
+        .json()
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", r.text()));
+    let prompt = v["usage"]["prompt_tokens"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no usage.prompt_tokens: {v}"));
+    let cached = v["usage"]["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap_or(0);
+    (prompt, cached)
 }

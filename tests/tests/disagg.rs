@@ -6,50 +6,24 @@
 //! what the co-located replica answers. A short prompt is not split. A transfer killed
 //! midway (a prefill replica that cuts its KV stream) still ends in the right answer.
 
-use serde_json::{json, Value};
+use serde_json::json;
 use std::collections::HashMap;
-use warmpath_e2e::fixtures::{model_of, smollm2_model};
+use warmpath_e2e::fixtures::{
+    completion_text, long_prompt, model_of, prompt_and_cached, smollm2_model,
+};
 use warmpath_e2e::http::{post_json, HttpResponse};
 use warmpath_e2e::{GatewayProc, ReplicaProc};
 
-/// A ~700-token prompt of its own for `seed`.
-fn long_prompt(seed: usize) -> String {
-    let mut s = format!("Document {seed}. ");
-    let words = [
-        "river", "stone", "lantern", "harbor", "orchard", "signal", "meadow",
-    ];
-    let mut i = seed;
-    while s.len() < 4200 {
-        s.push_str(words[i % words.len()]);
-        s.push_str(if i.is_multiple_of(5) { ". " } else { " " });
-        i = (i * 7 + 3) % 101;
-    }
-    s.push_str("Summarise the document in one sentence:");
-    s
-}
+const DOC_WORDS: &[&str] = &[
+    "river", "stone", "lantern", "harbor", "orchard", "signal", "meadow",
+];
+const DOC_QUESTION: &str = "Summarise the document in one sentence:";
 
 fn complete(addr: &str, model: &str, prompt: &str) -> HttpResponse {
     let body = json!({"model": model, "prompt": prompt, "max_tokens": 24, "temperature": 0});
     let r = post_json(addr, "/v1/completions", &[], &body).unwrap();
     assert_eq!(r.status, 200, "{}", r.text());
     r
-}
-
-fn text(r: &HttpResponse) -> String {
-    r.json().unwrap()["choices"][0]["text"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
-fn usage(r: &HttpResponse) -> (u64, u64) {
-    let v: Value = r.json().unwrap();
-    (
-        v["usage"]["prompt_tokens"].as_u64().unwrap(),
-        v["usage"]["prompt_tokens_details"]["cached_tokens"]
-            .as_u64()
-            .unwrap_or(0),
-    )
 }
 
 /// Replica label (`r0`) to URL.
@@ -101,7 +75,7 @@ fn a_split_request_answers_like_a_colocated_one_and_survives_a_cut_transfer() {
     );
 
     // A long prompt: split, fetched, cached, identical.
-    let prompt = long_prompt(1);
+    let prompt = long_prompt("Document", 1, DOC_WORDS, DOC_QUESTION);
     let want = complete(&colocated.addr, &model, &prompt);
     let got = complete(&g.addr, &model, &prompt);
     let served = got.header("x-warmpath-replica").unwrap().to_string();
@@ -113,11 +87,11 @@ fn a_split_request_answers_like_a_colocated_one_and_survives_a_cut_transfer() {
         g.log()
     );
     assert_eq!(
-        text(&got),
-        text(&want),
+        completion_text(&got),
+        completion_text(&want),
         "split greedy output differs from co-located"
     );
-    let (prompt_tokens, cached) = usage(&got);
+    let (prompt_tokens, cached) = prompt_and_cached(&got);
     assert!(prompt_tokens >= 600, "{prompt_tokens}");
     let full_blocks = prompt_tokens / 16 * 16;
     assert!(
@@ -155,11 +129,11 @@ fn a_split_request_answers_like_a_colocated_one_and_survives_a_cut_transfer() {
         decode.url()
     );
     assert!(
-        usage(&again).1 * 10 >= full_blocks * 9,
+        prompt_and_cached(&again).1 * 10 >= full_blocks * 9,
         "{:?}",
-        usage(&again)
+        prompt_and_cached(&again)
     );
-    assert_eq!(text(&again), text(&want));
+    assert_eq!(completion_text(&again), completion_text(&want));
 
     // A short prompt is prefilled where it is decoded: no transfer.
     let short = complete(&g.addr, &model, "Say hello.");
@@ -178,7 +152,7 @@ fn a_split_request_answers_like_a_colocated_one_and_survives_a_cut_transfer() {
     )
     .unwrap();
     let g2 = gateway(&cut, &decode);
-    let prompt = long_prompt(2);
+    let prompt = long_prompt("Document", 2, DOC_WORDS, DOC_QUESTION);
     let want = complete(&colocated.addr, &model, &prompt);
     let got = complete(&g2.addr, &model, &prompt);
     assert_eq!(
@@ -187,9 +161,13 @@ fn a_split_request_answers_like_a_colocated_one_and_survives_a_cut_transfer() {
         "{}",
         g2.log()
     );
-    assert_eq!(text(&got), text(&want), "a cut transfer changed the answer");
     assert_eq!(
-        usage(&got).1,
+        completion_text(&got),
+        completion_text(&want),
+        "a cut transfer changed the answer"
+    );
+    assert_eq!(
+        prompt_and_cached(&got).1,
         80,
         "five blocks of 16 came over before the cut"
     );

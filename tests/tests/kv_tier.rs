@@ -7,30 +7,21 @@
 //! reason counted in `warmpath_replica_kv_tier_lookups_total`.
 
 use router_policy::{block_hashes, BlockSize, CacheSalt, HashNamespace, TokenId};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::time::{Duration, Instant};
-use warmpath_e2e::fixtures::{model_of, smollm2_model};
+use warmpath_e2e::fixtures::{
+    completion_text, long_prompt, model_of, prompt_and_cached, smollm2_model,
+};
 use warmpath_e2e::http::{get, post_json, HttpResponse};
 use warmpath_e2e::redis::RedisServer;
 use warmpath_e2e::ReplicaProc;
 use warmpath_protocol::kv_block::{tier_key, KvBlockRecord};
 use warmpath_protocol::replica_api::{ReplicaInfo, HEADER_CACHE_SALT, PATH_INFO};
 
-/// A ~700-token prompt of its own for `seed`.
-fn long_prompt(seed: usize) -> String {
-    let mut s = format!("Ledger {seed}. ");
-    let words = [
-        "copper", "willow", "beacon", "quarry", "tide", "ember", "falcon",
-    ];
-    let mut i = seed;
-    while s.len() < 4200 {
-        s.push_str(words[i % words.len()]);
-        s.push_str(if i.is_multiple_of(6) { ". " } else { " " });
-        i = (i * 11 + 5) % 103;
-    }
-    s.push_str("Name the first word of the ledger:");
-    s
-}
+const LEDGER_WORDS: &[&str] = &[
+    "copper", "willow", "beacon", "quarry", "tide", "ember", "falcon",
+];
+const LEDGER_QUESTION: &str = "Name the first word of the ledger:";
 
 fn complete(addr: &str, model: &str, prompt: &str, salt: Option<&str>) -> HttpResponse {
     let body = json!({"model": model, "prompt": prompt, "max_tokens": 20, "temperature": 0});
@@ -38,24 +29,6 @@ fn complete(addr: &str, model: &str, prompt: &str, salt: Option<&str>) -> HttpRe
     let r = post_json(addr, "/v1/completions", &headers, &body).unwrap();
     assert_eq!(r.status, 200, "{}", r.text());
     r
-}
-
-fn text(r: &HttpResponse) -> String {
-    r.json().unwrap()["choices"][0]["text"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
-/// `(prompt_tokens, cached_tokens)`.
-fn usage(r: &HttpResponse) -> (u64, u64) {
-    let v: Value = r.json().unwrap();
-    (
-        v["usage"]["prompt_tokens"].as_u64().unwrap(),
-        v["usage"]["prompt_tokens_details"]["cached_tokens"]
-            .as_u64()
-            .unwrap_or(0),
-    )
 }
 
 fn info(r: &ReplicaProc) -> ReplicaInfo {
@@ -164,10 +137,10 @@ fn a_replica_that_never_saw_a_prompt_loads_its_kv_from_the_tier() {
     let model = model_of(&a.addr);
     let bs = info(&a).block_size.0 as u64;
 
-    let prompt = long_prompt(1);
+    let prompt = long_prompt("Ledger", 1, LEDGER_WORDS, LEDGER_QUESTION);
     let first = complete(&a.addr, &model, &prompt, None);
     assert_eq!(first.header("x-warmpath-kv-tier"), Some("miss"));
-    let (prompt_tokens, _) = usage(&first);
+    let (prompt_tokens, _) = prompt_and_cached(&first);
     assert!(prompt_tokens >= 600, "{prompt_tokens}");
     let full_blocks = prompt_tokens / bs;
     wait_written(&a, &redis, full_blocks);
@@ -181,7 +154,7 @@ fn a_replica_that_never_saw_a_prompt_loads_its_kv_from_the_tier() {
     let want = complete(&reference.addr, &model, &prompt, None);
     let got = complete(&b.addr, &model, &prompt, None);
     assert_eq!(got.header("x-warmpath-kv-tier"), Some("hit"));
-    let (_, cached) = usage(&got);
+    let (_, cached) = prompt_and_cached(&got);
     assert!(
         cached * 10 >= full_blocks * bs * 9,
         "B reports {cached} of {prompt_tokens} prompt tokens cached"
@@ -192,8 +165,8 @@ fn a_replica_that_never_saw_a_prompt_loads_its_kv_from_the_tier() {
         Some(cached)
     );
     assert_eq!(
-        text(&got),
-        text(&want),
+        completion_text(&got),
+        completion_text(&want),
         "tier output differs from recompute"
     );
     assert_eq!(lookups(&b, "hit", "complete"), 1.0);
@@ -212,7 +185,7 @@ fn a_replica_that_never_saw_a_prompt_loads_its_kv_from_the_tier() {
     // Asked again, B holds the prompt itself: the tier is not asked.
     let again = complete(&b.addr, &model, &prompt, None);
     assert_eq!(again.header("x-warmpath-kv-tier"), Some("skipped"));
-    assert_eq!(text(&again), text(&want));
+    assert_eq!(completion_text(&again), completion_text(&want));
 }
 
 #[test]
@@ -243,14 +216,22 @@ fn a_bad_value_or_a_dead_redis_ends_in_recomputation_with_the_reason_counted() {
         let want = complete(&reference.addr, &model, prompt, salt);
         let got = complete(&b.addr, &model, prompt, salt);
         assert_eq!(got.header("x-warmpath-kv-tier"), Some(outcome), "{reason}");
-        assert_eq!(text(&got), text(&want), "{reason}: the answer changed");
-        assert_eq!(usage(&got).1, 0, "{reason}: nothing may count as cached");
+        assert_eq!(
+            completion_text(&got),
+            completion_text(&want),
+            "{reason}: the answer changed"
+        );
+        assert_eq!(
+            prompt_and_cached(&got).1,
+            0,
+            "{reason}: nothing may count as cached"
+        );
         assert_eq!(lookups(&b, outcome, reason), before + 1.0, "{reason}");
     };
 
     // A corrupted value: one payload byte flipped in every record.
-    let prompt = long_prompt(2);
-    let (n, _) = usage(&complete(&a.addr, &model, &prompt, None));
+    let prompt = long_prompt("Ledger", 2, LEDGER_WORDS, LEDGER_QUESTION);
+    let (n, _) = prompt_and_cached(&complete(&a.addr, &model, &prompt, None));
     wait_written(&a, &redis, n / bs);
     let mut c = client(&redis);
     for (key, mut bytes, _) in records(&redis) {
@@ -262,16 +243,16 @@ fn a_bad_value_or_a_dead_redis_ends_in_recomputation_with_the_reason_counted() {
 
     // A value of another checkpoint under the key B looks up.
     flush(&redis);
-    let prompt = long_prompt(3);
-    let (n, _) = usage(&complete(&other.addr, &model, &prompt, None));
+    let prompt = long_prompt("Ledger", 3, LEDGER_WORDS, LEDGER_QUESTION);
+    let (n, _) = prompt_and_cached(&complete(&other.addr, &model, &prompt, None));
     wait_written(&other, &redis, n / bs);
     move_to_reader_keys(&redis, &b_info, None);
     check(&prompt, None, "miss", "mismatch");
 
     // A value of another tenant's salt under the key B looks up for its tenant.
     flush(&redis);
-    let prompt = long_prompt(4);
-    let (n, _) = usage(&complete(&a.addr, &model, &prompt, Some("tenant-a")));
+    let prompt = long_prompt("Ledger", 4, LEDGER_WORDS, LEDGER_QUESTION);
+    let (n, _) = prompt_and_cached(&complete(&a.addr, &model, &prompt, Some("tenant-a")));
     wait_written(&a, &redis, n / bs);
     move_to_reader_keys(&redis, &b_info, Some("tenant-b"));
     check(&prompt, Some("tenant-b"), "miss", "mismatch");
@@ -279,6 +260,11 @@ fn a_bad_value_or_a_dead_redis_ends_in_recomputation_with_the_reason_counted() {
     // Redis down: B serves as if there were no tier and counts the failure.
     redis.kill();
     let errors = metric(&b, "warmpath_replica_kv_tier_errors_total{op=\"read\"}");
-    check(&long_prompt(5), None, "miss", "unavailable");
+    check(
+        &long_prompt("Ledger", 5, LEDGER_WORDS, LEDGER_QUESTION),
+        None,
+        "miss",
+        "unavailable",
+    );
     assert!(metric(&b, "warmpath_replica_kv_tier_errors_total{op=\"read\"}") > errors);
 }

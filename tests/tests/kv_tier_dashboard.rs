@@ -9,45 +9,18 @@
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use warmpath_e2e::browser::{log_in, Browser, Driver};
-use warmpath_e2e::fixtures::{model_of, smollm2_model};
+use warmpath_e2e::fixtures::{long_prompt, model_of, prompt_and_cached, smollm2_model};
 use warmpath_e2e::http::{get, post_json, HttpResponse};
 use warmpath_e2e::redis::RedisServer;
 use warmpath_e2e::{GatewayProc, ReplicaProc};
 
 const ADMIN_KEY: &str = "kv-tier-dashboard-admin-key-7";
 
-/// A ~700-token prompt.
-fn long_prompt() -> String {
-    let mut s = String::from("Inventory of the harbour stores. ");
-    let words = [
-        "rope", "lantern", "anchor", "tar", "canvas", "barrel", "compass",
-    ];
-    let mut i = 3usize;
-    while s.len() < 4200 {
-        s.push_str(words[i % words.len()]);
-        s.push_str(if i.is_multiple_of(5) { ". " } else { " " });
-        i = (i * 13 + 7) % 101;
-    }
-    s.push_str("Name the first item of the inventory:");
-    s
-}
-
 fn complete(addr: &str, model: &str, prompt: &str) -> HttpResponse {
     let body = json!({"model": model, "prompt": prompt, "max_tokens": 4, "temperature": 0});
     let r = post_json(addr, "/v1/completions", &[], &body).unwrap();
     assert_eq!(r.status, 200, "{}", r.text());
     r
-}
-
-/// `(prompt_tokens, cached_tokens)`.
-fn usage(r: &HttpResponse) -> (u64, u64) {
-    let v: Value = r.json().unwrap();
-    (
-        v["usage"]["prompt_tokens"].as_u64().unwrap(),
-        v["usage"]["prompt_tokens_details"]["cached_tokens"]
-            .as_u64()
-            .unwrap_or(0),
-    )
 }
 
 /// Waits until Redis holds `keys` keys and A's write queue is empty.
@@ -104,13 +77,20 @@ fn the_dashboard_shows_tier_hits_apart_from_local_hits() {
     let a = ReplicaProc::spawn_args(&model_path, 0, &tiered).unwrap();
     let b = ReplicaProc::spawn_args(&model_path, 0, &tiered).unwrap();
     let model = model_of(&a.addr);
-    let prompt = long_prompt();
+    let prompt = long_prompt(
+        "Inventory of the harbour stores",
+        1,
+        &[
+            "rope", "lantern", "anchor", "tar", "canvas", "barrel", "compass",
+        ],
+        "Name the first item of the inventory:",
+    );
 
     // The gateway salts each tenant's blocks (its requests carry the tenant's cache salt),
     // so A answers through a gateway of its own with the same tenants: a fleet of two.
     let only = |r: &ReplicaProc| format!("auth: {{enabled: false}}\nreplicas:\n  - {}\n", r.url());
     let ga = GatewayProc::spawn(&only(&a), &[], 1).unwrap();
-    let (prompt_tokens, _) = usage(&complete(&ga.addr, &model, &prompt));
+    let (prompt_tokens, _) = prompt_and_cached(&complete(&ga.addr, &model, &prompt));
     assert!(prompt_tokens >= 600, "{prompt_tokens}");
     wait_written(&a, &redis, prompt_tokens / 16);
     // A announced the blocks it wrote as shared-tier KV events: A's gateway holds them in its
@@ -131,11 +111,11 @@ fn the_dashboard_shows_tier_hits_apart_from_local_hits() {
     let g = GatewayProc::spawn_with_admin_key(&only(&b), &[], 1, ADMIN_KEY).unwrap();
     let first = complete(&g.addr, &model, &prompt);
     assert_eq!(first.header("x-warmpath-kv-tier"), Some("hit"));
-    let (_, tier_tokens) = usage(&first);
+    let (_, tier_tokens) = prompt_and_cached(&first);
     assert!(tier_tokens * 10 >= prompt_tokens * 8, "{tier_tokens}");
     let second = complete(&g.addr, &model, &prompt);
     assert_ne!(second.header("x-warmpath-kv-tier"), Some("hit"));
-    let (_, local_tokens) = usage(&second);
+    let (_, local_tokens) = prompt_and_cached(&second);
     assert!(
         local_tokens >= tier_tokens,
         "{local_tokens} < {tier_tokens}"

@@ -4,10 +4,11 @@
 
 use super::Tier;
 use crate::server::http::AppState;
+use crate::server::transfer::engine::{held_prefix, import};
 use crate::server::transfer::record::{record_layout, Expected};
-use crate::server::worker::{ImportBlock, WorkerMsg};
+use crate::server::worker::ImportBlock;
 use futures_util::stream::{FuturesOrdered, StreamExt};
-use router_policy::{block_hashes, BlockSize, CacheSalt, HashNamespace, TokenId};
+use router_policy::{CacheSalt, TokenId};
 use std::time::Instant;
 use tokio::time::timeout_at;
 use warmpath_protocol::kv_block::tier_key;
@@ -65,14 +66,7 @@ pub async fn lookup(
 ) -> TierLookup {
     let t0 = Instant::now();
     let bs = state.block_size;
-    let ns = HashNamespace::new(state.facts.checkpoint.clone()).with_salt(salt.cloned());
-    let hashes = block_hashes(ns.root_seed(), prompt, BlockSize(bs as u32));
-    let have = ask(state, |reply| WorkerMsg::CachedPrefix {
-        hashes: hashes.clone(),
-        reply,
-    })
-    .await
-    .unwrap_or(0);
+    let (hashes, have) = held_prefix(state, prompt, salt).await;
     if have >= hashes.len() {
         return finish(state, t0, TierOutcome::Skipped, "cached", 0);
     }
@@ -84,13 +78,7 @@ pub async fn lookup(
     let mut blocks = Vec::new();
     let reason = fetch(tier, &want, have, &mut blocks).await;
     let found = blocks.len();
-    let cached = if blocks.is_empty() {
-        0
-    } else {
-        ask(state, |reply| WorkerMsg::Import { blocks, reply })
-            .await
-            .unwrap_or(0)
-    };
+    let cached = import(state, blocks).await;
     let reason = if cached < found { "import" } else { reason };
     if cached > 0 {
         tier.rate.observe(cached * bs, t0.elapsed());
@@ -146,16 +134,6 @@ async fn fetch(
             }
         }
     }
-}
-
-/// Sends a message that carries a reply channel to the engine loop and awaits the reply.
-async fn ask<T>(
-    state: &AppState,
-    msg: impl FnOnce(tokio::sync::oneshot::Sender<T>) -> WorkerMsg,
-) -> Option<T> {
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    state.submit.send(msg(tx)).ok()?;
-    rx.await.ok()
 }
 
 fn finish(

@@ -18,6 +18,7 @@
 //! stream and the time limit; the replica computes everything after the last good
 //! block. Each transfer is counted by outcome and reason.
 
+pub mod engine;
 pub mod pull;
 pub mod record;
 pub mod serve;

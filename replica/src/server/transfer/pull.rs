@@ -3,9 +3,10 @@
 
 use super::record::{record_layout, Expected};
 use crate::server::http::AppState;
-use crate::server::worker::{ImportBlock, WorkerMsg};
+use crate::server::transfer::engine::{held_prefix, import};
+use crate::server::worker::ImportBlock;
 use futures_util::StreamExt;
-use router_policy::{block_hashes, BlockSize, CacheSalt, HashNamespace, TokenId};
+use router_policy::{CacheSalt, TokenId};
 use std::time::{Duration, Instant};
 use tokio::time::timeout_at;
 use warmpath_protocol::kv_block::{Frame, FrameReader};
@@ -58,14 +59,7 @@ pub async fn pull(
 ) -> Transfer {
     let t0 = Instant::now();
     let bs = state.block_size;
-    let ns = HashNamespace::new(state.facts.checkpoint.clone()).with_salt(salt.cloned());
-    let hashes = block_hashes(ns.root_seed(), prompt, BlockSize(bs as u32));
-    let have = ask(state, |reply| WorkerMsg::CachedPrefix {
-        hashes: hashes.clone(),
-        reply,
-    })
-    .await
-    .unwrap_or(0);
+    let (hashes, have) = held_prefix(state, prompt, salt).await;
     if have >= hashes.len() {
         return finish(state, t0, TransferOutcome::Skipped, "cached", 0);
     }
@@ -80,13 +74,7 @@ pub async fn pull(
     let reason = fetch(state, &want, salt, from, have, deadline, &mut blocks).await;
     let expected = hashes.len() - have;
     let received = blocks.len();
-    let cached = if blocks.is_empty() {
-        0
-    } else {
-        ask(state, |reply| WorkerMsg::Import { blocks, reply })
-            .await
-            .unwrap_or(0)
-    };
+    let cached = import(state, blocks).await;
     let reason = if reason == "complete" && cached < received {
         "import" // every block arrived, but the pool could not take them all
     } else {
@@ -157,16 +145,6 @@ async fn fetch(
             }
         }
     }
-}
-
-/// Sends a message that carries a reply channel to the engine loop and awaits the reply.
-async fn ask<T>(
-    state: &AppState,
-    msg: impl FnOnce(tokio::sync::oneshot::Sender<T>) -> WorkerMsg,
-) -> Option<T> {
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    state.submit.send(msg(tx)).ok()?;
-    rx.await.ok()
 }
 
 fn finish(
