@@ -119,6 +119,11 @@ impl KvRecordLayout {
             * self.kv_dim as usize
             * self.dtype.size()
     }
+
+    /// Bytes of one encoded record of this layout (header, tokens, payload, checksum).
+    pub fn record_bytes(&self) -> usize {
+        FIXED_HEADER + 4 * self.block_size as usize + 8 + self.payload_bytes() + 8
+    }
 }
 
 /// One full block of KV.
@@ -336,6 +341,7 @@ mod tests {
         // Changing the format changes these bytes: bump VERSION and keep a reader.
         let bytes = sample().encode();
         assert_eq!(bytes.len(), 36 + 8 + 8 + 96 + 8);
+        assert_eq!(bytes.len(), sample().layout.record_bytes());
         assert_eq!(&bytes[..8], b"WPKV\x01\x00\x00\x01");
         assert_eq!(&bytes[8..20], &[2, 0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0]);
         assert_eq!(&bytes[20..28], &0x1122_3344_5566_7788u64.to_le_bytes());

@@ -2,8 +2,10 @@
 //!
 //! Fed by `tier: shared` Stored/Removed events from any replica (the tier is one store, so
 //! who wrote a block does not matter and nobody becomes its holder). Bounded to
-//! `max_entries` blocks; beyond that the least recently stored go first (the tier itself
-//! evicts by its own policy and reports it with `Removed`, this bound only caps memory).
+//! `max_entries` blocks; beyond that the least recently stored go first. The bound only
+//! caps memory: the tier evicts by its own policy, and an eviction nobody reports with
+//! `Removed` (Redis's own LRU) leaves an entry behind, which costs a replica one lookup
+//! that misses.
 
 use super::lru::LruTable;
 use crate::ids::BlockHash;

@@ -23,10 +23,9 @@
 //! Redis is expected to bound itself: `maxmemory` with `allkeys-lru` (docs/operations.md).
 
 pub mod conn;
+pub mod rate;
 pub mod read;
 pub mod write;
-
-pub mod rate;
 
 pub use conn::TierConn;
 pub use rate::TierRate;

@@ -1,15 +1,13 @@
 //! The tier's measured load rate: prompt tokens loaded per second of lookup (round trips,
-//! checks and the import into the pool), an exponentially weighted average over lookups
-//! that loaded something. The replica reports it in its load (`tier_tokens_per_s`) and the
-//! router's `warm` policy prices a fetch with it, as it prices a prefill with the measured
-//! prefill rate.
+//! checks and the import into the pool), averaged over the lookups that loaded something
+//! the same way as the measured prefill and decode rates. The replica reports it in its
+//! load (`tier_tokens_per_s`) and the router's `warm` policy prices a fetch with it, as it
+//! prices a prefill with the measured prefill rate.
 
+use crate::server::worker::ewma;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Weight of the newest lookup.
-const ALPHA: f64 = 0.2;
 
 /// A shared, lock-free rate (0 until the first lookup that loaded a block).
 #[derive(Clone, Debug, Default)]
@@ -28,12 +26,7 @@ impl TierRate {
         let secs = took.as_secs_f64().max(1e-6);
         let sample = tokens as f64 / secs;
         // One writer at a time in practice; a lost update under a race only drops a sample.
-        let old = self.get();
-        let new = if old > 0.0 {
-            old + ALPHA * (sample - old)
-        } else {
-            sample
-        };
+        let new = ewma(self.get(), sample);
         self.bits.store(new.to_bits(), Ordering::Relaxed);
     }
 }

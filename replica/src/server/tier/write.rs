@@ -20,20 +20,15 @@ const BATCH: usize = 32;
 /// Where the engine loop puts the blocks it computed. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct TierSink {
-    tx: UnboundedSender<ExportedBlock>,
+    tx: UnboundedSender<(ExportedBlock, u64)>,
     queued: Arc<AtomicU64>,
     limit: u64,
     metrics: Metrics,
 }
 
-/// The bytes a block takes in the queue (its record's size, near enough).
-pub fn queued_bytes(b: &ExportedBlock) -> u64 {
-    (b.values.len() * 2 + b.tokens.len() * 4 + 64) as u64
-}
-
 impl TierSink {
     /// A sink holding at most `limit` bytes of records, and the writer's end of it.
-    pub fn new(limit: u64, metrics: Metrics) -> (Self, UnboundedReceiver<ExportedBlock>) {
+    pub fn new(limit: u64, metrics: Metrics) -> (Self, UnboundedReceiver<(ExportedBlock, u64)>) {
         let (tx, rx) = unbounded_channel();
         let sink = Self {
             tx,
@@ -57,12 +52,11 @@ impl TierSink {
         fits
     }
 
-    /// Queues a block (after [`Self::has_room`]).
-    pub fn push(&self, block: ExportedBlock) {
-        let bytes = queued_bytes(&block);
+    /// Queues a block whose record takes `bytes` (after [`Self::has_room`]).
+    pub fn push(&self, block: ExportedBlock, bytes: u64) {
         let now = self.queued.fetch_add(bytes, Ordering::Relaxed) + bytes;
         self.metrics.kv_tier_queue_bytes.set(now as i64);
-        if self.tx.send(block).is_err() {
+        if self.tx.send((block, bytes)).is_err() {
             self.release(bytes);
         }
     }
@@ -78,7 +72,7 @@ impl TierSink {
 /// is counted as `failed` and let go: the tier is a cache. A written batch is published on
 /// `events` as one `Stored` event with `tier: shared` (no parent: a batch mixes sequences).
 pub async fn run_writer(
-    mut rx: UnboundedReceiver<ExportedBlock>,
+    mut rx: UnboundedReceiver<(ExportedBlock, u64)>,
     conn: TierConn,
     layout: KvRecordLayout,
     sink: TierSink,
@@ -95,11 +89,11 @@ pub async fn run_writer(
             }
         }
         let n = batch.len() as u64;
-        let bytes: u64 = batch.iter().map(queued_bytes).sum();
+        let bytes: u64 = batch.iter().map(|(_, n)| n).sum();
         let mut pipe = redis::pipe();
         let mut written_bytes = 0u64;
-        let hashes: Vec<_> = batch.iter().map(|b| b.hash).collect();
-        for b in batch.drain(..) {
+        let hashes: Vec<_> = batch.iter().map(|(b, _)| b.hash).collect();
+        for (b, _) in batch.drain(..) {
             let key = tier_key(b.hash);
             let record = encode(layout, b);
             written_bytes += record.len() as u64;

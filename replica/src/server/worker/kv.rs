@@ -10,9 +10,11 @@
 //!   has checked every block (checksum, layout, chain hash under this replica's
 //!   checkpoint and the tenant's salt, tokens) before it gets here.
 
+use super::Live;
 use super::Loop;
+use crate::engine::EngineError;
 use crate::server::kv::{Inserted, NodeId};
-use crate::server::sched::PlanItem;
+use crate::server::sched::{PlanItem, Sequence};
 use router_policy::{BlockHash, TokenId};
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -61,6 +63,25 @@ pub struct ImportBlock {
 }
 
 impl Loop {
+    /// Block `i` of `seq` (cached in its page `seq.nodes[i]`), read out of the pool.
+    pub(super) fn exported_block(
+        &self,
+        seq: &Sequence<Live>,
+        i: usize,
+    ) -> Result<ExportedBlock, EngineError> {
+        let bs = self.block_size.get();
+        let hashes = seq.hasher.hashes();
+        Ok(ExportedBlock {
+            index: i,
+            hash: hashes[i],
+            parent: i.checked_sub(1).map(|p| hashes[p]),
+            tokens: seq.tokens()[i * bs..(i + 1) * bs].to_vec(),
+            values: self
+                .engine
+                .read_page(self.sched.cache().page(seq.nodes[i]))?,
+        })
+    }
+
     /// Sends the prompt blocks the step just cached to each exporting sequence.
     pub(super) fn export_cached(&mut self, items: &[PlanItem]) {
         let bs = self.block_size.get();
@@ -74,23 +95,14 @@ impl Loop {
             let full = seq.nodes.len().min(seq.prompt_len() / bs);
             let mut blocks = Vec::new();
             for i in export.next.max(export.skip)..full {
-                let page = self.sched.cache().page(seq.nodes[i]);
-                let values = match self.engine.read_page(page) {
-                    Ok(v) => v,
+                match self.exported_block(seq, i) {
+                    Ok(b) => blocks.push(b),
                     Err(e) => {
                         // Nothing more can be exported: the receiver computes the rest.
                         tracing::warn!(error = %e, "KV export stopped");
                         break;
                     }
-                };
-                let hashes = seq.hasher.hashes();
-                blocks.push(ExportedBlock {
-                    index: i,
-                    hash: hashes[i],
-                    parent: i.checked_sub(1).map(|p| hashes[p]),
-                    tokens: seq.tokens()[i * bs..(i + 1) * bs].to_vec(),
-                    values,
-                });
+                }
             }
             let sent = blocks.len();
             let Some(seq) = self.sched.get_mut(it.id) else {

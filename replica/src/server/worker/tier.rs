@@ -3,9 +3,9 @@
 //! cached (its own earlier work, a prefill replica's or the tier's) are not written again;
 //! a full queue drops blocks before their page is read.
 
-use super::kv::ExportedBlock;
 use super::Loop;
 use crate::server::sched::PlanItem;
+use crate::server::transfer::record::record_layout;
 
 impl Loop {
     /// Offers the blocks the step just cached to the tier.
@@ -14,6 +14,7 @@ impl Loop {
             return;
         };
         let bs = self.block_size.get();
+        let bytes = record_layout(self.engine.kv_layout()).record_bytes() as u64;
         for it in items {
             let Some(seq) = self.sched.get(it.id) else {
                 continue;
@@ -27,26 +28,17 @@ impl Loop {
             let from = seq.extra.tier_next.max(seq.cached_tokens() / bs);
             let mut next = from;
             for i in from..full {
-                let bytes = (self.engine.kv_layout().bytes_per_page() + bs * 4 + 64) as u64;
                 next = i + 1;
                 if !sink.has_room(bytes) {
                     continue;
                 }
-                let page = self.sched.cache().page(seq.nodes[i]);
-                let values = match self.engine.read_page(page) {
-                    Ok(v) => v,
+                match self.exported_block(seq, i) {
+                    Ok(b) => sink.push(b, bytes),
                     Err(e) => {
                         tracing::warn!(error = %e, "KV tier write stopped");
                         break;
                     }
-                };
-                sink.push(ExportedBlock {
-                    index: i,
-                    hash: hashes[i],
-                    parent: i.checked_sub(1).map(|p| hashes[p]),
-                    tokens: seq.tokens()[i * bs..(i + 1) * bs].to_vec(),
-                    values,
-                });
+                }
             }
             if let Some(seq) = self.sched.get_mut(it.id) {
                 seq.extra.tier_next = seq.extra.tier_next.max(next);
