@@ -6,6 +6,8 @@ single-stream decode. Runs the two alternately (ABAB...) so machine noise hits b
 prints a JSON summary with the ratios.
 
 Usage: python3 scripts/bench-engine.py --replica target/release/replica [--threads 2]
+       python3 scripts/bench-engine.py --replica before=/tmp/replica-old after=target/release/replica
+(several replica builds, each as LABEL=PATH, run in the same rounds: before/after in one run)
 """
 import argparse
 import json
@@ -48,7 +50,8 @@ def bench_replica(binary, model, threads, prompt_tokens, decode_tokens, reps):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--replica", required=True)
+    ap.add_argument("--replica", required=True, nargs="+",
+                    help="replica binary, or several as LABEL=PATH")
     ap.add_argument("--model", default=os.path.expanduser("~/.cache/warmpath/models/SmolLM2-135M-Instruct.Q4_1.gguf"))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--prompt-tokens", type=int, default=512)
@@ -56,24 +59,28 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
+    builds = [r.split("=", 1) if "=" in r else ["replica", r] for r in args.replica]
     rows = []
     for r in range(args.rounds):
-        l = bench_llamacpp(args.model, args.threads, args.prompt_tokens, args.decode_tokens, args.reps)
-        w = bench_replica(args.replica, args.model, args.threads, args.prompt_tokens, args.decode_tokens, args.reps)
-        rows.append({"round": r, "llamacpp": l, "replica": {k: w[k] for k in ("prefill_tok_s", "decode_tok_s")}})
-        print(json.dumps(rows[-1]), file=sys.stderr)
+        row = {"round": r, "llamacpp": bench_llamacpp(args.model, args.threads, args.prompt_tokens,
+                                                      args.decode_tokens, args.reps)}
+        for label, path in builds:
+            w = bench_replica(path, args.model, args.threads, args.prompt_tokens, args.decode_tokens, args.reps)
+            row[label] = {k: w[k] for k in ("prefill_tok_s", "decode_tok_s")}
+        rows.append(row)
+        print(json.dumps(row), file=sys.stderr)
     best = lambda who, k: max(row[who][k] for row in rows)
     summary = {
         "threads": args.threads,
         "prompt_tokens": args.prompt_tokens,
         "decode_tokens": args.decode_tokens,
         "llamacpp_prefill_tok_s": best("llamacpp", "prefill_tok_s"),
-        "replica_prefill_tok_s": best("replica", "prefill_tok_s"),
         "llamacpp_decode_tok_s": best("llamacpp", "decode_tok_s"),
-        "replica_decode_tok_s": best("replica", "decode_tok_s"),
     }
-    summary["prefill_ratio"] = summary["replica_prefill_tok_s"] / summary["llamacpp_prefill_tok_s"]
-    summary["decode_ratio"] = summary["replica_decode_tok_s"] / summary["llamacpp_decode_tok_s"]
+    for label, _ in builds:
+        for k in ("prefill", "decode"):
+            summary[f"{label}_{k}_tok_s"] = best(label, f"{k}_tok_s")
+            summary[f"{label}_{k}_ratio"] = best(label, f"{k}_tok_s") / summary[f"llamacpp_{k}_tok_s"]
     print(json.dumps(summary, indent=1))
 
 

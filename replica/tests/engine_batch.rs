@@ -244,7 +244,8 @@ fn dummy_identity_and_layout() {
     let c = e.config();
     assert_eq!(
         l.bytes_per_page(),
-        c.n_layers * 2 * 16 * c.n_kv_heads * c.head_dim * 4
+        c.n_layers * 2 * 16 * c.n_kv_heads * c.head_dim * 2,
+        "the CPU pool stores f16"
     );
     let ids = e
         .tokenizer()

@@ -179,8 +179,8 @@ async fn control_endpoints_report_model_state() {
     assert_eq!(info["device"], "cpu");
     assert_eq!(info["max_context"], 4096);
     let pages = info["capacity_blocks"].as_u64().unwrap();
-    // dummy:tiny: 2 layers x (K,V) x 16 positions x 32 floats x 4 bytes = 8 KiB a page.
-    assert_eq!(pages, (256 << 20) / 8192);
+    // dummy:tiny: 2 layers x (K,V) x 16 positions x 32 values x 2 bytes (f16) = 4 KiB a page.
+    assert_eq!(pages, (256 << 20) / 4096);
     let load = get(addr, "/v1/replica/load").await.json();
     assert_eq!(load["kv_total_blocks"].as_u64().unwrap(), pages);
     assert_eq!(load["running"], 0);
@@ -392,9 +392,9 @@ async fn sixteen_concurrent_streams_match_one_by_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pool_too_small_for_the_load_preempts_and_still_answers_correctly() {
-    // 24 pages of 8 KiB: 8 concurrent requests of ~8 pages each cannot all fit.
+    // 24 pages of 4 KiB (f16): 8 concurrent requests of ~8 pages each cannot all fit.
     let srv = server(MODEL, |a| {
-        a.kv_memory = replica::server::ByteSize(24 * 8192)
+        a.kv_memory = replica::server::ByteSize(24 * 4096)
     })
     .await;
     concurrent_equals_sequential(srv.addr(), 8, 80).await;

@@ -155,9 +155,9 @@ impl Workload {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn followers_from_any_point_hold_the_cached_block_set() {
-    // 48 pages: the workload below needs evictions.
+    // 48 pages (4 KiB each, f16): the workload below needs evictions.
     let srv = server("dummy:tiny", |a| {
-        a.kv_memory = replica::server::ByteSize(48 * 8192)
+        a.kv_memory = replica::server::ByteSize(48 * 4096)
     })
     .await;
     let addr = srv.addr();

@@ -7,14 +7,16 @@
 //! lane order of ggml's AVX-512 kernels: `tinyBLAS<16>` dot products when a sequence brings
 //! several tokens (prompt processing), `ggml_vec_dot_f16` (4 x 16 accumulators) for a single
 //! decode token, `_mm512_reduce_add_ps`, and `ggml_vec_soft_max_f32`.
+//!
+//! This file walks the (row, head) pairs and does the softmax; the loops over K and V rows
+//! are in `kernels::attn` (AVX-512 versions there give the same bits).
 
 use super::config::ModelConfig;
+use super::kernels::attn::{pv_slots, qk_scores, HeadRows, LANES, STEP};
 use super::kernels::{exp_sub, reduce16, with_simd};
 use super::kv::{KvPool, PageId};
+use half::f16;
 use rayon::prelude::*;
-
-/// SIMD width whose summation order is reproduced.
-const LANES: usize = 16;
 
 /// Rounds `x` to the nearest f16 value, ties to even (kept as f32): the same result as a
 /// round trip through `half::f16` (or F16C), without the conversions.
@@ -52,24 +54,6 @@ pub(crate) struct Row<'a> {
     pub(crate) single: bool,
 }
 
-/// Accumulator slots of ggml's `vec_dot_f16` (`GGML_F16_STEP` = 4 vectors of 16).
-const STEP: usize = 64;
-
-/// Folds per-slot sums the way each kernel does: `tinyBLAS` has one 16-lane chain;
-/// `vec_dot_f16` has four (`(x0 + x2) + (x1 + x3)`), then both reduce 16 lanes.
-#[inline(always)]
-fn fold(acc: &[f32], single: bool) -> f32 {
-    let mut lanes = [0.0f32; LANES];
-    if single {
-        for (l, v) in lanes.iter_mut().enumerate() {
-            *v = (acc[l] + acc[l + 2 * LANES]) + (acc[l + LANES] + acc[l + 3 * LANES]);
-        }
-    } else {
-        lanes.copy_from_slice(&acc[..LANES]);
-    }
-    reduce16(&lanes)
-}
-
 /// `out[d] = fold(acc[.., d])` for every column `d` of `acc` (`slots x hd`, slot-major) at
 /// once: the same additions as [`fold`] column by column, in an order that vectorises
 /// over `d`. Overwrites `acc`.
@@ -100,43 +84,8 @@ fn fold_columns(acc: &mut [f32], hd: usize, single: bool, out: &mut [f32]) {
     }
 }
 
-/// `q . k` in the order of the kernel `single` selects (f16-valued inputs; products exact).
-#[inline(always)]
-fn qk_dot(q: &[f32], k: &[f32], single: bool) -> f32 {
-    if !single {
-        return dot16(q, k);
-    }
-    let main = q.len() / STEP * STEP;
-    let mut acc = [0.0f32; STEP];
-    for (cq, ck) in q[..main]
-        .chunks_exact(STEP)
-        .zip(k[..main].chunks_exact(STEP))
-    {
-        for ((s, x), y) in acc.iter_mut().zip(cq).zip(ck) {
-            *s += x * y;
-        }
-    }
-    let mut sum = fold(&acc, true) as f64;
-    for (x, y) in q[main..].iter().zip(&k[main..]) {
-        sum += (x * y) as f64;
-    }
-    sum as f32
-}
-
-/// `sum(a[i] * b[i])` with one accumulator per lane `i % 16`, then the AVX-512 reduction.
-#[inline(always)]
-fn dot16(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0.0f32; LANES];
-    for (ca, cb) in a.chunks(LANES).zip(b.chunks(LANES)) {
-        for ((s, x), y) in acc.iter_mut().zip(ca).zip(cb) {
-            *s += x * y;
-        }
-    }
-    reduce16(&acc)
-}
-
 /// Attention of every (row, head) against the pages of its sequence; writes `out`
-/// (`rows x n_heads*head_dim`). K/V in `kv` must already be f16-rounded.
+/// (`rows x n_heads*head_dim`). K/V in `kv` are f16.
 pub(crate) fn attention(
     cfg: &ModelConfig,
     kv: &KvPool,
@@ -159,69 +108,78 @@ pub(crate) fn attention(
                 || {
                     let (r, h) = (idx / cfg.n_heads, idx % cfg.n_heads);
                     let row = rows[r];
-                    let Scratch { qh, p, acc } = sc;
+                    let Scratch { qh, p, acc, kp, vp } = sc;
                     qh.clear();
                     qh.extend(q[idx * hd..(idx + 1) * hd].iter().map(|&v| round_f16(v)));
-                    let koff = (h / group) * hd;
                     let n = row.pos + 1;
                     let n_pages = n.div_ceil(bs);
+                    for (kind, dst) in [(0, &mut *kp), (1, &mut *vp)] {
+                        dst.clear();
+                        dst.extend(
+                            row.pages[..n_pages].iter().enumerate().map(|(pi, &pg)| {
+                                kv.page_rows(pg, layer, kind, (n - pi * bs).min(bs))
+                            }),
+                        );
+                    }
+                    let head = |pages| HeadRows {
+                        pages,
+                        block_size: bs,
+                        kv_dim: kvd,
+                        off: (h / group) * hd,
+                        head_dim: hd,
+                        n,
+                    };
                     p.clear();
-                    for (pi, &page) in row.pages.iter().enumerate().take(n_pages) {
-                        let len = (n - pi * bs).min(bs);
-                        for key in kv.page_rows(page, layer, 0, len).chunks_exact(kvd) {
-                            p.push(qk_dot(qh, &key[koff..koff + hd], row.single) * scale);
-                        }
-                    }
-                    let max = p.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                    // Masked positions (beyond `pos`) contribute exp(-inf) = 0 to their lane group.
-                    p.resize(n.next_multiple_of(LANES), f32::NEG_INFINITY);
-                    exp_sub(p, max);
-                    let mut sum = 0.0f64;
-                    for g in p.chunks_exact(LANES) {
-                        let mut e = [0.0f32; LANES];
-                        e.copy_from_slice(g);
-                        sum += reduce16(&e) as f64;
-                    }
-                    let inv = (1.0 / sum) as f32;
-                    for v in p.iter_mut() {
-                        *v = round_f16(*v * inv);
-                    }
-                    // out[d] = sum_s p[s] * v[s][d]: slot s % 16 (tinyBLAS) or s % 64 (vec_dot_f16),
-                    // accumulated in position order (llama.cpp pads positions to a multiple of 256).
+                    p.resize(n.next_multiple_of(LANES), 0.0);
+                    qk_scores(qh, &head(kp), row.single, scale, p);
+                    softmax_f16(p, n);
+                    // out[d] = sum_s p[s] * v[s][d]: slot s % 16 (tinyBLAS) or s % 64
+                    // (vec_dot_f16), accumulated in position order (llama.cpp pads
+                    // positions to a multiple of 256, which adds zeros).
                     let slots = if row.single { STEP } else { LANES };
-                    acc.clear();
                     acc.resize(slots * hd, 0.0);
-                    let mut s = 0;
-                    for (pi, &page) in row.pages.iter().enumerate().take(n_pages) {
-                        let len = (n - pi * bs).min(bs);
-                        for val in kv.page_rows(page, layer, 1, len).chunks_exact(kvd) {
-                            let slot = s % slots;
-                            let lane = &mut acc[slot * hd..(slot + 1) * hd];
-                            let w = p[s];
-                            for (a, &x) in lane.iter_mut().zip(&val[koff..koff + hd]) {
-                                *a += w * x;
-                            }
-                            s += 1;
-                        }
-                    }
+                    pv_slots(p, &head(vp), slots, acc);
                     // Columns folded together (vectorised over d), same sums as `fold`.
                     fold_columns(acc, hd, row.single, o);
                 },
             )
         });
 }
+/// Softmax of the first `n` scores of `p` (the rest are masked), rounded as llama.cpp's
+/// CPU path rounds it: ggml's `expf`, 16-lane sums added in f64, then f16 probabilities.
+#[inline(always)]
+fn softmax_f16(p: &mut [f32], n: usize) {
+    let max = p[..n].iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    // Masked positions contribute exp(-inf) = 0 to their lane group.
+    p[n..].fill(f32::NEG_INFINITY);
+    exp_sub(p, max);
+    let mut sum = 0.0f64;
+    for g in p.chunks_exact(LANES) {
+        let mut e = [0.0f32; LANES];
+        e.copy_from_slice(g);
+        sum += reduce16(&e) as f64;
+    }
+    let inv = (1.0 / sum) as f32;
+    for v in p.iter_mut() {
+        *v = round_f16(*v * inv);
+    }
+}
 
 /// Per-worker buffers reused across (row, head) pairs.
 #[derive(Default)]
-struct Scratch {
+struct Scratch<'a> {
     qh: Vec<f32>,
     p: Vec<f32>,
     acc: Vec<f32>,
+    /// The sequence's K and V rows of this layer, page by page.
+    kp: Vec<&'a [f16]>,
+    vp: Vec<&'a [f16]>,
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{fold, fold_columns, round_f16, LANES, STEP};
+    use super::{fold_columns, round_f16, LANES, STEP};
+    use crate::engine::kernels::attn::fold;
     use half::f16;
 
     #[test]

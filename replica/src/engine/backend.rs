@@ -3,9 +3,11 @@
 
 use super::config::ModelConfig;
 use super::forward::forward;
+use super::kv::KvDtype;
 use super::kv::{KvLayout, KvPool, PageId};
 use super::weights::ModelWeights;
 use super::{EngineError, StepItem};
+use half::f16;
 
 /// Executes steps of one model. Called from one thread at a time (the engine is `Send`,
 /// and `step` takes `&mut self`).
@@ -21,7 +23,7 @@ pub trait ComputeBackend: Send {
     fn step(&mut self, items: &[StepItem<'_>]) -> Result<Vec<Vec<f32>>, EngineError>;
     /// A copy of one page's values in the KV block record's payload order. Backends that
     /// cannot export (CUDA, for now) say so; the caller then transfers nothing.
-    fn read_page(&self, page: PageId) -> Result<Vec<f32>, EngineError> {
+    fn read_page(&self, page: PageId) -> Result<Vec<f16>, EngineError> {
         let _ = page;
         Err(EngineError::Device(format!(
             "{}: KV page export is not supported on this backend",
@@ -29,7 +31,7 @@ pub trait ComputeBackend: Send {
         )))
     }
     /// Overwrites one page with values in the record's payload order.
-    fn write_page(&mut self, page: PageId, values: &[f32]) -> Result<(), EngineError> {
+    fn write_page(&mut self, page: PageId, values: &[f16]) -> Result<(), EngineError> {
         let _ = (page, values);
         Err(EngineError::Device(format!(
             "{}: KV page import is not supported on this backend",
@@ -88,15 +90,15 @@ impl ComputeBackend for CpuBackend {
         } = self;
         Ok(pool.install(|| forward(config, weights, kv, items)))
     }
-    fn read_page(&self, page: PageId) -> Result<Vec<f32>, EngineError> {
+    fn read_page(&self, page: PageId) -> Result<Vec<f16>, EngineError> {
         Ok(self.kv.page(page).to_vec())
     }
-    fn write_page(&mut self, page: PageId, values: &[f32]) -> Result<(), EngineError> {
-        if values.len() != self.kv.layout().floats_per_page() {
+    fn write_page(&mut self, page: PageId, values: &[f16]) -> Result<(), EngineError> {
+        if values.len() != self.kv.layout().values_per_page() {
             return Err(EngineError::InvalidStep(format!(
                 "page import of {} values; a page holds {}",
                 values.len(),
-                self.kv.layout().floats_per_page()
+                self.kv.layout().values_per_page()
             )));
         }
         self.kv.set_page(page, values);
@@ -112,6 +114,17 @@ pub enum Device {
     Cpu,
     /// The CUDA backend on the GPU with this ordinal (needs the `cuda` cargo feature).
     Cuda(usize),
+}
+
+impl Device {
+    /// How this device's backend stores KV values: f16 on the CPU (as llama.cpp does),
+    /// f32 in the CUDA backend's pool.
+    pub fn kv_dtype(self) -> KvDtype {
+        match self {
+            Device::Cpu => KvDtype::F16,
+            Device::Cuda(_) => KvDtype::F32,
+        }
+    }
 }
 
 /// Why `--device cuda:N` cannot work in a build without the `cuda` feature.

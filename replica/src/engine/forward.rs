@@ -8,7 +8,7 @@ use super::attention::{attention, round_f16, Row};
 use super::config::{ModelConfig, RopeStyle};
 use super::kernels::{swiglu, with_simd};
 use super::kv::KvPool;
-use super::matrix::Input;
+use super::matrix::{Input, Matrix};
 use super::weights::ModelWeights;
 use super::StepItem;
 use rayon::prelude::*;
@@ -73,9 +73,10 @@ pub(crate) fn forward(
     for (l, lw) in w.layers.iter().enumerate() {
         rmsnorm_rows(&a.x, &lw.attn_norm, cfg.rms_eps, &mut a.h);
         let h = Input::new(&a.h, t);
-        lw.wq.matmul_prepared(&h, &mut a.q);
-        lw.wk.matmul_prepared(&h, &mut a.k);
-        lw.wv.matmul_prepared(&h, &mut a.v);
+        Matrix::matmul_prepared_many(
+            &h,
+            &mut [(&lw.wq, &mut a.q), (&lw.wk, &mut a.k), (&lw.wv, &mut a.v)],
+        );
         // FMA instructions instead of `fmaf` calls (same bits: both round once).
         with_simd(
             #[inline(always)]
@@ -97,8 +98,7 @@ pub(crate) fn forward(
         add_into(&mut a.x, &a.o);
         rmsnorm_rows(&a.x, &lw.ffn_norm, cfg.rms_eps, &mut a.h);
         let h = Input::new(&a.h, t);
-        lw.w_gate.matmul_prepared(&h, &mut a.gate);
-        lw.w_up.matmul_prepared(&h, &mut a.up);
+        Matrix::matmul_prepared_many(&h, &mut [(&lw.w_gate, &mut a.gate), (&lw.w_up, &mut a.up)]);
         a.gate
             .par_chunks_mut(cfg.ffn_dim)
             .zip(a.up.par_chunks(cfg.ffn_dim))

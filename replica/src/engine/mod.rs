@@ -39,13 +39,14 @@ mod weights;
 
 pub use config::{ModelConfig, RopeStyle};
 pub use error::EngineError;
-pub use kv::{KvLayout, PageId};
+pub use kv::{KvDtype, KvLayout, PageId};
 pub use source::{EngineOptions, ModelSource};
 pub use weights::{LayerWeights, ModelWeights};
 
 pub use backend::Device;
 
 use backend::{ComputeBackend, CpuBackend};
+use half::f16;
 use router_policy::{CheckpointId, TokenId};
 use warmpath_text::ChatTokenizer;
 
@@ -126,6 +127,7 @@ impl Engine {
             block_size: opts.block_size,
             n_layers: loaded.config.n_layers,
             kv_dim: loaded.config.kv_dim(),
+            dtype: device.kv_dtype(),
         };
         if opts.block_size.get() == 0 {
             return Err(EngineError::InvalidModel(
@@ -204,13 +206,13 @@ impl Engine {
     }
 
     /// One page's K and V values, in the KV block record's payload order.
-    pub fn read_page(&self, page: PageId) -> Result<Vec<f32>, EngineError> {
+    pub fn read_page(&self, page: PageId) -> Result<Vec<f16>, EngineError> {
         self.check_page(page)?;
         self.backend.read_page(page)
     }
 
     /// Overwrites one page with values in the record's payload order.
-    pub fn write_page(&mut self, page: PageId, values: &[f32]) -> Result<(), EngineError> {
+    pub fn write_page(&mut self, page: PageId, values: &[f16]) -> Result<(), EngineError> {
         self.check_page(page)?;
         self.backend.write_page(page, values)
     }

@@ -137,7 +137,7 @@ impl CudaBackend {
         let k = Kernels::load(&ctx)?;
         let t0 = Instant::now();
         let w = weights::upload_weights(&stream, cfg, weights)?;
-        let kv_floats = layout.floats_per_page() * num_pages;
+        let kv_floats = layout.values_per_page() * num_pages;
         let (free, total) = ctx.mem_get_info().dev("querying memory")?;
         if kv_floats * 4 > free {
             return Err(EngineError::Device(format!(

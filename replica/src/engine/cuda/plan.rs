@@ -25,7 +25,7 @@ impl KvGeom {
         let bs = layout.block_size.get() as i64;
         let kv_dim = layout.kv_dim as i64;
         Self {
-            page_floats: layout.floats_per_page() as i64,
+            page_floats: layout.values_per_page() as i64,
             layer_floats: 2 * bs * kv_dim,
             v_off: bs * kv_dim,
             kv_dim,
@@ -120,6 +120,7 @@ mod tests {
             block_size: BlockSize(4),
             n_layers: 3,
             kv_dim: 6,
+            dtype: crate::engine::KvDtype::F16,
         }
     }
 
@@ -131,7 +132,7 @@ mod tests {
         let base = pool.page_rows(PageId(0), 0, 0, 1).as_ptr();
         let off = |page: u32, layer: usize, kind: usize| {
             let p = pool.page_rows(PageId(page), layer, kind, 1).as_ptr();
-            ((p as usize - base as usize) / std::mem::size_of::<f32>()) as i64
+            ((p as usize - base as usize) / std::mem::size_of::<half::f16>()) as i64
         };
         for page in [0u32, 1, 4] {
             for layer in 0..3 {
@@ -145,7 +146,7 @@ mod tests {
             }
         }
         assert_eq!(g.slot(2, 3) - g.slot(2, 0), 3 * 6);
-        assert_eq!(g.page_floats as usize, l.floats_per_page());
+        assert_eq!(g.page_floats as usize, l.values_per_page());
     }
 
     #[test]

@@ -202,6 +202,28 @@ fn q4_1_x4_impl(row: &[u8], x: &[Q8Block], nb: usize) -> [f32; 4] {
     ]
 }
 
+/// `dst[i] = src[i]` widened from f16 (`dst.len() == src.len()`), 8 at a time.
+pub(super) fn widen_f16(src: &[half::f16], dst: &mut [f32]) {
+    assert_eq!(src.len(), dst.len());
+    // SAFETY: only called after `available()` returned true; lengths checked above.
+    unsafe { widen_f16_impl(src, dst) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn widen_f16_impl(src: &[half::f16], dst: &mut [f32]) {
+    let full = src.len() / 8 * 8;
+    for i in (0..full).step_by(8) {
+        // SAFETY: i + 8 <= full <= len of both slices.
+        unsafe {
+            let h = _mm_loadu_si128(src.as_ptr().add(i).cast());
+            _mm256_storeu_ps(dst.as_mut_ptr().add(i), _mm256_cvtph_ps(h));
+        }
+    }
+    for (d, s) in dst[full..].iter_mut().zip(&src[full..]) {
+        *d = s.to_f32();
+    }
+}
+
 /// `gate = silu(gate) * up` with ggml's vectorised `expf`, 8 lanes at a time (lane-wise
 /// identical to `swiglu_portable`).
 pub(super) fn swiglu(gate: &mut [f32], up: &[f32]) {

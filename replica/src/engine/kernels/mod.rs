@@ -3,6 +3,9 @@
 
 use super::quant::{f16_at, quantize_block, Q8Block, QuantKind, QK};
 
+pub(crate) mod attn;
+#[cfg(target_arch = "x86_64")]
+mod attn_avx512;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
@@ -73,6 +76,18 @@ pub(crate) fn qdot4_for(kind: QuantKind) -> Option<QDot4Fn> {
     }
     let _ = kind;
     None
+}
+
+/// `dst[i] = src[i]` widened from f16 (F16C when available).
+#[inline]
+pub(crate) fn widen_f16(src: &[half::f16], dst: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if avx2::available() {
+        avx2::widen_f16(src, dst);
+        return;
+    }
+    use half::slice::HalfFloatSliceExt;
+    src.convert_to_f32_slice(dst);
 }
 
 /// f32 dot product (AVX2 when available).
@@ -245,6 +260,19 @@ mod tests {
     use super::super::quant::{quantize_activation, quantize_row};
     use super::*;
     use router_policy::rng::{Draw, SeedableRng, SplitMix64};
+
+    #[test]
+    fn widening_f16_is_exact_at_any_length() {
+        for n in [0, 1, 7, 8, 9, 64, 67] {
+            let src: Vec<half::f16> = (0..n)
+                .map(|i| half::f16::from_f32((i as f32 - 30.0) * 0.731 + 1e-5 * i as f32))
+                .collect();
+            let mut got = vec![f32::NAN; n];
+            widen_f16(&src, &mut got);
+            let want: Vec<f32> = src.iter().map(|h| h.to_f32()).collect();
+            assert_eq!(got, want, "n={n}");
+        }
+    }
 
     #[test]
     fn ggml_expf_is_accurate_and_simd_matches() {

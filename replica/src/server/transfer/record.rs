@@ -7,10 +7,8 @@ use half::f16;
 use router_policy::{BlockHash, TokenId};
 use warmpath_protocol::kv_block::{KvBlockRecord, KvDtype, KvRecordLayout};
 
-/// The record layout of this replica's pool, as it goes on the wire: f16. The CPU pool
-/// stores f32 words, but every K and V value in it is rounded to f16 when written (as
-/// llama.cpp's default cache holds them), so f16 records carry them exactly in half the
-/// bytes.
+/// The record layout of this replica's pool, as it goes on the wire: f16, the CPU pool's
+/// own dtype, so a record is the page's bytes.
 pub fn record_layout(layout: KvLayout) -> KvRecordLayout {
     KvRecordLayout {
         n_layers: layout.n_layers as u32,
@@ -25,8 +23,8 @@ pub fn encode(layout: KvRecordLayout, b: ExportedBlock) -> Vec<u8> {
     let mut payload = Vec::with_capacity(b.values.len() * layout.dtype.size());
     for &v in &b.values {
         match layout.dtype {
-            KvDtype::F32 => payload.extend_from_slice(&v.to_le_bytes()),
-            KvDtype::F16 => payload.extend_from_slice(&f16::from_f32(v).to_le_bytes()),
+            KvDtype::F32 => payload.extend_from_slice(&v.to_f32().to_le_bytes()),
+            KvDtype::F16 => payload.extend_from_slice(&v.to_le_bytes()),
         }
     }
     KvBlockRecord {
@@ -75,7 +73,8 @@ impl Expected<'_> {
         let rec = KvBlockRecord::decode(bytes).map_err(|_| Refusal::Corrupt)?;
         let bs = self.layout.block_size as usize;
         let parent = index.checked_sub(1).map(|p| self.hashes[p]);
-        // Either dtype is taken (an f32 record of an older writer holds the same values).
+        // Either dtype is taken: an f32 record (an older writer's) holds f16-rounded values,
+        // so narrowing it to the pool's f16 is exact.
         let same = rec.layout.n_layers == self.layout.n_layers
             && rec.layout.kv_dim == self.layout.kv_dim
             && rec.layout.block_size == self.layout.block_size
@@ -89,12 +88,12 @@ impl Expected<'_> {
             KvDtype::F32 => rec
                 .payload
                 .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .map(|c| f16::from_f32(f32::from_le_bytes([c[0], c[1], c[2], c[3]])))
                 .collect(),
             KvDtype::F16 => rec
                 .payload
                 .chunks_exact(2)
-                .map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32())
+                .map(|c| f16::from_le_bytes([c[0], c[1]]))
                 .collect(),
         };
         Ok(ImportBlock {
@@ -115,6 +114,7 @@ mod tests {
             block_size: BlockSize(2),
             n_layers: 1,
             kv_dim: 2,
+            dtype: KvDtype::F16,
         }
     }
 
@@ -130,8 +130,12 @@ mod tests {
             hash: h[i],
             parent: i.checked_sub(1).map(|p| h[p]),
             tokens: prompt[i * 2..i * 2 + 2].to_vec(),
-            values: vec![0.5, -1.0, 2.0, 3.25, 4.0, 5.0, 6.0, 7.0],
+            values: halves(&[0.5, -1.0, 2.0, 3.25, 4.0, 5.0, 6.0, 7.0]),
         }
+    }
+
+    fn halves(v: &[f32]) -> Vec<f16> {
+        v.iter().map(|&x| f16::from_f32(x)).collect()
     }
 
     #[test]
@@ -146,7 +150,10 @@ mod tests {
         };
         let bytes = encode(lay, exported(&mine, &prompt, 1));
         let got = want.check(1, &bytes).expect("own record");
-        assert_eq!(got.values, vec![0.5, -1.0, 2.0, 3.25, 4.0, 5.0, 6.0, 7.0]);
+        assert_eq!(
+            got.values,
+            halves(&[0.5, -1.0, 2.0, 3.25, 4.0, 5.0, 6.0, 7.0])
+        );
         assert_eq!(got.parent, Some(mine[0]));
         // Out of place in the chain.
         assert_eq!(want.check(2, &bytes).unwrap_err(), Refusal::Mismatch);
@@ -192,7 +199,7 @@ mod tests {
         let full = encode(wide_lay, exported(&mine, &prompt, 1));
         // 8 values: 16 payload bytes in f16, 32 in f32, the rest the same.
         assert_eq!(full.len() - half.len(), 16);
-        let values = vec![0.5, -1.0, 2.0, 3.25, 4.0, 5.0, 6.0, 7.0];
+        let values = halves(&[0.5, -1.0, 2.0, 3.25, 4.0, 5.0, 6.0, 7.0]);
         assert_eq!(want.check(1, &half).unwrap().values, values);
         assert_eq!(want.check(1, &full).unwrap().values, values);
         // The f16 payload is the values' IEEE half bits, little-endian.

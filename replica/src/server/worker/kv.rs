@@ -15,6 +15,7 @@ use super::Loop;
 use crate::engine::EngineError;
 use crate::server::kv::{Inserted, NodeId};
 use crate::server::sched::{PlanItem, Sequence};
+use half::f16;
 use router_policy::{BlockHash, TokenId};
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -30,7 +31,7 @@ pub struct ExportedBlock {
     /// Its tokens.
     pub tokens: Vec<TokenId>,
     /// The page's values, in the record's payload order.
-    pub values: Vec<f32>,
+    pub values: Vec<f16>,
 }
 
 /// Where a prefill's blocks go, and which of them.
@@ -59,7 +60,7 @@ pub struct ImportBlock {
     /// The previous block's chain hash (`None` for the first block of a prompt).
     pub parent: Option<BlockHash>,
     /// The page's values.
-    pub values: Vec<f32>,
+    pub values: Vec<f16>,
 }
 
 impl Loop {

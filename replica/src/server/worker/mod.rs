@@ -195,7 +195,8 @@ fn load_engine(cfg: &WorkerConfig) -> Result<Engine, ServerError> {
         block_size: cfg.block_size,
         threads: cfg.threads,
     };
-    let probe = Engine::load(&cfg.model, &probe_opts).map_err(err)?;
+    // On the configured device: its backend decides how wide a stored value is.
+    let probe = Engine::load_on(&cfg.model, &probe_opts, cfg.device).map_err(err)?;
     let page_bytes = probe.kv_layout().bytes_per_page() as u64;
     drop(probe);
     let pages = pages_for_budget(cfg.kv_memory, page_bytes);
