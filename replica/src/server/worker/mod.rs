@@ -13,7 +13,7 @@ mod tier;
 pub use kv::{Export, ExportedBlock, ImportBlock};
 
 use crate::engine::sampling::{all_finite, Sampler, SamplingParams};
-use crate::engine::{Engine, EngineOptions, ModelSource, StepItem};
+use crate::engine::{Engine, EngineOptions, KvLayout, ModelSource, StepItem};
 use crate::server::error::ServerError;
 use crate::server::events::EventLog;
 use crate::server::fault::{NanFault, DEGENERATE_MESSAGE};
@@ -195,9 +195,14 @@ fn load_engine(cfg: &WorkerConfig) -> Result<Engine, ServerError> {
         block_size: cfg.block_size,
         threads: cfg.threads,
     };
-    // On the configured device: its backend decides how wide a stored value is.
-    let probe = Engine::load_on(&cfg.model, &probe_opts, cfg.device).map_err(err)?;
-    let page_bytes = probe.kv_layout().bytes_per_page() as u64;
+    let probe = Engine::load(&cfg.model, &probe_opts).map_err(err)?;
+    // The configured device's backend decides how wide a stored value is (the probe runs
+    // on the CPU, so a GPU is initialised once).
+    let layout = KvLayout {
+        dtype: cfg.device.kv_dtype(),
+        ..probe.kv_layout()
+    };
+    let page_bytes = layout.bytes_per_page() as u64;
     drop(probe);
     let pages = pages_for_budget(cfg.kv_memory, page_bytes);
     if pages < 2 {
