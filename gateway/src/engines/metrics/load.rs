@@ -119,10 +119,16 @@ pub struct PrefillCounters {
 
 /// Less prefill time than this between two scrapes keeps the previous rate.
 const MIN_WINDOW_S: f64 = 0.05;
+/// Fewer prompt tokens than this keep the previous rate too: engines time a short prompt
+/// with their fixed per-request costs (llama.cpp: 38 tokens in 0.66 s in this crate's
+/// fixture, a tenth of its rate on long prompts), and such a rate made `warm` send every
+/// new prefix to the other replica.
+const MIN_WINDOW_TOKENS: f64 = 256.0;
 
-/// One engine's prefill rate, from its counters scrape after scrape: over the window between
-/// the last two scrapes that saw prefill work, else the engine's lifetime average; an engine
-/// restart (a counter going back) starts over.
+/// One engine's prefill rate, from its counters scrape after scrape: over the window since
+/// the last scrape that closed one (a window closes once it holds [`MIN_WINDOW_TOKENS`] and
+/// [`MIN_WINDOW_S`] of prefill), else the engine's lifetime average once that is as large;
+/// 0 (unknown) before. An engine restart (a counter going back) starts over.
 #[derive(Clone, Debug, Default)]
 pub struct PrefillRate {
     last: Option<PrefillCounters>,
@@ -139,15 +145,17 @@ impl PrefillRate {
         };
         match self.last {
             Some(l) if now.tokens >= l.tokens && now.seconds >= l.seconds => {
-                // Too little prefill time since the window opened: it stays open.
-                if now.seconds - l.seconds >= MIN_WINDOW_S {
+                // Too little prefill since the window opened: it stays open.
+                if now.seconds - l.seconds >= MIN_WINDOW_S
+                    && now.tokens - l.tokens >= MIN_WINDOW_TOKENS
+                {
                     self.rate = (now.tokens - l.tokens) / (now.seconds - l.seconds);
                     self.last = Some(now);
                 }
             }
             // The first scrape, or the engine restarted.
             _ => {
-                self.rate = if now.seconds >= MIN_WINDOW_S {
+                self.rate = if now.seconds >= MIN_WINDOW_S && now.tokens >= MIN_WINDOW_TOKENS {
                     now.tokens / now.seconds
                 } else {
                     0.0

@@ -114,7 +114,13 @@ fn llamacpp_captured_page() {
     // 38 tokens computed in 0.659555 s.
     let p = l.prefill.expect("llama.cpp times its prefills");
     assert_eq!((p.tokens, p.seconds), (38.0, 0.659555));
-    assert!((PrefillRate::default().update(l.prefill) - 38.0 / 0.659555).abs() < 1e-9);
+    // Too few tokens to be a measure of the engine's speed.
+    assert_eq!(PrefillRate::default().update(l.prefill), 0.0);
+    let more = PrefillCounters {
+        tokens: 38.0 + 300.0,
+        seconds: 0.659555 + 0.7,
+    };
+    assert!((PrefillRate::default().update(Some(more)) - 338.0 / 1.359555).abs() < 1e-9);
 }
 
 #[test]
@@ -130,10 +136,15 @@ fn the_prefill_rate_is_the_window_between_scrapes() {
     // until enough prefill time has passed: 20 tokens in 0.01 s is not a measure.
     near(r.update(c(1300.0, 2.5)), 600.0);
     near(r.update(c(1320.0, 2.51)), 600.0);
-    near(r.update(c(1400.0, 2.7)), 500.0);
+    near(r.update(c(1600.0, 3.1)), 500.0);
+    // Nor are short prompts, however long the engine took for them (its fixed costs per
+    // request): 100 tokens in 1 s keeps the rate, and they count once more arrive.
+    near(r.update(c(1700.0, 4.1)), 500.0);
+    near(r.update(c(2000.0, 4.5)), 400.0 / 1.4);
     // A restart (counters back to small values) starts over.
     near(r.update(c(10.0, 0.01)), 0.0);
-    near(r.update(c(110.0, 0.26)), 400.0);
+    near(r.update(c(110.0, 0.26)), 0.0);
+    near(r.update(c(410.0, 1.01)), 400.0);
     // An engine that stops timing its prefills has no rate.
     near(r.update(None), 0.0);
 }

@@ -448,3 +448,47 @@ fn warm_costs_an_unmeasured_replica_at_its_peers_measured_rate() {
     let fresh = d.explanation.candidate(ReplicaId(1)).unwrap();
     assert!((fresh.terms.get("prefill_ms").unwrap() - 1031.0 / 4.0).abs() < 1e-9);
 }
+
+#[test]
+fn warm_treats_noise_level_rate_differences_as_a_cold_tie() {
+    // Two idle replicas whose measured rates differ by 1% (noise between identical
+    // servers): new prefixes still spread by their rendezvous homes instead of all going
+    // to the one that measured faster. A replica 2x slower is not a tie.
+    let c = ck("m@1");
+    let mut view = idle(2);
+    view.replicas[0].prefill_tokens_per_s = 400.0;
+    // The replicas 16 cold prefixes (1,024 tokens each) go to under `cfg` and `rate1`.
+    let mut homes = |cfg: &WarmConfig, rate1: f64| {
+        view.replicas[1].prefill_tokens_per_s = rate1;
+        (0..16)
+            .map(|tag| {
+                let d = Warm::new(cfg.clone())
+                    .select(
+                        &req(&c, &chain(300 + tag, 64)),
+                        &view,
+                        &PrefixIndex::default(),
+                    )
+                    .unwrap();
+                assert_eq!(d.explanation.branch, Branch::ColdHome);
+                d.replica
+            })
+            .collect::<std::collections::HashSet<_>>()
+    };
+    let default = WarmConfig::default();
+    assert_eq!(
+        homes(&default, 396.0).len(),
+        2,
+        "16 prefixes should use both replicas"
+    );
+    assert_eq!(
+        homes(&default, 200.0),
+        [ReplicaId(0)].into(),
+        "2x faster wins"
+    );
+    // Without the ratio, the 1% gap (far over 10 ms at these sizes) decides every time.
+    let strict = WarmConfig {
+        cold_tie_tolerance_ratio: 0.0,
+        ..default
+    };
+    assert_eq!(homes(&strict, 396.0), [ReplicaId(0)].into());
+}

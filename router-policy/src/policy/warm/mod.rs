@@ -41,7 +41,8 @@
 //! Branches, in order:
 //! 1. **cold_home** (nobody holds the first block) / **least_loaded** (no full block): the
 //!    lowest cost, so a cold prompt goes where the least prefill work is queued. Candidates
-//!    within `cold_tie_tolerance_ms` rank by: idle for at least a settle time (whose last
+//!    within `cold_tie_tolerance_ms` (or `cold_tie_tolerance_ratio` of the best cost, if
+//!    more) rank by: idle for at least a settle time (whose last
 //!    routed work should have ended a while ago: the drain estimate ignores step overheads),
 //!    then room in the cache for the prompt (storing it evicts nothing), then the rendezvous
 //!    rank of the prefix's first `home_prefix_blocks` blocks, so gateways that share no state
@@ -320,8 +321,9 @@ impl Warm {
 }
 
 impl Warm {
-    /// Nobody holds the prefix: the lowest cost. Near-ties (within `cold_tie_tolerance_ms`)
-    /// go to a replica idle past the settle time, then one with room in its cache for the
+    /// Nobody holds the prefix: the lowest cost. Near-ties (within `cold_tie_tolerance_ms`,
+    /// or `cold_tie_tolerance_ratio` of the lowest cost) go to a replica idle past the
+    /// settle time, then one with room in its cache for the
     /// prompt, then the best rendezvous rank of the prefix's home key (gateways agree).
     fn cold_choice(
         &self,
@@ -341,8 +343,12 @@ impl Warm {
                 rendezvous_score(key, r),
             )
         };
+        let window = self
+            .cfg
+            .cold_tie_tolerance_ms
+            .max(self.cfg.cold_tie_tolerance_ratio * min);
         (0..candidates.len())
-            .filter(|&i| candidates[i].cost_ms <= min + self.cfg.cold_tie_tolerance_ms)
+            .filter(|&i| candidates[i].cost_ms <= min + window)
             .max_by(|&a, &b| {
                 let (ka, kb) = (rank(a), rank(b));
                 ka.0.total_cmp(&kb.0)
