@@ -487,7 +487,7 @@ fn warm_treats_noise_level_rate_differences_as_a_cold_tie() {
     );
     // Without the ratio, the 1% gap (far over 10 ms at these sizes) decides every time.
     let strict = WarmConfig {
-        cold_tie_tolerance_ratio: 0.0,
+        rate_noise_ratio: 0.0,
         ..default
     };
     assert_eq!(homes(&strict, 396.0), [ReplicaId(0)].into());

@@ -35,10 +35,11 @@ pub struct WarmConfig {
     /// Tie window for cold prompts (nobody holds the prefix); ties go to the prefix's
     /// rendezvous home, so independent gateways agree.
     pub cold_tie_tolerance_ms: f64,
-    /// The cold tie window is also at least this fraction of the best cost: measured
-    /// prefill rates of identical replicas differ by noise (~1% on a shared machine), and
-    /// without it the one that happened to measure faster took every new prefix.
-    pub cold_tie_tolerance_ratio: f64,
+    /// A measured prefill rate within this fraction of the mean of the eligible replicas'
+    /// measured rates counts as that mean: identical replicas measure rates that differ by
+    /// noise (~1% on a shared machine), and without it the one that happened to measure
+    /// faster took every new prefix (its cold cost was lower by more than the tie window).
+    pub rate_noise_ratio: f64,
     /// Initial estimate of uncached tokens per in-flight request.
     pub initial_request_tokens: f64,
     /// Rate of loading prompt tokens from the shared KV tier (tokens/s) assumed for a
@@ -61,7 +62,7 @@ impl Default for WarmConfig {
             home_prefix_blocks: 4,
             tie_tolerance_ms: 150.0,
             cold_tie_tolerance_ms: 10.0,
-            cold_tie_tolerance_ratio: 0.05,
+            rate_noise_ratio: 0.05,
             initial_request_tokens: 512.0,
             default_tier_tokens_per_s: 20_000.0,
             tier_lookup_ms: 2.0,
@@ -117,12 +118,7 @@ impl WarmConfig {
                 0.0,
                 1e9,
             ),
-            (
-                "warm.cold_tie_tolerance_ratio",
-                self.cold_tie_tolerance_ratio,
-                0.0,
-                1.0,
-            ),
+            ("warm.rate_noise_ratio", self.rate_noise_ratio, 0.0, 1.0),
             (
                 "warm.initial_request_tokens",
                 self.initial_request_tokens,

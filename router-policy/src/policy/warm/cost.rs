@@ -45,19 +45,39 @@ impl Cost {
     }
 }
 
-/// The cost of sending `req` to `r`, which holds `held` of it. `fallback_rate` is the
-/// prefill rate of a replica that has measured none; `avg_request_tokens` stands in for
-/// requests the load report does not show yet.
+/// What [`cost`] knows of the eligible replicas' prefill rates.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct PeerRates {
+    /// The rate of a replica that has measured none.
+    pub(super) fallback: f64,
+    /// The peers' mean measured rate and the ratio within which a measured rate counts as
+    /// that mean (noise between identical replicas).
+    pub(super) noise: Option<(f64, f64)>,
+}
+
+impl PeerRates {
+    /// The prefill rate to cost `r` at.
+    fn of(self, r: &ReplicaSnapshot) -> f64 {
+        match (measured_rate(r), self.noise) {
+            (Some(x), Some((mean, ratio))) if (x - mean).abs() <= ratio * mean => mean,
+            (Some(x), _) => x,
+            (None, _) => self.fallback,
+        }
+    }
+}
+
+/// The cost of sending `req` to `r`, which holds `held` of it, at the rate `peers` gives
+/// it; `avg_request_tokens` stands in for requests the load report does not show yet.
 pub(super) fn cost(
     cfg: &WarmConfig,
     req: &RouteRequest<'_>,
     r: &ReplicaSnapshot,
     seen: Seen,
     held: Held,
-    fallback_rate: f64,
+    peers: PeerRates,
     avg_request_tokens: f64,
 ) -> Cost {
-    let rate = measured_rate(r).unwrap_or(fallback_rate);
+    let rate = peers.of(r);
     let tokens_per_ms = rate / 1000.0;
     let bs = u64::from(req.block_size.0.max(1));
     let prompt = u64::from(req.prompt_tokens);

@@ -41,8 +41,7 @@
 //! Branches, in order:
 //! 1. **cold_home** (nobody holds the first block) / **least_loaded** (no full block): the
 //!    lowest cost, so a cold prompt goes where the least prefill work is queued. Candidates
-//!    within `cold_tie_tolerance_ms` (or `cold_tie_tolerance_ratio` of the best cost, if
-//!    more) rank by: idle for at least a settle time (whose last
+//!    within `cold_tie_tolerance_ms` rank by: idle for at least a settle time (whose last
 //!    routed work should have ended a while ago: the drain estimate ignores step overheads),
 //!    then room in the cache for the prompt (storing it evicts nothing), then the rendezvous
 //!    rank of the prefix's first `home_prefix_blocks` blocks, so gateways that share no state
@@ -183,6 +182,11 @@ impl Warm {
         } else {
             self.cfg.default_prefill_tokens_per_s
         };
+        // Measured rates within `rate_noise_ratio` of the peers' mean count as the mean.
+        let peers = cost::PeerRates {
+            fallback: fallback_rate,
+            noise: (n > 1).then_some((fallback_rate, self.cfg.rate_noise_ratio)),
+        };
         let mut costs: SmallVec<[Cost; INLINE_REPLICAS]> = SmallVec::new();
         for r in &el.replicas {
             let seen = self.tracker.observe(r, req.now.0);
@@ -198,7 +202,7 @@ impl Warm {
                 r,
                 seen,
                 held,
-                fallback_rate,
+                peers,
                 self.avg_request_tokens,
             );
             c.rtt_ms = regions.map_or(0.0, |g| g.rtt_to(r));
@@ -321,9 +325,8 @@ impl Warm {
 }
 
 impl Warm {
-    /// Nobody holds the prefix: the lowest cost. Near-ties (within `cold_tie_tolerance_ms`,
-    /// or `cold_tie_tolerance_ratio` of the lowest cost) go to a replica idle past the
-    /// settle time, then one with room in its cache for the
+    /// Nobody holds the prefix: the lowest cost. Near-ties (within `cold_tie_tolerance_ms`)
+    /// go to a replica idle past the settle time, then one with room in its cache for the
     /// prompt, then the best rendezvous rank of the prefix's home key (gateways agree).
     fn cold_choice(
         &self,
@@ -343,12 +346,8 @@ impl Warm {
                 rendezvous_score(key, r),
             )
         };
-        let window = self
-            .cfg
-            .cold_tie_tolerance_ms
-            .max(self.cfg.cold_tie_tolerance_ratio * min);
         (0..candidates.len())
-            .filter(|&i| candidates[i].cost_ms <= min + window)
+            .filter(|&i| candidates[i].cost_ms <= min + self.cfg.cold_tie_tolerance_ms)
             .max_by(|&a, &b| {
                 let (ka, kb) = (rank(a), rank(b));
                 ka.0.total_cmp(&kb.0)
