@@ -2,7 +2,7 @@
 """Generate llama.cpp reference fixtures for the replica engine tests.
 
 Runs llama.cpp (through llama-cpp-python) on the default SmolLM2-135M-Instruct Q4_1 GGUF
-and writes replica/fixtures/llamacpp_smollm2.json with:
+and writes engine/fixtures/llamacpp_smollm2.json with:
   - tokenize: token ids of 50 varied strings (special tokens parsed, no BOS);
   - prompts: 10 prompts (raw and chat-templated) with their token ids, the 32-token greedy
     continuation, the top-1 id of the last-position logits, and the full last-position
@@ -111,7 +111,7 @@ def main():
     default_model = os.path.expanduser("~/.cache/warmpath/models/SmolLM2-135M-Instruct.Q4_1.gguf")
     ap.add_argument("--model", default=default_model)
     here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--out", default=os.path.join(here, "..", "replica", "fixtures", "llamacpp_smollm2.json"))
+    ap.add_argument("--out", default=os.path.join(here, "..", "engine", "fixtures", "llamacpp_smollm2.json"))
     args = ap.parse_args()
     assert len(STRINGS) == 50, len(STRINGS)
 

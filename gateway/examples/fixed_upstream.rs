@@ -13,7 +13,7 @@ use pingora_core::protocols::http::ServerSession;
 use pingora_core::server::configuration::ServerConf;
 use pingora_core::server::Server;
 use pingora_core::services::listening::Service;
-use router_policy::{BlockSize, CheckpointId, Epoch, KvStreamMessage, SeqNo};
+use warmpath_core::{BlockSize, CheckpointId, Epoch, KvStreamMessage, SeqNo};
 use warmpath_protocol::replica_api::{ReplicaInfo, ReplicaLoad};
 
 struct Fixed {
@@ -69,7 +69,7 @@ fn main() -> anyhow::Result<()> {
         model: "fixed".into(),
         checkpoint: CheckpointId::new("fixed@1"),
         block_size: BlockSize(16),
-        hash_scheme: router_policy::SCHEME_VERSION,
+        hash_scheme: warmpath_core::SCHEME_VERSION,
         capacity_blocks: 1 << 20,
         max_context: 1 << 20,
         region: None,

@@ -7,12 +7,13 @@
 
 use gateway::routing::Router;
 use gateway::tokenize::CachedTokenizer;
-use router_policy::rng::{Draw, SeedableRng, Xoshiro256StarStar};
-use router_policy::{
-    block_hashes, BlockSize, CacheSalt, CheckpointId, ClusterView, Epoch, HashNamespace,
-    KvStreamMessage, Millis, PolicyConfig, ReplicaId, ReplicaSnapshot, RouteRequest, SeqNo,
-};
+use router_policy::{ClusterView, PolicyConfig, ReplicaSnapshot, RouteRequest};
 use std::time::Instant;
+use warmpath_core::rng::{Draw, SeedableRng, Xoshiro256StarStar};
+use warmpath_core::{
+    block_hashes, BlockSize, CacheSalt, CheckpointId, Epoch, HashNamespace, KvStreamMessage,
+    Millis, ReplicaId, SeqNo,
+};
 use warmpath_text::bytelevel::chatml_bpe_spec;
 use warmpath_text::{ChatMessage, TokenizerSpec};
 

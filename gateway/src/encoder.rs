@@ -1,9 +1,9 @@
 //! What turns a prompt into the units its blocks are hashed from: the checkpoint's real
 //! tokenizer, or, for an engine whose tokenizer the gateway does not have, text units
-//! (`router_policy::text_units`: the rendered prompt's bytes, four per unit).
+//! (`warmpath_core::text_units`: the rendered prompt's bytes, four per unit).
 
 use crate::tokenize::{CachedTokenizer, ChatText};
-use router_policy::{text_units, TokenId};
+use warmpath_core::{text_units, TokenId};
 use warmpath_text::TextError;
 
 /// A checkpoint's prompt encoder, shared by its replicas.

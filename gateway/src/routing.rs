@@ -3,12 +3,12 @@
 
 use parking_lot::Mutex;
 use router_policy::{
-    BlockHash, ClusterView, Decision, Epoch, KvStreamMessage, Millis, Observation, Policy,
-    PolicyConfig, PrefixIndex, ReplicaId, RouteError, RouteRequest, SeqNo,
+    ClusterView, Decision, Policy, PolicyConfig, PrefixIndex, RouteError, RouteRequest,
 };
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::sync::Arc;
+use warmpath_core::{BlockHash, Epoch, KvStreamMessage, Millis, Observation, ReplicaId, SeqNo};
 
 struct Inner {
     policy: Box<dyn Policy>,

@@ -10,10 +10,10 @@ use crate::retry::RetryBudget;
 use crate::routing::Router;
 use crate::tenants::TenantTable;
 use parking_lot::RwLock;
-use router_policy::Millis;
 use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use warmpath_core::Millis;
 
 /// Everything the gateway shares across requests and tasks.
 pub struct AppState {

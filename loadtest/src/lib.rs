@@ -33,7 +33,7 @@ pub mod workload;
 /// The rollout conversation key of a prompt, as the simulated gateway computes it
 /// (`router_policy::sticky_key` over its first blocks, no tenant salt).
 pub fn rollout_key(prompt: &prompt::Prompt, block_size: u32) -> u64 {
-    let bs = router_policy::BlockSize(block_size);
+    let bs = warmpath_core::BlockSize(block_size);
     let n = router_policy::rollout::STICKY_BLOCKS * block_size as usize;
     router_policy::sticky_key(&sim::rollout::prefix_tokens(prompt, n), bs, None)
 }

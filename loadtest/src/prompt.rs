@@ -1,15 +1,15 @@
 //! Deterministic prompt content: a prompt is a chain of segments, each a pseudo-random run of
 //! tokens seeded by a key, so equal keys give equal tokens (and equal text).
 //!
-//! The simulator hashes the tokens with the shared contract (`router_policy::hash`); `run`
+//! The simulator hashes the tokens with the shared contract (`warmpath_core::hash`); `run`
 //! sends the matching pseudo-word text, one common English word per token, so the real
 //! tokenizer's count is close to the target and equal prefixes tokenize equally.
 
 use crate::rng::{mix, seeded, Draw};
-use router_policy::hash::block_hash;
-use router_policy::{BlockHash, BlockSize, ChainHasher, RootSeed, TokenId};
 use std::collections::HashMap;
 use std::sync::Arc;
+use warmpath_core::hash::block_hash;
+use warmpath_core::{BlockHash, BlockSize, ChainHasher, RootSeed, TokenId};
 
 /// One run of tokens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -397,7 +397,7 @@ impl PromptHasher {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use router_policy::{block_hashes, CheckpointId, HashNamespace};
+    use warmpath_core::{block_hashes, CheckpointId, HashNamespace};
 
     fn prompt(parts: &[(u64, u32, bool)]) -> Prompt {
         Prompt {

@@ -1,9 +1,9 @@
 //! The load tester's seeded randomness: xoshiro256** seeded through SplitMix64, with the
-//! draws of `router_policy::rng`, so every workload and simulation is reproducible for a
+//! draws of `warmpath_core::rng`, so every workload and simulation is reproducible for a
 //! seed; plus [`mix`], which derives independent per-stream seeds.
 
-pub use router_policy::rng::{Draw, Xoshiro256StarStar as Rng};
-use router_policy::rng::{RngCore, SeedableRng, SplitMix64};
+pub use warmpath_core::rng::{Draw, Xoshiro256StarStar as Rng};
+use warmpath_core::rng::{RngCore, SeedableRng, SplitMix64};
 
 /// Mixes several words into one seed (order-sensitive): each word is folded into the
 /// state and the state replaced by one SplitMix64 output.

@@ -47,7 +47,7 @@
 //! without its end frame was cut short: the records before the cut are still whole and
 //! checked one by one.
 
-use router_policy::{BlockHash, TokenId};
+use warmpath_core::{BlockHash, TokenId};
 use xxhash_rust::xxh3::xxh3_64;
 
 /// The four bytes every record starts with.

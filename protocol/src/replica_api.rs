@@ -1,13 +1,13 @@
 //! The replica's control-plane endpoints, as the gateway and the load tester read them.
 
-use router_policy::{BlockSize, CheckpointId, ReplicaRole, TokenId};
 use serde::{Deserialize, Serialize};
+use warmpath_core::{BlockSize, CheckpointId, ReplicaRole, TokenId};
 
 /// `GET`: static facts about a replica ([`ReplicaInfo`]).
 pub const PATH_INFO: &str = "/v1/replica/info";
 /// `GET`: current load ([`ReplicaLoad`]).
 pub const PATH_LOAD: &str = "/v1/replica/load";
-/// `GET`: KV event stream, newline-delimited JSON of `router_policy::KvStreamMessage`.
+/// `GET`: KV event stream, newline-delimited JSON of `warmpath_core::KvStreamMessage`.
 /// Query `?from_seq=N&epoch=E` resumes after N when the epoch still matches, else a snapshot.
 pub const PATH_KV_EVENTS: &str = "/v1/kv/events";
 /// `GET`: the tokenizer and chat template the replica uses (a [`TokenizerSpec`](crate::tokenizer_spec::TokenizerSpec)), so the
@@ -52,7 +52,7 @@ pub struct ReplicaInfo {
     pub checkpoint: CheckpointId,
     /// Tokens per KV page / hashed block.
     pub block_size: BlockSize,
-    /// `router_policy::SCHEME_VERSION` the replica hashes with.
+    /// `warmpath_core::SCHEME_VERSION` the replica hashes with.
     pub hash_scheme: u32,
     /// KV capacity in blocks.
     pub capacity_blocks: u64,

@@ -4,11 +4,11 @@
 //! KV pool, a radix prefix cache, continuous batching, an OpenAI-compatible API and KV events.
 //!
 //! # Layout
-//! - [`engine`]: model loading (GGUF, HF safetensors, dummy), tokenizer glue, compute
-//!   backends, the paged KV pool storage, the forward pass and sampling.
+//! The compute (model loading, kernels, the paged KV pool's storage, the forward pass and
+//! sampling) is the `warmpath-engine` crate; this crate serves it.
+//!
 //! - [`server`]: radix cache, scheduler, HTTP API, KV event stream.
 //! - [`cli`]: the `generate`, `tokenize` and `bench` subcommands.
 
 pub mod cli;
-pub mod engine;
 pub mod server;

@@ -27,6 +27,7 @@ struct GenOut {
     text: String,
 }
 
+#[path = "../../engine/tests/llamacpp_fixtures/mod.rs"]
 mod llamacpp_fixtures;
 use llamacpp_fixtures::fixtures;
 

@@ -174,7 +174,7 @@ async fn control_endpoints_report_model_state() {
     assert_eq!(h.json()["status"], "ok");
     let info = get(addr, "/v1/replica/info").await.json();
     assert_eq!(info["block_size"], 16);
-    assert_eq!(info["hash_scheme"], router_policy::SCHEME_VERSION);
+    assert_eq!(info["hash_scheme"], warmpath_core::SCHEME_VERSION);
     assert_eq!(info["region"], "eu-test");
     assert_eq!(info["device"], "cpu");
     assert_eq!(info["max_context"], 4096);

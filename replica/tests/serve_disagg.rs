@@ -7,11 +7,11 @@
 mod serve_support;
 
 use replica::server::ServeArgs;
-use router_policy::ReplicaRole;
 use serde_json::{json, Value};
 use serve_support::*;
 use std::net::SocketAddr;
 use std::time::Duration;
+use warmpath_core::ReplicaRole;
 
 const MODEL: &str = "dummy:tiny";
 

@@ -5,16 +5,16 @@
 
 mod serve_support;
 
-use router_policy::rng::{Draw, SeedableRng, Xoshiro256StarStar};
-use router_policy::{
-    block_hashes, BlockHash, BlockSize, CacheSalt, CheckpointId, HashNamespace, KvEvent,
-    KvStreamMessage, Observation, StreamCursor, TokenId,
-};
 use serde_json::{json, Value};
 use serve_support::*;
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::time::Duration;
+use warmpath_core::rng::{Draw, SeedableRng, Xoshiro256StarStar};
+use warmpath_core::{
+    block_hashes, BlockHash, BlockSize, CacheSalt, CheckpointId, HashNamespace, KvEvent,
+    KvStreamMessage, Observation, StreamCursor, TokenId,
+};
 
 /// A consumer of the event stream, as the gateway would be.
 struct Follower {
@@ -207,7 +207,7 @@ async fn followers_from_any_point_hold_the_cached_block_set() {
     let mut resumed = Follower::connect(addr, &format!("?epoch={e}&from_seq={s}")).await;
     resumed
         .cursor
-        .reset_to(router_policy::Epoch(e), router_policy::SeqNo(s));
+        .reset_to(warmpath_core::Epoch(e), warmpath_core::SeqNo(s));
     resumed.set = held;
     let mut stale = Follower::connect(addr, &format!("?epoch={}&from_seq=3", e ^ 1)).await;
 

@@ -5,12 +5,12 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
-use replica::engine::PageId;
 use replica::server::kv::{Inserted, NodeId, RadixCache};
-use router_policy::{
+use std::collections::{HashMap, HashSet};
+use warmpath_core::{
     block_hashes, BlockHash, BlockSize, CacheSalt, CheckpointId, HashNamespace, KvEvent, TokenId,
 };
-use std::collections::{HashMap, HashSet};
+use warmpath_engine::PageId;
 
 const BS: u32 = 2;
 const PAGES: usize = 24;
@@ -42,7 +42,7 @@ struct Held {
     private: Vec<PageId>,
 }
 
-fn seed(salt: bool) -> router_policy::RootSeed {
+fn seed(salt: bool) -> warmpath_core::RootSeed {
     HashNamespace::new(CheckpointId::new("prop"))
         .with_salt(salt.then(|| CacheSalt::new("tenant")))
         .root_seed()

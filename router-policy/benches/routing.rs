@@ -16,14 +16,16 @@
 
 use criterion::{criterion_group, BenchmarkId, Criterion};
 use router_policy::{
-    block_hashes, BlockHash, BlockSize, CheckpointId, ClusterView, Epoch, HashNamespace,
-    IndexConfig, KvStreamMessage, Millis, PolicyConfig, PrefixIndex, ReplicaId, ReplicaSnapshot,
-    RouteRequest, SeqNo, TokenId,
+    ClusterView, IndexConfig, PolicyConfig, PrefixIndex, ReplicaSnapshot, RouteRequest,
 };
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
+use warmpath_core::{
+    block_hashes, BlockHash, BlockSize, CheckpointId, Epoch, HashNamespace, KvStreamMessage,
+    Millis, ReplicaId, SeqNo, TokenId,
+};
 
 /// Counts live heap bytes so the index's footprint is measured, not estimated.
 struct Counting;
@@ -153,7 +155,7 @@ fn bench_decide(c: &mut Criterion) {
     group.finish();
     let mut group = c.benchmark_group("decide_spill");
     let regions = router_policy::Regions::new(
-        router_policy::RegionId::new("eu"),
+        warmpath_core::RegionId::new("eu"),
         router_policy::RegionMode::Spill,
     )
     .with_rtt("eu", "us", 70.0);
@@ -161,7 +163,7 @@ fn bench_decide(c: &mut Criterion) {
         let (index, mut view, mut policy) = setup(replicas);
         for r in &mut view.replicas {
             let region = if r.id.0 % 2 == 0 { "eu" } else { "us" };
-            r.region = Some(router_policy::RegionId::new(region));
+            r.region = Some(warmpath_core::RegionId::new(region));
         }
         let req = RouteRequest {
             regions: Some(&regions),
@@ -183,7 +185,7 @@ fn bench_decide(c: &mut Criterion) {
 /// The per-request costs of rollout stickiness and pre-warm history.
 fn bench_rollout(c: &mut Criterion) {
     let system = "You are a careful assistant who answers briefly. ".repeat(20);
-    let salt = router_policy::CacheSalt::new("tenant");
+    let salt = warmpath_core::CacheSalt::new("tenant");
     c.bench_function("rollout/conversation_key", |b| {
         b.iter(|| {
             black_box(router_policy::conversation_key(
@@ -251,13 +253,13 @@ fn memory() {
                 if c == 0 {
                     index.apply_message(ReplicaId(h), &msg);
                 }
-                let ev = KvStreamMessage::Event(router_policy::KvEventRecord {
+                let ev = KvStreamMessage::Event(warmpath_core::KvEventRecord {
                     epoch: Epoch(1),
                     seq: SeqNo(u64::from(c) + 1),
-                    event: router_policy::KvEvent::Stored {
+                    event: warmpath_core::KvEvent::Stored {
                         parent: None,
                         hashes: hashes.clone(),
-                        tier: router_policy::KvTier::Device,
+                        tier: warmpath_core::KvTier::Device,
                     },
                 });
                 index.apply_message(ReplicaId(h), &ev);

@@ -3,9 +3,9 @@
 //! The gateway (or the simulator) fills it from health checks, load polls and its own
 //! in-flight counters; policies never mutate it and never read a clock.
 
-use crate::ids::{CheckpointId, RegionId, ReplicaId};
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
+use warmpath_core::ids::{CheckpointId, RegionId, ReplicaId};
 
 /// Replicas a routing decision keeps inline (more spill to the heap).
 pub const INLINE_REPLICAS: usize = 8;
@@ -58,7 +58,7 @@ pub struct ReplicaSnapshot {
     pub tier_tokens_per_s: f64,
     /// What it does in a role-split pool ([`crate::disagg`]).
     #[serde(default)]
-    pub role: crate::disagg::ReplicaRole,
+    pub role: warmpath_core::ReplicaRole,
 }
 
 impl ReplicaSnapshot {

@@ -1,8 +1,8 @@
 //! What a policy returns: the choice, retry fallbacks, and why.
 
-use crate::ids::ReplicaId;
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
+use warmpath_core::ids::ReplicaId;
 
 /// Which rule of the policy made the choice. Stable snake_case names for metric labels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]

@@ -1,4 +1,4 @@
-//! Prefill/decode disaggregation: replica roles, and the two choices a role-split pool
+//! Prefill/decode disaggregation: the two choices a role-split pool
 //! makes for one request.
 //!
 //! A `prefill` replica computes prompts' KV and hands the pages to a `decode` replica,
@@ -20,64 +20,11 @@
 use crate::cluster::ClusterView;
 use crate::decision::{Branch, CandidateScore, Decision};
 use crate::error::RouteError;
-use crate::ids::ReplicaId;
 use crate::index::PrefixIndex;
 use crate::policy::{Policy, RouteRequest};
 use serde::{Deserialize, Serialize};
-
-/// What a replica does in a role-split pool.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ReplicaRole {
-    /// Prefill and decode (co-located).
-    #[default]
-    Both,
-    /// Computes prompts' KV and hands it to decode replicas.
-    Prefill,
-    /// Decodes requests whose KV a prefill replica computed (and short prompts itself).
-    Decode,
-}
-
-impl ReplicaRole {
-    /// Every role, in the order `--role` documents them.
-    pub const ALL: [ReplicaRole; 3] =
-        [ReplicaRole::Both, ReplicaRole::Prefill, ReplicaRole::Decode];
-
-    /// The name in flags, configs and documents.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReplicaRole::Both => "both",
-            ReplicaRole::Prefill => "prefill",
-            ReplicaRole::Decode => "decode",
-        }
-    }
-
-    /// Whether requests may be sent to it to be answered.
-    pub fn decodes(self) -> bool {
-        matches!(self, ReplicaRole::Both | ReplicaRole::Decode)
-    }
-
-    /// Whether it serves KV to decode replicas.
-    pub fn prefills(self) -> bool {
-        matches!(self, ReplicaRole::Both | ReplicaRole::Prefill)
-    }
-}
-
-impl std::str::FromStr for ReplicaRole {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Self::ALL
-            .into_iter()
-            .find(|r| r.as_str() == s)
-            .ok_or_else(|| format!("unknown role {s:?}: expected both, prefill or decode"))
-    }
-}
-
-impl std::fmt::Display for ReplicaRole {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+use warmpath_core::ids::ReplicaId;
+use warmpath_core::ReplicaRole;
 
 /// When a role-split pool splits a request.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -169,9 +116,9 @@ pub fn select(
 mod tests {
     use super::*;
     use crate::cluster::{Health, ReplicaSnapshot};
-    use crate::hash::{block_hashes, HashNamespace};
-    use crate::ids::{BlockSize, CheckpointId, Millis, TokenId};
     use crate::policy::PolicyConfig;
+    use warmpath_core::hash::{block_hashes, HashNamespace};
+    use warmpath_core::ids::{BlockSize, CheckpointId, Millis, TokenId};
 
     fn rep(id: u32, role: ReplicaRole, running: u32) -> ReplicaSnapshot {
         ReplicaSnapshot {
@@ -205,16 +152,6 @@ mod tests {
         };
         let mut policy = PolicyConfig::from_name("cache_aware").unwrap().build();
         select(policy.as_mut(), cfg, &req, view, index).unwrap()
-    }
-
-    #[test]
-    fn roles_parse_and_print() {
-        for r in ReplicaRole::ALL {
-            assert_eq!(r.as_str().parse::<ReplicaRole>(), Ok(r));
-        }
-        assert!("both,prefill".parse::<ReplicaRole>().is_err());
-        assert!(ReplicaRole::Decode.decodes() && !ReplicaRole::Decode.prefills());
-        assert!(ReplicaRole::Prefill.prefills() && !ReplicaRole::Prefill.decodes());
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The one error type of this crate's public surface.
 
-use crate::ids::CheckpointId;
 use thiserror::Error;
+use warmpath_core::ids::CheckpointId;
 
 /// Everything routing and policy configuration can fail with.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]

@@ -9,8 +9,8 @@
 //! Bounded: past `2 x capacity` keys, only the `capacity` most counted survive (amortised
 //! O(1) per request, a few KB per entry).
 
-use crate::ids::TokenId;
 use std::collections::HashMap;
+use warmpath_core::ids::TokenId;
 
 /// One hot prefix.
 #[derive(Clone, Debug, PartialEq)]

@@ -20,8 +20,8 @@
 
 use crate::cluster::ReplicaSnapshot;
 use crate::error::RouteError;
-use crate::ids::RegionId;
 use serde::{Deserialize, Serialize};
+use warmpath_core::ids::RegionId;
 
 /// How a gateway treats replicas outside its home region.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -235,7 +235,7 @@ pub fn resident(residency: &[RegionId], r: &ReplicaSnapshot) -> bool {
 mod tests {
     use super::*;
     use crate::cluster::{ClusterView, Replicas};
-    use crate::ids::{CheckpointId, ReplicaId};
+    use warmpath_core::ids::{CheckpointId, ReplicaId};
 
     fn rep(id: u32, region: Option<&str>) -> ReplicaSnapshot {
         ReplicaSnapshot {

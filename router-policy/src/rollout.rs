@@ -15,10 +15,10 @@
 //! new checkpoint's replicas have been pre-warmed with the old checkpoint's hot prefixes
 //! ([`Rollout::share`]). Paused holds the share where it was.
 
-use crate::hash::{block_hashes, HashNamespace};
-use crate::ids::{BlockSize, CacheSalt, CheckpointId, TokenId};
-use crate::rng::mix64;
 use serde::{Deserialize, Serialize};
+use warmpath_core::hash::{block_hashes, HashNamespace};
+use warmpath_core::ids::{BlockSize, CacheSalt, CheckpointId, TokenId};
+use warmpath_core::rng::mix64;
 
 /// Where a rollout stands.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -1,9 +1,9 @@
 //! The prefix index's shared-tier part: fed by `tier: shared` events of any replica, bounded,
 //! and matched as per-replica runs after each replica's own match.
 
-use router_policy::{
-    BlockHash, Epoch, IndexConfig, KvEvent, KvEventRecord, KvStreamMessage, KvTier, Millis,
-    PrefixIndex, ReplicaId, SeqNo,
+use router_policy::{IndexConfig, PrefixIndex};
+use warmpath_core::{
+    BlockHash, Epoch, KvEvent, KvEventRecord, KvStreamMessage, KvTier, Millis, ReplicaId, SeqNo,
 };
 
 fn hs(r: std::ops::Range<u64>) -> Vec<BlockHash> {

@@ -3,10 +3,10 @@
 //! are not confused by shared-tier events.
 
 use router_policy::policy::{Policy, RouteRequest, Warm, WarmConfig};
-use router_policy::{
-    block_hashes, BlockHash, BlockSize, Branch, CheckpointId, ClusterView, Epoch, HashNamespace,
-    KvEvent, KvEventRecord, KvStreamMessage, KvTier, Millis, PolicyConfig, PrefixIndex, ReplicaId,
-    ReplicaSnapshot, SeqNo, TokenId,
+use router_policy::{Branch, ClusterView, PolicyConfig, PrefixIndex, ReplicaSnapshot};
+use warmpath_core::{
+    block_hashes, BlockHash, BlockSize, CheckpointId, Epoch, HashNamespace, KvEvent, KvEventRecord,
+    KvStreamMessage, KvTier, Millis, ReplicaId, SeqNo, TokenId,
 };
 
 const BS: u32 = 16;

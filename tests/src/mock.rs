@@ -4,12 +4,12 @@
 //! `ping`) is answered normally in the status modes: a replica that fails real traffic but
 //! passes the probe.
 
-use router_policy::{BlockSize, CheckpointId, KvStreamMessage};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use warmpath_core::{BlockSize, CheckpointId, KvStreamMessage};
 use warmpath_protocol::replica_api::{ReplicaInfo, ReplicaLoad, HEADER_CACHE_SALT};
 
 /// How the mock answers generation requests.
@@ -123,7 +123,7 @@ fn info() -> ReplicaInfo {
         model: "mock".into(),
         checkpoint: CheckpointId::new("mock@1"),
         block_size: BlockSize(16),
-        hash_scheme: router_policy::SCHEME_VERSION,
+        hash_scheme: warmpath_core::SCHEME_VERSION,
         capacity_blocks: 4096,
         max_context: 8192,
         region: None,
@@ -197,8 +197,8 @@ fn serve(mut s: TcpStream, sh: &Shared) -> std::io::Result<()> {
         ("GET", "/v1/kv/events") => {
             write!(s, "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n")?;
             let snap = KvStreamMessage::Snapshot {
-                epoch: router_policy::Epoch(1),
-                seq: router_policy::SeqNo(0),
+                epoch: warmpath_core::Epoch(1),
+                seq: warmpath_core::SeqNo(0),
                 hashes: vec![],
             };
             chunk(&mut s, &format!("{}\n", serde_json::to_string(&snap)?))?;

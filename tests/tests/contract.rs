@@ -12,9 +12,9 @@
 
 use gateway::tokenize::CachedTokenizer;
 use rand::{Rng, SeedableRng};
-use router_policy::{block_hashes, BlockHash, CacheSalt, HashNamespace, KvStreamMessage};
 use serde_json::json;
 use std::collections::HashSet;
+use warmpath_core::{block_hashes, BlockHash, CacheSalt, HashNamespace, KvStreamMessage};
 use warmpath_e2e::fixtures::smollm2_model;
 use warmpath_e2e::http::{first_ndjson_line, get, post_json};
 use warmpath_e2e::ReplicaProc;

@@ -6,9 +6,9 @@
 //! tenant's salt and a dead Redis each end in the right answer by recomputation, with the
 //! reason counted in `warmpath_replica_kv_tier_lookups_total`.
 
-use router_policy::{block_hashes, BlockSize, CacheSalt, HashNamespace, TokenId};
 use serde_json::json;
 use std::time::{Duration, Instant};
+use warmpath_core::{block_hashes, BlockSize, CacheSalt, HashNamespace, TokenId};
 use warmpath_e2e::fixtures::{
     completion_text, long_prompt, model_of, prompt_and_cached, smollm2_model,
 };

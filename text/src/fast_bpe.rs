@@ -20,10 +20,10 @@
 
 use crate::bytelevel::BYTE_CHARS;
 use regex::Regex;
-use router_policy::TokenId;
 use std::sync::{Arc, LazyLock};
 use tokenizers::models::ModelWrapper;
 use tokenizers::{Model, Tokenizer};
+use warmpath_core::TokenId;
 
 /// The GPT-2 split without the lookahead alternative (see the module docs).
 static SPLIT: LazyLock<Regex> = LazyLock::new(|| {

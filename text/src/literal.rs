@@ -13,7 +13,7 @@
 //! escaping does not disturb.
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
-use router_policy::TokenId;
+use warmpath_core::TokenId;
 
 /// The escape character: a private-use code point no template writes.
 pub(crate) const ESC: char = '\u{E00F}';

@@ -1,7 +1,7 @@
 //! Incremental detokenisation that never splits a UTF-8 character.
 
 use crate::ChatTokenizer;
-use router_policy::TokenId;
+use warmpath_core::TokenId;
 
 /// Turns generated ids into text pieces; a piece is only yielded once its bytes form
 /// complete UTF-8 (a multi-byte character spread over several byte tokens waits).

@@ -4,10 +4,10 @@ use crate::fast_bpe::FastByteLevel;
 use crate::literal::{ChatSegment, Specials};
 use crate::template::ChatTemplate;
 use crate::{ChatMessage, StreamDecoder, TextError, TokenizerSpec};
-use router_policy::TokenId;
 use std::str::FromStr;
 use std::sync::Arc;
 use tokenizers::Tokenizer;
+use warmpath_core::TokenId;
 
 /// Tokenizer + chat template, built from a [`TokenizerSpec`]. Cheap to clone.
 #[derive(Clone)]

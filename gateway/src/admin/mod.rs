@@ -32,10 +32,10 @@ pub use error::AdminError;
 use http::Response;
 use pingora_core::apps::http_app::ServeHttp;
 use pingora_core::protocols::http::ServerSession;
-use router_policy::ReplicaId;
 use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Instant;
+use warmpath_core::ReplicaId;
 
 /// The admin app.
 pub struct Admin {

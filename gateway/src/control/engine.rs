@@ -7,10 +7,10 @@ use super::client;
 use super::register_error::RegisterError;
 use crate::config::{Engine, Target, TokenizerConfig};
 use crate::replicas::{Registry, Replica, ReplicaAddr, UpstreamMeta};
-use router_policy::{BlockSize, CheckpointId};
 use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;
+use warmpath_core::{BlockSize, CheckpointId};
 use warmpath_protocol::replica_api::ReplicaInfo;
 
 /// `GET /v1/models`, read leniently: engines add their own fields to each entry.
@@ -79,7 +79,7 @@ pub async fn discover_engine(
         model: models[0].clone(),
         checkpoint,
         block_size: BlockSize(pool.block_size),
-        hash_scheme: router_policy::SCHEME_VERSION,
+        hash_scheme: warmpath_core::SCHEME_VERSION,
         capacity_blocks: pool.capacity_blocks,
         max_context: pool.max_context,
         region: pool.region.clone(),

@@ -9,9 +9,9 @@ use crate::encoder::PromptEncoder;
 use crate::replicas::{Registry, Replica, ReplicaAddr};
 use crate::state::AppState;
 use crate::tokenize::CachedTokenizer;
-use router_policy::ReplicaId;
 use std::sync::Arc;
 use std::time::Duration;
+use warmpath_core::ReplicaId;
 use warmpath_protocol::replica_api::{ReplicaInfo, PATH_INFO, PATH_TOKENIZER};
 use warmpath_text::TokenizerSpec;
 
@@ -37,11 +37,11 @@ pub async fn discover(
                 path: PATH_INFO,
                 source,
             })?;
-    if info.hash_scheme != router_policy::SCHEME_VERSION {
+    if info.hash_scheme != warmpath_core::SCHEME_VERSION {
         return Err(RegisterError::Scheme(
             addr.url(),
             info.hash_scheme,
-            router_policy::SCHEME_VERSION,
+            warmpath_core::SCHEME_VERSION,
         ));
     }
     let tokenizer = match registry.tokenizer(&info.checkpoint) {

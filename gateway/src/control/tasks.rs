@@ -7,10 +7,10 @@ use crate::body::lines::LineSplitter;
 use crate::config::Engine;
 use crate::replicas::Replica;
 use crate::state::AppState;
-use router_policy::{KvStreamMessage, Observation};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
+use warmpath_core::{KvStreamMessage, Observation};
 use warmpath_protocol::replica_api::PATH_KV_EVENTS;
 
 /// Starts the follower, poller and prober of `r` on the control-plane runtime: for a

@@ -6,8 +6,8 @@
 use crate::engines::kv_events::{self, ZmqEventsConfig};
 use crate::replicas::Replica;
 use crate::state::AppState;
-use router_policy::{HashNamespace, Observation};
 use std::sync::Arc;
+use warmpath_core::{HashNamespace, Observation};
 
 /// Engine blocks tracked per replica at least (the map from the engine's block hashes to
 /// Warmpath's), whatever the pool's capacity estimate says.

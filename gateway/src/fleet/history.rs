@@ -14,9 +14,9 @@
 use super::routed::Routed;
 use super::Fleet;
 use redis::streams::{StreamRangeReply, StreamReadReply};
-use router_policy::BlockHash;
 use std::sync::Arc;
 use tokio::sync::mpsc;
+use warmpath_core::BlockHash;
 
 /// Entries read in one poll, at most.
 const READ_BATCH: usize = 2000;

@@ -1,8 +1,8 @@
 //! A routing decision on its way to the fleet's shared history ([`super::history`]), and
 //! the bounded queue between the request path and the history writer.
 
-use router_policy::BlockHash;
 use tokio::sync::mpsc;
+use warmpath_core::BlockHash;
 
 /// Decisions waiting to be written, at most.
 const QUEUE: usize = 4096;

@@ -11,11 +11,10 @@ use crate::replicas::Replica;
 use crate::state::AppState;
 use crate::tenants::Tenant;
 use crate::tokenize::ChatText;
-use router_policy::{
-    block_hashes, conversation_key, sticky_key, BlockHash, BlockSize, CheckpointId, TokenId,
-};
+use router_policy::{conversation_key, sticky_key};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use warmpath_core::{block_hashes, BlockHash, BlockSize, CheckpointId, TokenId};
 
 /// Tokenizes `prompt` with the checkpoint's tokenizer.
 pub fn tokenize(replica: &Replica, prompt: &Prompt) -> Result<Vec<TokenId>, GatewayError> {
@@ -100,7 +99,7 @@ pub fn prepare(
     // (its cache is shared across tenants): its requests hash in the checkpoint's unsalted
     // namespace, the one its events are re-hashed into (docs/engines.md).
     let seed = if first.upstream.kv_events.is_some() {
-        router_policy::HashNamespace::new(checkpoint.clone()).root_seed()
+        warmpath_core::HashNamespace::new(checkpoint.clone()).root_seed()
     } else {
         tenant.root_seed(&checkpoint)
     };

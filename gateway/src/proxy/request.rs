@@ -159,7 +159,7 @@ mod tests {
     use crate::replicas::ReplicaAddr;
     use crate::tenants::hash_key;
     use crate::tokenize::CachedTokenizer;
-    use router_policy::{BlockSize, CheckpointId};
+    use warmpath_core::{BlockSize, CheckpointId};
     use warmpath_protocol::replica_api::ReplicaInfo;
     use warmpath_text::bytelevel::chatml_bpe_spec as byte_level_spec;
 
@@ -185,7 +185,7 @@ mod tests {
             model: "m".into(),
             checkpoint: CheckpointId::new("m@1"),
             block_size: BlockSize(16),
-            hash_scheme: router_policy::SCHEME_VERSION,
+            hash_scheme: warmpath_core::SCHEME_VERSION,
             capacity_blocks: 1 << 16,
             max_context: 1 << 16,
             region: None,

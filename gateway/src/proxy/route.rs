@@ -11,12 +11,11 @@ use crate::replicas::{Registry, Replica, Slot};
 use crate::routing::DecisionRecord;
 use crate::state::AppState;
 use crate::tenants::Tenant;
-use router_policy::{
-    sticky_key, BlockHash, BlockSize, CheckpointId, ClusterView, Decision, RouteRequest, TokenId,
-};
+use router_policy::{sticky_key, ClusterView, Decision, RouteRequest};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use warmpath_core::{BlockHash, BlockSize, CheckpointId, TokenId};
 
 /// Everything decided about a request before it is forwarded.
 #[derive(Debug)]

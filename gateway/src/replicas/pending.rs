@@ -118,8 +118,8 @@ mod tests {
         use crate::config::Engine;
         use crate::encoder::PromptEncoder;
         use crate::replicas::{Registry, ReplicaAddr, UpstreamMeta};
-        use router_policy::{BlockSize, CheckpointId};
         use std::sync::Arc;
+        use warmpath_core::{BlockSize, CheckpointId};
         use warmpath_protocol::replica_api::ReplicaInfo;
 
         let reg = Registry::new();
@@ -127,7 +127,7 @@ mod tests {
             model: "m".into(),
             checkpoint: CheckpointId::new("m@1"),
             block_size: BlockSize(16),
-            hash_scheme: router_policy::SCHEME_VERSION,
+            hash_scheme: warmpath_core::SCHEME_VERSION,
             capacity_blocks: 1024,
             max_context: 4096,
             region: None,

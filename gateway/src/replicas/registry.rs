@@ -6,12 +6,12 @@ use super::replica::{InsertError, Replica, UpstreamMeta};
 use crate::encoder::PromptEncoder;
 use crate::routing::Router;
 use parking_lot::{Mutex, RwLock};
-use router_policy::{CheckpointId, ReplicaId};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
+use warmpath_core::{CheckpointId, ReplicaId};
 use warmpath_protocol::replica_api::ReplicaInfo;
 
 /// A held in-flight slot on a replica, with the prompt tokens it counts as pending there;
@@ -284,14 +284,14 @@ impl Registry {
 mod tests {
     use super::*;
     use crate::encoder::PromptEncoder;
-    use router_policy::BlockSize;
+    use warmpath_core::BlockSize;
 
     fn add(reg: &Registry, port: u16, checkpoint: &str) -> Arc<Replica> {
         let info = ReplicaInfo {
             model: "m".into(),
             checkpoint: CheckpointId::new(checkpoint),
             block_size: BlockSize(16),
-            hash_scheme: router_policy::SCHEME_VERSION,
+            hash_scheme: warmpath_core::SCHEME_VERSION,
             capacity_blocks: 1024,
             max_context: 4096,
             region: None,

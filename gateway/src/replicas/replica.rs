@@ -8,9 +8,10 @@ use crate::config::{Engine, KvEventsEndpoint};
 use crate::encoder::PromptEncoder;
 use http::HeaderValue;
 use parking_lot::Mutex;
-use router_policy::{Health, RegionId, ReplicaId, ReplicaSnapshot};
+use router_policy::{Health, ReplicaSnapshot};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
+use warmpath_core::{RegionId, ReplicaId};
 use warmpath_protocol::replica_api::{ReplicaInfo, ReplicaLoad};
 
 /// Why a replica could not join the set.

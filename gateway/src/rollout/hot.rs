@@ -6,8 +6,9 @@
 use crate::config::HotPrefixConfig;
 use http::HeaderValue;
 use parking_lot::Mutex;
-use router_policy::{CheckpointId, HotPrefixes, TokenId};
+use router_policy::HotPrefixes;
 use std::collections::HashMap;
+use warmpath_core::{CheckpointId, TokenId};
 
 /// Checkpoints whose history is kept at once (a rollout needs two).
 const MAX_CHECKPOINTS: usize = 16;

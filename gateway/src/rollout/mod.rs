@@ -23,11 +23,12 @@ pub mod shared;
 
 use crate::config::{PrewarmConfig, RolloutConfig};
 use parking_lot::{Mutex, RwLock};
-use router_policy::{CheckpointId, Rollout, RolloutState};
+use router_policy::{Rollout, RolloutState};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use warmpath_core::CheckpointId;
 
 /// How far a rollout's pre-warm is.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
@@ -365,7 +366,7 @@ impl Rollouts {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use router_policy::rng::mix64;
+    use warmpath_core::rng::mix64;
 
     fn cfg(percent: f64, top_n: usize) -> RolloutConfig {
         RolloutConfig {

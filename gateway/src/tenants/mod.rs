@@ -26,13 +26,13 @@ use crate::fleet::view::KeyView;
 use hmac::{Hmac, Mac};
 use limits::TenantLimiter;
 use parking_lot::{Mutex, RwLock};
-use router_policy::{CacheSalt, CheckpointId, HashNamespace, RegionId, RootSeed};
 use sha2::{Digest, Sha256};
 use siphasher::sip128::{Hasher128, SipHasher24};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
+use warmpath_core::{CacheSalt, CheckpointId, HashNamespace, RegionId, RootSeed};
 
 /// Tenant id used when authentication is off.
 pub const LOCAL_TENANT: &str = "local";

@@ -24,9 +24,9 @@ use skeleton::{straddles, Frame, Part, Skeleton};
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use lru::LruCache;
 use parking_lot::Mutex;
-use router_policy::TokenId;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
+use warmpath_core::TokenId;
 use warmpath_text::{ChatMessage, ChatSegment, ChatTokenizer, TextError, TokenizerSpec};
 use xxhash_rust::xxh3::{xxh3_128, Xxh3};
 

@@ -8,14 +8,15 @@ mod engine;
 
 use engine::{FakeEngine, TOPIC};
 use gateway::engines::kv_events::{SubscriberCounters, ZmqEventsConfig, ZmqSubscriber};
-use router_policy::{
-    block_hashes, BlockHash, BlockSize, CacheSalt, CheckpointId, Epoch, HashNamespace, IndexConfig,
-    KvStreamMessage, Millis, PrefixIndex, ReplicaId, RootSeed, TokenId,
-};
+use router_policy::{IndexConfig, PrefixIndex};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
+use warmpath_core::{
+    block_hashes, BlockHash, BlockSize, CacheSalt, CheckpointId, Epoch, HashNamespace,
+    KvStreamMessage, Millis, ReplicaId, RootSeed, TokenId,
+};
 
 const R: ReplicaId = ReplicaId(0);
 const WAIT: Duration = Duration::from_secs(10);

@@ -24,8 +24,8 @@ pub mod windows;
 pub use stats::{mean, percentile, std_dev, Distribution};
 pub use summary::{Slo, Summary};
 
-use router_policy::{CheckpointId, RegionId};
 use serde::Serialize;
+use warmpath_core::{CheckpointId, RegionId};
 
 /// Why a request failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]

@@ -75,7 +75,7 @@ pub fn regional(records: &[RequestRecord]) -> Option<(f64, BTreeMap<String, Regi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use router_policy::RegionId;
+    use warmpath_core::RegionId;
 
     fn rec(origin: &str, served: &str, ttft: f64) -> RequestRecord {
         RequestRecord {

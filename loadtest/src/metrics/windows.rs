@@ -3,8 +3,8 @@
 //! by the new checkpoint.
 
 use super::{percentile, RequestRecord};
-use router_policy::CheckpointId;
 use serde::Serialize;
+use warmpath_core::CheckpointId;
 
 /// One window.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]

@@ -7,7 +7,8 @@ use super::profile::CostProfile;
 use super::rollout::RolloutSim;
 use super::tier::TierSim;
 use router_policy::index::IndexConfig;
-use router_policy::{CheckpointId, RegionId, RegionMode, Regions, Rtt};
+use router_policy::{RegionMode, Regions, Rtt};
+use warmpath_core::{CheckpointId, RegionId};
 
 /// Simulation settings (everything except the workload and the policy).
 #[derive(Clone, Debug)]

@@ -12,7 +12,8 @@
 //! `transfer_overhead_ms` (connection, checks, import). Blocks the decode replica already
 //! holds are not sent.
 
-use router_policy::{DisaggConfig, ReplicaId, ReplicaRole};
+use router_policy::DisaggConfig;
+use warmpath_core::{ReplicaId, ReplicaRole};
 
 /// The role split of a simulated cluster.
 #[derive(Clone, Debug, PartialEq)]

@@ -2,10 +2,10 @@
 //! run in the order they were scheduled and runs are deterministic.
 
 use super::replica::Seq;
-use router_policy::{BlockHash, KvStreamMessage, Millis, ReplicaId};
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
+use warmpath_core::{BlockHash, KvStreamMessage, Millis, ReplicaId};
 
 /// Which gateways a delivery is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

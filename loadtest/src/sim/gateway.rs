@@ -9,9 +9,9 @@ use router_policy::cluster::{ClusterView, ReplicaSnapshot};
 use router_policy::index::PrefixIndex;
 use router_policy::policy::{Policy, RouteRequest};
 use router_policy::DisaggConfig;
-use router_policy::{
-    BlockHash, BlockSize, CheckpointId, Decision, KvStreamMessage, Millis, PolicyConfig, RegionId,
-    Regions, ReplicaId, RouteError,
+use router_policy::{Decision, PolicyConfig, Regions, RouteError};
+use warmpath_core::{
+    BlockHash, BlockSize, CheckpointId, KvStreamMessage, Millis, RegionId, ReplicaId,
 };
 
 /// One gateway.

@@ -43,7 +43,7 @@ pub fn oracle_hit_rate(
 mod tests {
     use super::*;
     use crate::prompt::{Prompt, Segment};
-    use router_policy::{BlockSize, CheckpointId, HashNamespace};
+    use warmpath_core::{BlockSize, CheckpointId, HashNamespace};
 
     fn req(id: u64, parts: &[(u64, u32)]) -> RequestSpec {
         RequestSpec {

@@ -2,8 +2,8 @@
 //! names its whole prefix, so one map keyed by hash is the tree), with reference counts for
 //! blocks in use and LRU eviction of unreferenced leaves, as in SGLang's radix cache.
 
-use router_policy::BlockHash;
 use std::collections::{BTreeSet, HashMap};
+use warmpath_core::BlockHash;
 
 #[derive(Clone, Copy, Debug)]
 struct Node {

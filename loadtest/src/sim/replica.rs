@@ -4,9 +4,9 @@
 
 use super::profile::CostProfile;
 use super::radix::RadixCache;
-use router_policy::{BlockHash, KvEvent, KvTier};
 use std::collections::VecDeque;
 use std::sync::Arc;
+use warmpath_core::{BlockHash, KvEvent, KvTier};
 
 /// What a sequence is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -19,10 +19,11 @@
 
 use crate::prompt::Prompt;
 use crate::workload::RequestSpec;
-use router_policy::rng::mix64;
 use router_policy::rollout::STICKY_BLOCKS;
-use router_policy::{sticky_key, BlockSize, CheckpointId, HotPrefixes, Rollout, TokenId};
+use router_policy::{sticky_key, HotPrefixes, Rollout};
 use std::collections::VecDeque;
+use warmpath_core::rng::mix64;
+use warmpath_core::{BlockSize, CheckpointId, TokenId};
 
 /// Which rollout arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]

@@ -8,8 +8,8 @@
 //! replica's HTTP side does), cached, and only the rest is prefilled. A miss that finds
 //! nothing in the tier still pays the lookup.
 
-use router_policy::{BlockHash, KvEvent, KvTier};
 use std::collections::{HashSet, VecDeque};
+use warmpath_core::{BlockHash, KvEvent, KvTier};
 
 /// Shared-tier parameters of a run.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -23,10 +23,9 @@ use crate::sim::{oracle_hit_rate, simulate_with, CostProfile, FleetSim, SimConfi
 use crate::workload::{self, LoadShape, Workload};
 use anyhow::{bail, Context};
 use progress_ui::ProgressUi;
-use router_policy::{
-    BlockSize, CheckpointId, HashNamespace, IndexConfig, PolicyConfig, POLICY_NAMES,
-};
+use router_policy::{IndexConfig, PolicyConfig, POLICY_NAMES};
 use std::time::Instant;
+use warmpath_core::{BlockSize, CheckpointId, HashNamespace};
 
 /// Checkpoint id the simulated replicas serve.
 pub const SIM_CHECKPOINT: &str = "simulated-model@sim";

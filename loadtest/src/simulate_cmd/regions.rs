@@ -7,7 +7,8 @@ use crate::sim::RegionSim;
 use crate::workload::{Workload, WorkloadKind};
 use anyhow::{bail, Context};
 use clap::ArgAction;
-use router_policy::{RegionId, RegionMode, Rtt};
+use router_policy::{RegionMode, Rtt};
+use warmpath_core::RegionId;
 
 /// Multi-region flags.
 #[derive(Clone, Debug, Default, clap::Args)]

@@ -7,7 +7,7 @@ use crate::metrics::Summary;
 use crate::sim::{RolloutArm, RolloutKey, RolloutSim, SimOutcome};
 use crate::workload::WorkloadKind;
 use anyhow::bail;
-use router_policy::CheckpointId;
+use warmpath_core::CheckpointId;
 
 /// Checkpoint id the new replicas serve in a rollout.
 pub const SIM_NEW_CHECKPOINT: &str = "simulated-model@sim-next";

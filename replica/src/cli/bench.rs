@@ -1,11 +1,11 @@
 //! `replica bench`: prefill and single-stream decode throughput of the engine.
 
 use super::ModelArg;
-use crate::engine::{Engine, EngineOptions, PageId, StepItem};
 use clap::Args;
-use router_policy::TokenId;
 use serde::Serialize;
 use std::time::Instant;
+use warmpath_core::TokenId;
+use warmpath_engine::{Engine, EngineOptions, PageId, StepItem};
 
 /// Arguments of `replica bench`.
 #[derive(Args, Debug)]
@@ -69,7 +69,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<String> {
         }])?;
         best = best.min(t0.elapsed().as_secs_f64());
     }
-    let mut next = TokenId(crate::engine::sampling::argmax(&logits[0]) as u32);
+    let mut next = TokenId(warmpath_engine::sampling::argmax(&logits[0]) as u32);
     let t0 = Instant::now();
     for i in 0..args.decode_tokens {
         let l = engine.step(&[StepItem {
@@ -77,7 +77,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<String> {
             start_pos: args.prompt_tokens + i,
             pages: &pages,
         }])?;
-        next = TokenId(crate::engine::sampling::argmax(&l[0]) as u32);
+        next = TokenId(warmpath_engine::sampling::argmax(&l[0]) as u32);
     }
     let decode_s = t0.elapsed().as_secs_f64();
     let threads = if args.model.threads == 0 {

@@ -1,11 +1,11 @@
 //! `replica generate`: runs one prompt and prints the continuation.
 
 use super::ModelArg;
-use crate::engine::generate::generate;
-use crate::engine::sampling::SamplingParams;
-use crate::engine::{Engine, EngineOptions};
 use clap::Args;
 use serde::Serialize;
+use warmpath_engine::generate::generate;
+use warmpath_engine::sampling::SamplingParams;
+use warmpath_engine::{Engine, EngineOptions};
 use warmpath_text::ChatMessage;
 
 /// Upper bound on the bytes a chat template adds around one user message.

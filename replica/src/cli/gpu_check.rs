@@ -45,9 +45,9 @@ pub struct GpuCheckArgs {
 /// Runs the check; the returned text ends with the table.
 #[cfg(not(feature = "cuda"))]
 pub fn run(args: &GpuCheckArgs) -> anyhow::Result<String> {
-    let device: crate::engine::Device = args.device.parse()?;
+    let device: warmpath_engine::Device = args.device.parse()?;
     device.check_compiled()?;
-    anyhow::bail!("gpu-check: {}", crate::engine::backend::NO_CUDA_FEATURE)
+    anyhow::bail!("gpu-check: {}", warmpath_engine::backend::NO_CUDA_FEATURE)
 }
 
 #[cfg(feature = "cuda")]

@@ -1,12 +1,12 @@
 //! The measurements of `replica gpu-check` (feature `cuda`).
 
 use super::{decode_floor_tok_s, parse_sizes, rel_err, GpuCheckArgs};
-use crate::engine::cuda::{copy_bandwidth, device_name, probe, weight_bytes_per_step};
-use crate::engine::sampling::argmax;
-use crate::engine::{Device, Engine, EngineOptions, ModelSource, PageId, StepItem};
-use router_policy::TokenId;
 use std::fmt::Write as _;
 use std::time::Instant;
+use warmpath_core::TokenId;
+use warmpath_engine::cuda::{copy_bandwidth, device_name, probe, weight_bytes_per_step};
+use warmpath_engine::sampling::argmax;
+use warmpath_engine::{Device, Engine, EngineOptions, ModelSource, PageId, StepItem};
 
 /// One line of the final table.
 struct Row {

@@ -10,8 +10,8 @@ pub mod generate;
 pub mod gpu_check;
 pub mod tokenize;
 
-use crate::engine::ModelSource;
 use clap::Args;
+use warmpath_engine::ModelSource;
 
 /// The `--model` flag shared by every subcommand: a `.gguf` file, a HF directory,
 /// `dummy:NAME`, or nothing for the default SmolLM2 (fetched if missing).

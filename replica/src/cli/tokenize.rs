@@ -1,8 +1,8 @@
 //! `replica tokenize`: prints the token ids of a text as a JSON array.
 
 use super::ModelArg;
-use crate::engine::{Engine, EngineOptions};
 use clap::Args;
+use warmpath_engine::{Engine, EngineOptions};
 
 /// Arguments of `replica tokenize`.
 #[derive(Args, Debug)]

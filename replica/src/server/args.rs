@@ -54,7 +54,7 @@ pub struct ServeArgs {
     /// KV of the prefill replica the gateway names, then decodes. Every role still answers
     /// generation requests (the gateway only sends them where the role says).
     #[arg(long, default_value = "both")]
-    pub role: router_policy::ReplicaRole,
+    pub role: warmpath_core::ReplicaRole,
     /// How long a decode replica waits for a prefill replica's KV before it computes the
     /// rest of the prompt itself.
     #[arg(long, default_value_t = 30_000)]
@@ -100,7 +100,7 @@ impl ServeArgs {
             checkpoint_id: None,
             fairness_steps: 16,
             fault_nan_logits_after: None,
-            role: router_policy::ReplicaRole::Both,
+            role: warmpath_core::ReplicaRole::Both,
             kv_transfer_timeout_ms: 30_000,
             kv_store: None,
             kv_store_queue: ByteSize(256 << 20),
@@ -110,11 +110,11 @@ impl ServeArgs {
     }
 
     /// The parsed `--device`; `cuda:N` is an error in a build without the `cuda` feature.
-    pub fn device(&self) -> Result<crate::engine::Device, ServerError> {
-        let d: crate::engine::Device = self
+    pub fn device(&self) -> Result<warmpath_engine::Device, ServerError> {
+        let d: warmpath_engine::Device = self
             .device
             .parse()
-            .map_err(|e: crate::engine::EngineError| ServerError::Config(e.to_string()))?;
+            .map_err(|e: warmpath_engine::EngineError| ServerError::Config(e.to_string()))?;
         d.check_compiled()
             .map_err(|e| ServerError::Config(e.to_string()))?;
         Ok(d)
@@ -220,7 +220,7 @@ mod tests {
         let mut a = ServeArgs::for_model("dummy:tiny");
         a.device = "cuda:0".into();
         if cfg!(feature = "cuda") {
-            assert_eq!(a.device().unwrap(), crate::engine::Device::Cuda(0));
+            assert_eq!(a.device().unwrap(), warmpath_engine::Device::Cuda(0));
         } else {
             let e = a.validate().unwrap_err().to_string();
             assert!(e.contains("cuda:0") && e.contains("--device cpu"), "{e}");

@@ -8,10 +8,10 @@
 //! The snapshot is the device cache only: `tier: shared` events (blocks in the cluster's
 //! shared KV tier) pass through the ring to live readers but never enter the stored set.
 
-use router_policy::{BlockHash, Epoch, KvEvent, KvEventRecord, KvStreamMessage, KvTier, SeqNo};
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 use tokio::sync::watch;
+use warmpath_core::{BlockHash, Epoch, KvEvent, KvEventRecord, KvStreamMessage, KvTier, SeqNo};
 
 /// Default number of records kept for resuming readers.
 pub const DEFAULT_RING: usize = 4096;

@@ -29,16 +29,16 @@ pub mod worker;
 pub use args::{ByteSize, ServeArgs};
 pub use error::{ApiError, ServerError};
 
-use crate::engine::ModelSource;
 use events::{random_epoch, EventLog, DEFAULT_RING};
 use http::{AppInner, AppState};
 use metrics::Metrics;
-use router_policy::{BlockSize, Epoch, SCHEME_VERSION};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use warmpath_core::{BlockSize, Epoch, SCHEME_VERSION};
+use warmpath_engine::ModelSource;
 use warmpath_protocol::replica_api::ReplicaInfo;
 use worker::WorkerConfig;
 

@@ -5,7 +5,7 @@
 //! Kept apart from the precise part so a guess never overwrites what a replica reported.
 
 use super::lru::LruTable;
-use crate::ids::{BlockHash, Millis, ReplicaId};
+use warmpath_core::ids::{BlockHash, Millis, ReplicaId};
 
 /// A record is renewed only once at least `ttl / RENEW_SLACK` of it has passed.
 pub(crate) const RENEW_SLACK: u64 = 128;

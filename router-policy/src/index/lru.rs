@@ -7,9 +7,9 @@
 //!
 //! All operations are O(1) except [`LruTable::retain`], which scans the slab.
 
-use crate::ids::BlockHash;
 use hashbrown::HashTable;
 use std::hash::{BuildHasher, Hasher};
+use warmpath_core::ids::BlockHash;
 
 /// End of the list.
 const NIL: u32 = u32::MAX;

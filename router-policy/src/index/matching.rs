@@ -14,9 +14,9 @@ use super::approx::ApproxIndex;
 use super::precise::PreciseIndex;
 use super::shared::SharedTier;
 use crate::cluster::INLINE_REPLICAS;
-use crate::ids::{BlockHash, Millis, ReplicaId};
 use serde::Serialize;
 use smallvec::SmallVec;
+use warmpath_core::ids::{BlockHash, Millis, ReplicaId};
 
 /// Raw replica ids holding one block, sorted (inline: the walk allocates nothing for a
 /// cluster of up to [`INLINE_REPLICAS`] holders).

@@ -26,10 +26,12 @@ mod tests;
 pub use matching::{PrefixMatches, ReplicaMatch};
 
 use crate::error::RouteError;
-use crate::events::{Epoch, KvEvent, KvStreamMessage, KvTier, Observation, SeqNo, StreamCursor};
-use crate::ids::{BlockHash, Millis, ReplicaId};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+use warmpath_core::events::{
+    Epoch, KvEvent, KvStreamMessage, KvTier, Observation, SeqNo, StreamCursor,
+};
+use warmpath_core::ids::{BlockHash, Millis, ReplicaId};
 
 /// Memory bounds and TTL of a [`PrefixIndex`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -2,8 +2,8 @@
 
 use super::lru::LruTable;
 use super::replica_set::ReplicaSet;
-use crate::ids::{BlockHash, ReplicaId};
 use std::collections::HashMap;
+use warmpath_core::ids::{BlockHash, ReplicaId};
 
 /// Block -> holders, bounded to `max_entries` (block, replica) pairs by evicting the least
 /// recently stored blocks.

@@ -1,7 +1,7 @@
 //! A sorted set of replica ids, inline up to three members (16 bytes in all), on the heap
 //! beyond. Most blocks are held by one to three replicas, so most sets never allocate.
 
-use crate::ids::ReplicaId;
+use warmpath_core::ids::ReplicaId;
 
 const INLINE: usize = 3;
 

@@ -8,7 +8,7 @@
 //! that misses.
 
 use super::lru::LruTable;
-use crate::ids::BlockHash;
+use warmpath_core::ids::BlockHash;
 
 /// Set of block hashes in the shared tier, with LRU eviction past a bound.
 #[derive(Debug)]

@@ -1,10 +1,10 @@
 //! Index tests: a reference model under random event streams, LRU bounds, TTL, epochs.
 
 use super::*;
-use crate::events::KvEventRecord;
 use proptest::prelude::*;
 use proptest::test_runner::RngSeed;
 use std::collections::{BTreeMap, HashSet};
+use warmpath_core::events::KvEventRecord;
 
 fn hs(v: &[u64]) -> Vec<BlockHash> {
     v.iter().copied().map(BlockHash).collect()
@@ -574,8 +574,8 @@ fn many_blocks_round_trip() {
 
 #[test]
 fn the_last_replica_of_a_checkpoint_leaving_drops_its_entries() {
-    use crate::hash::{block_hashes, HashNamespace};
-    use crate::ids::{BlockSize, CheckpointId, TokenId};
+    use warmpath_core::hash::{block_hashes, HashNamespace};
+    use warmpath_core::ids::{BlockSize, CheckpointId, TokenId};
     // One prompt hashed under two checkpoints: the chains share nothing.
     let toks: Vec<TokenId> = (0..128).map(TokenId).collect();
     let chain = |c: &str| {

@@ -5,10 +5,10 @@ use super::RouteRequest;
 use crate::cluster::{ClusterView, ReplicaSnapshot, INLINE_REPLICAS};
 use crate::decision::{Branch, CandidateScore, Decision, Explanation, Terms};
 use crate::error::RouteError;
-use crate::ids::{BlockHash, ReplicaId};
 use crate::index::{PrefixIndex, PrefixMatches};
 use crate::region::resident;
 use smallvec::SmallVec;
+use warmpath_core::ids::{BlockHash, ReplicaId};
 
 /// Most retry targets a decision lists.
 pub const MAX_FALLBACKS: usize = 4;
@@ -116,7 +116,7 @@ pub(crate) fn fallback_order(chosen: ReplicaId, candidates: &[CandidateScore]) -
         .collect()
 }
 
-pub(crate) use crate::rng::mix64;
+pub(crate) use warmpath_core::rng::mix64;
 
 /// Rendezvous (highest random weight) score of `replica` for `key`. Depends only on its
 /// inputs, so gateways that share no state rank replicas identically.
@@ -198,8 +198,8 @@ pub(crate) fn load_terms(r: &ReplicaSnapshot) -> Terms {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::CheckpointId;
-    use crate::rng::{Draw, SeedableRng, SplitMix64};
+    use warmpath_core::ids::CheckpointId;
+    use warmpath_core::rng::{Draw, SeedableRng, SplitMix64};
 
     #[test]
     fn load_cap_admits_someone() {

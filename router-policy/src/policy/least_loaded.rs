@@ -11,8 +11,8 @@ use crate::cluster::ClusterView;
 use crate::decision::{Branch, Decision};
 use crate::error::RouteError;
 use crate::index::PrefixIndex;
-use crate::rng::{Draw, SeedableRng, SplitMix64};
 use serde::{Deserialize, Serialize};
+use warmpath_core::rng::{Draw, SeedableRng, SplitMix64};
 
 /// Parameters of `least_loaded`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -37,10 +37,10 @@ pub use warm::{Warm, WarmConfig};
 use crate::cluster::ClusterView;
 use crate::decision::Decision;
 use crate::error::RouteError;
-use crate::ids::{BlockHash, BlockSize, CheckpointId, Millis, RegionId};
 use crate::index::PrefixIndex;
 use crate::region::Regions;
 use serde::{Deserialize, Serialize};
+use warmpath_core::ids::{BlockHash, BlockSize, CheckpointId, Millis, RegionId};
 
 /// One request as a policy sees it.
 #[derive(Clone, Copy, Debug)]

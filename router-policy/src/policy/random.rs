@@ -6,7 +6,7 @@ use crate::cluster::ClusterView;
 use crate::decision::{Branch, Decision};
 use crate::error::RouteError;
 use crate::index::PrefixIndex;
-use crate::rng::{Draw, SeedableRng, SplitMix64};
+use warmpath_core::rng::{Draw, SeedableRng, SplitMix64};
 
 /// Uniform random routing.
 #[derive(Debug)]

@@ -75,8 +75,8 @@ mod tests;
 #[cfg(test)]
 mod unit_tests {
     use super::*;
-    use router_policy::TokenId;
     use std::borrow::Cow;
+    use warmpath_core::TokenId;
 
     #[test]
     fn parses_chat_with_parts() {

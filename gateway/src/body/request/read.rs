@@ -5,8 +5,8 @@
 
 use super::types::{Endpoint, Message};
 use crate::body::scan::Scanner;
-use router_policy::TokenId;
 use std::borrow::Cow;
+use warmpath_core::TokenId;
 
 /// The prompt as written: chat messages, or a completion prompt in one of its three forms.
 pub(super) enum PromptField<'a> {

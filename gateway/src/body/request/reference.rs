@@ -3,9 +3,9 @@
 //! same checks after them as [`super::parse`].
 
 use super::{bad, Endpoint, GatewayError, Message, ParsedRequest, Prompt};
-use router_policy::TokenId;
 use serde::Deserialize;
 use std::borrow::Cow;
+use warmpath_core::TokenId;
 
 #[derive(Deserialize)]
 struct ChatBody<'a> {

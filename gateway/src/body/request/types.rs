@@ -2,8 +2,8 @@
 //! or token ids) and the fields that bound its cost, borrowing from the body.
 
 use crate::tokenize::ChatText;
-use router_policy::TokenId;
 use std::borrow::Cow;
+use warmpath_core::TokenId;
 
 /// Which OpenAI endpoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,9 +2,9 @@
 //! reader, the response envelope): valid documents built from fields the gateway reads,
 //! plus broken variants of them.
 
-use router_policy::rng::{Draw, SeedableRng, Xoshiro256StarStar};
+use warmpath_core::rng::{Draw, SeedableRng, Xoshiro256StarStar};
 
-/// The workspace's seeded generator (`router_policy::rng`) with the draws the generators
+/// The workspace's seeded generator (`warmpath_core::rng`) with the draws the generators
 /// below use.
 pub(crate) struct Rng(Xoshiro256StarStar);
 

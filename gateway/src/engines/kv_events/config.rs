@@ -1,9 +1,9 @@
 //! [`ZmqEventsConfig`]: where an engine publishes its KV events and how the gateway reads them.
 
 use super::rehash::EventMapper;
-use router_policy::{BlockSize, RootSeed};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
+use warmpath_core::{BlockSize, RootSeed};
 
 /// One engine's (one data-parallel rank's) KV event publisher, as the gateway subscribes to it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -11,9 +11,9 @@
 //!
 //! # Use
 //! ```no_run
-//! # async fn f(replica: router_policy::ReplicaId, router: std::sync::Arc<std::sync::Mutex<router_policy::PrefixIndex>>) {
+//! # async fn f(replica: warmpath_core::ReplicaId, router: std::sync::Arc<std::sync::Mutex<router_policy::PrefixIndex>>) {
 //! use gateway::engines::kv_events::{run, ZmqEventsConfig};
-//! use router_policy::{CheckpointId, HashNamespace};
+//! use warmpath_core::{CheckpointId, HashNamespace};
 //! let cfg = ZmqEventsConfig {
 //!     endpoint: "tcp://10.0.0.5:5557".into(),
 //!     replay_endpoint: Some("tcp://10.0.0.5:5558".into()),

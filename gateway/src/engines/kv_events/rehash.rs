@@ -26,9 +26,9 @@
 //! `# GPU blocks`), and the bound is never reached while removals arrive.
 
 use super::wire::{EngineEvent, EngineHash};
-use router_policy::hash::block_hash;
-use router_policy::{BlockHash, BlockSize, KvEvent, KvTier, RootSeed, TokenId};
 use std::collections::HashMap;
+use warmpath_core::hash::block_hash;
+use warmpath_core::{BlockHash, BlockSize, KvEvent, KvTier, RootSeed, TokenId};
 
 /// Why an engine event produced nothing for the index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,8 +9,8 @@
 use super::counters::{bump, SubscriberCounters};
 use super::rehash::EventMapper;
 use super::wire::{decode_batch, WireError};
-use router_policy::{Epoch, KvEventRecord, KvStreamMessage, SeqNo};
 use std::sync::Arc;
+use warmpath_core::{Epoch, KvEventRecord, KvStreamMessage, SeqNo};
 
 /// Where the fold is, and where its messages go.
 pub struct EventStream<S> {
@@ -108,7 +108,7 @@ impl<S: FnMut(KvStreamMessage)> EventStream<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use router_policy::{BlockSize, CheckpointId, HashNamespace, KvEvent};
+    use warmpath_core::{BlockSize, CheckpointId, HashNamespace, KvEvent};
 
     fn payload(name: &str) -> Vec<u8> {
         let path = format!(

@@ -26,11 +26,11 @@ use super::stream::EventStream;
 use bytes::Bytes;
 use futures::channel::mpsc::Receiver;
 use futures::StreamExt;
-use router_policy::{Epoch, KvStreamMessage};
 use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use warmpath_core::{Epoch, KvStreamMessage};
 use zeromq::{Socket, SocketEvent, SocketOptions, SocketRecv, SubSocket, ZmqError, ZmqMessage};
 
 const BACKOFF_MIN: Duration = Duration::from_millis(100);

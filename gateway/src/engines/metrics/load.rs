@@ -20,8 +20,8 @@
 //! several prompts prefilled in one batch each is timed whole, so the rate reads low and
 //! `warm` sees queues as longer than they are (it spreads sooner), never shorter.
 
-use router_policy::BlockSize;
 use std::fmt;
+use warmpath_core::BlockSize;
 use warmpath_protocol::replica_api::ReplicaLoad;
 
 /// A field of [`EngineLoad`] left at 0 or `None`, and why.

@@ -4,7 +4,7 @@
 //! and on the ways a page can be incomplete or not a metrics page at all.
 
 use super::*;
-use router_policy::BlockSize;
+use warmpath_core::BlockSize;
 
 const VLLM: &str = include_str!("../../../tests/fixtures/engine_metrics/vllm.txt");
 const VLLM_OLD: &str = include_str!("../../../tests/fixtures/engine_metrics/vllm_old.txt");

@@ -7,7 +7,7 @@ use crate::metrics::RequestRecord;
 use crate::sim::config::RegionIx;
 use crate::sim::replica::{Job, Seq};
 use crate::workload::LoadShape;
-use router_policy::ReplicaId;
+use warmpath_core::ReplicaId;
 
 impl Sim<'_> {
     pub(super) fn step_end(&mut self, now: f64, r: ReplicaId) {
@@ -63,7 +63,7 @@ impl Sim<'_> {
         let name = |ix: Option<RegionIx>| Some(regions?.names[ix?.get()].clone());
         let spec = &self.workload.requests[i];
         let role = self.cfg.disagg.as_ref().map(|d| d.role(ri));
-        if role == Some(router_policy::ReplicaRole::Decode) {
+        if role == Some(warmpath_core::ReplicaRole::Decode) {
             self.decode_served += 1;
             let cached = s.cached_blocks * self.block_size.0;
             self.decode_computed_tokens += u64::from(s.prompt_tokens.saturating_sub(cached));

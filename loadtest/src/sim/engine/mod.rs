@@ -20,11 +20,12 @@ use super::tier::SharedStore;
 use crate::metrics::RequestRecord;
 use crate::prompt::PromptHasher;
 use crate::workload::{LoadShape, Workload};
-use router_policy::{
-    BlockSize, CheckpointId, Epoch, HashNamespace, KvEvent, KvEventRecord, KvStreamMessage,
-    PolicyConfig, ReplicaId, RootSeed, SeqNo,
-};
+use router_policy::PolicyConfig;
 use std::sync::Arc;
+use warmpath_core::{
+    BlockSize, CheckpointId, Epoch, HashNamespace, KvEvent, KvEventRecord, KvStreamMessage,
+    ReplicaId, RootSeed, SeqNo,
+};
 
 /// Per-request records of one simulated run.
 #[derive(Debug)]

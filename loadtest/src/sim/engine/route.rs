@@ -8,8 +8,8 @@ use crate::sim::gateway::Ask;
 use crate::sim::replica::{Job, Seq};
 use crate::sim::rollout::{NEW, OLD};
 use crate::workload::LoadShape;
-use router_policy::{block_hashes, BlockHash, Millis, ReplicaId};
 use std::sync::Arc;
+use warmpath_core::{block_hashes, BlockHash, Millis, ReplicaId};
 
 impl Sim<'_> {
     /// The gateway that decides request `i`: its origin region's, else the next in turn.

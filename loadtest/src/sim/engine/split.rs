@@ -8,7 +8,7 @@ use super::Sim;
 use crate::sim::disagg::Transfer;
 use crate::sim::events::Event;
 use crate::sim::replica::{Job, Seq};
-use router_policy::ReplicaId;
+use warmpath_core::ReplicaId;
 
 /// A split request between its prefill and its decode.
 #[derive(Debug)]

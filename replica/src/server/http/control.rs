@@ -9,9 +9,9 @@ use axum::extract::{Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use router_policy::{Epoch, SeqNo};
 use serde::Deserialize;
 use std::sync::atomic::Ordering;
+use warmpath_core::{Epoch, SeqNo};
 use warmpath_protocol::openai::{ModelCard, ModelList};
 use warmpath_protocol::replica_api::ReplicaLoad;
 

@@ -3,7 +3,6 @@
 
 use super::respond::{self, Endpoint, Job};
 use super::AppState;
-use crate::engine::sampling::SamplingParams;
 use crate::server::error::ApiError;
 use crate::server::worker::{GenRequest, WorkerMsg};
 use axum::body::Bytes;
@@ -11,8 +10,9 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::http::HeaderValue;
 use axum::response::Response;
-use router_policy::{CacheSalt, TokenId};
 use serde::de::DeserializeOwned;
+use warmpath_core::{CacheSalt, TokenId};
+use warmpath_engine::sampling::SamplingParams;
 use warmpath_protocol::openai::{
     ChatCompletionRequest, CompletionRequest, PromptInput, SamplingFields,
 };

@@ -51,7 +51,7 @@ pub struct AppInner {
     /// Unix seconds at start.
     pub started: u64,
     /// Role in a prefill/decode split.
-    pub role: router_policy::ReplicaRole,
+    pub role: warmpath_core::ReplicaRole,
     /// Client for fetching KV from prefill replicas.
     pub http: reqwest::Client,
     /// How long a KV fetch may take (`--kv-transfer-timeout-ms`).

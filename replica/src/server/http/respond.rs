@@ -6,7 +6,6 @@
 //! which cancels the sequence in the engine loop within one step.
 
 use super::unix_now;
-use crate::engine::sampling::find_stop;
 use crate::server::error::ApiError;
 use crate::server::worker::{FinishReason, SeqEvent};
 use axum::body::{Body, Bytes};
@@ -14,6 +13,7 @@ use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use tokio::sync::mpsc::UnboundedReceiver;
+use warmpath_engine::sampling::find_stop;
 use warmpath_protocol::openai::{
     ChatChoice, ChatChunkChoice, ChatCompletionChunk, ChatCompletionResponse, ChatDelta,
     CompletionChoice, CompletionResponse, PromptTokensDetails, ResponseMessage, Usage,

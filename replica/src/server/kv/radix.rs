@@ -12,9 +12,9 @@
 //!   [`RadixCache::take_events`] after the step that wrote the pages.
 
 use super::pool::PagePool;
-use crate::engine::PageId;
-use router_policy::{BlockHash, KvEvent, KvTier};
 use std::collections::{BTreeSet, HashMap};
+use warmpath_core::{BlockHash, KvEvent, KvTier};
+use warmpath_engine::PageId;
 
 /// A node of the cache. Stable while the node is locked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

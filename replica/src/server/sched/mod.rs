@@ -20,8 +20,8 @@ mod tests;
 pub use seq::{SeqId, Sequence};
 
 use crate::server::kv::{Inserted, RadixCache};
-use router_policy::BlockSize;
 use std::collections::VecDeque;
+use warmpath_core::BlockSize;
 
 /// Scheduler limits.
 #[derive(Clone, Copy, Debug)]
@@ -358,7 +358,7 @@ impl<P> Scheduler<P> {
     }
 
     /// Appends a sampled token to running sequence `id`.
-    pub fn push_token(&mut self, id: SeqId, token: router_policy::TokenId) {
+    pub fn push_token(&mut self, id: SeqId, token: warmpath_core::TokenId) {
         if let Some(seq) = self.running.iter_mut().find(|s| s.id == id) {
             seq.tokens.push(token);
             seq.hasher.extend(&[token]);
@@ -417,7 +417,7 @@ const PEEK_LIMIT: usize = 256;
 
 /// The block hashes a cache hit may cover: full blocks only, and never the last token, which
 /// is recomputed to produce the first output's logits.
-fn reusable_hashes<P>(s: &Sequence<P>, bs: usize) -> &[router_policy::BlockHash] {
+fn reusable_hashes<P>(s: &Sequence<P>, bs: usize) -> &[warmpath_core::BlockHash] {
     let max_blocks = (s.tokens.len().saturating_sub(1) / bs).min(s.block_hashes().len());
     &s.block_hashes()[..max_blocks]
 }

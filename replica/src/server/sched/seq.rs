@@ -1,9 +1,9 @@
 //! One request's state inside the scheduler: its tokens, how many have K/V in pages, its
 //! block table and the cache nodes it holds.
 
-use crate::engine::PageId;
 use crate::server::kv::NodeId;
-use router_policy::{BlockHash, BlockSize, ChainHasher, RootSeed, TokenId};
+use warmpath_core::{BlockHash, BlockSize, ChainHasher, RootSeed, TokenId};
+use warmpath_engine::PageId;
 
 /// Identifies a sequence for its whole life (across preemptions).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

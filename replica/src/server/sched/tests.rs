@@ -1,5 +1,5 @@
 use super::*;
-use router_policy::{CacheSalt, CheckpointId, HashNamespace, RootSeed, TokenId};
+use warmpath_core::{CacheSalt, CheckpointId, HashNamespace, RootSeed, TokenId};
 
 const BS: u32 = 4;
 

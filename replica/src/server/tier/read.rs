@@ -8,9 +8,9 @@ use crate::server::transfer::engine::{held_prefix, import};
 use crate::server::transfer::record::{record_layout, Expected};
 use crate::server::worker::ImportBlock;
 use futures_util::stream::{FuturesOrdered, StreamExt};
-use router_policy::{CacheSalt, TokenId};
 use std::time::Instant;
 use tokio::time::timeout_at;
+use warmpath_core::{CacheSalt, TokenId};
 use warmpath_protocol::kv_block::tier_key;
 
 /// Keys per `MGET`. Every group is sent at once; the groups are read in order, so a late

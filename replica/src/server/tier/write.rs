@@ -8,10 +8,10 @@ use crate::server::events::EventLog;
 use crate::server::metrics::Metrics;
 use crate::server::transfer::record::encode;
 use crate::server::worker::ExportedBlock;
-use router_policy::{KvEvent, KvTier};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use warmpath_core::{KvEvent, KvTier};
 use warmpath_protocol::kv_block::{tier_key, KvRecordLayout};
 
 /// Blocks written per pipelined round trip, at most.

@@ -4,7 +4,7 @@
 
 use crate::server::http::AppState;
 use crate::server::worker::{ImportBlock, WorkerMsg};
-use router_policy::{block_hashes, BlockHash, BlockSize, CacheSalt, HashNamespace, TokenId};
+use warmpath_core::{block_hashes, BlockHash, BlockSize, CacheSalt, HashNamespace, TokenId};
 
 /// Sends a message that carries a reply channel to the engine loop and awaits the reply
 /// (`None` when the loop is gone).

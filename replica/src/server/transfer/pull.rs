@@ -6,9 +6,9 @@ use crate::server::http::AppState;
 use crate::server::transfer::engine::{held_prefix, import};
 use crate::server::worker::ImportBlock;
 use futures_util::StreamExt;
-use router_policy::{CacheSalt, TokenId};
 use std::time::{Duration, Instant};
 use tokio::time::timeout_at;
+use warmpath_core::{CacheSalt, TokenId};
 use warmpath_protocol::kv_block::{Frame, FrameReader};
 use warmpath_protocol::replica_api::{PrefillRequest, HEADER_CACHE_SALT, PATH_KV_PREFILL};
 

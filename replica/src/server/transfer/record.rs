@@ -1,10 +1,10 @@
 //! Between the engine's pages and the wire's KV block records: encoding an exported
 //! block, and checking a received one against what this replica expects.
 
-use crate::engine::KvLayout;
 use crate::server::worker::{ExportedBlock, ImportBlock};
 use half::f16;
-use router_policy::{BlockHash, TokenId};
+use warmpath_core::{BlockHash, TokenId};
+use warmpath_engine::KvLayout;
 use warmpath_protocol::kv_block::{KvBlockRecord, KvDtype, KvRecordLayout};
 
 /// The record layout of this replica's pool, as it goes on the wire: f16, the CPU pool's
@@ -107,7 +107,7 @@ impl Expected<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use router_policy::{block_hashes, BlockSize, CacheSalt, HashNamespace};
+    use warmpath_core::{block_hashes, BlockSize, CacheSalt, HashNamespace};
 
     fn layout() -> KvLayout {
         KvLayout {
@@ -119,7 +119,7 @@ mod tests {
     }
 
     fn hashes(ck: &str, salt: Option<&str>, prompt: &[TokenId]) -> Vec<BlockHash> {
-        let ns = HashNamespace::new(router_policy::CheckpointId::new(ck))
+        let ns = HashNamespace::new(warmpath_core::CheckpointId::new(ck))
             .with_salt(salt.map(CacheSalt::new));
         block_hashes(ns.root_seed(), prompt, BlockSize(2))
     }

@@ -4,7 +4,6 @@
 //! frame; a failed prefill, or the cut test hook, aborts the body without one.
 
 use super::record::{encode, record_layout};
-use crate::engine::sampling::SamplingParams;
 use crate::server::error::ApiError;
 use crate::server::http::AppState;
 use crate::server::worker::{ExportedBlock, GenRequest, SeqEvent, WorkerMsg};
@@ -12,8 +11,9 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::Response;
-use router_policy::CacheSalt;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+use warmpath_core::CacheSalt;
+use warmpath_engine::sampling::SamplingParams;
 use warmpath_protocol::kv_block::{push_frame, KvRecordLayout, END_FRAME};
 use warmpath_protocol::replica_api::{PrefillRequest, HEADER_CACHE_SALT};
 

@@ -12,12 +12,12 @@
 
 use super::Live;
 use super::Loop;
-use crate::engine::EngineError;
 use crate::server::kv::{Inserted, NodeId};
 use crate::server::sched::{PlanItem, Sequence};
 use half::f16;
-use router_policy::{BlockHash, TokenId};
 use tokio::sync::mpsc::UnboundedSender;
+use warmpath_core::{BlockHash, TokenId};
+use warmpath_engine::EngineError;
 
 /// One cached block of a prefill, as the engine loop hands it out.
 #[derive(Debug)]

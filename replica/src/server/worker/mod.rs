@@ -12,20 +12,20 @@ mod tier;
 
 pub use kv::{Export, ExportedBlock, ImportBlock};
 
-use crate::engine::sampling::{all_finite, Sampler, SamplingParams};
-use crate::engine::{Engine, EngineOptions, KvLayout, ModelSource, StepItem};
 use crate::server::error::ServerError;
 use crate::server::events::EventLog;
 use crate::server::fault::{NanFault, DEGENERATE_MESSAGE};
 use crate::server::kv::{pages_for_budget, RadixCache};
 use crate::server::metrics::Metrics;
 use crate::server::sched::{PlanItem, SchedConfig, Scheduler, SeqId, Sequence};
-use router_policy::{BlockSize, CacheSalt, CheckpointId, HashNamespace, TokenId};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedSender;
+use warmpath_core::{BlockSize, CacheSalt, CheckpointId, HashNamespace, TokenId};
+use warmpath_engine::sampling::{all_finite, Sampler, SamplingParams};
+use warmpath_engine::{Engine, EngineOptions, KvLayout, ModelSource, StepItem};
 use warmpath_protocol::replica_api::ReplicaLoad;
 use warmpath_text::ChatTokenizer;
 
@@ -97,7 +97,7 @@ pub enum WorkerMsg {
     /// How many leading blocks of these hashes are cached.
     CachedPrefix {
         /// The prompt's chain hashes.
-        hashes: Vec<router_policy::BlockHash>,
+        hashes: Vec<warmpath_core::BlockHash>,
         /// The answer.
         reply: tokio::sync::oneshot::Sender<usize>,
     },
@@ -138,7 +138,7 @@ pub struct ModelFacts {
     /// Bytes per KV page.
     pub page_bytes: usize,
     /// Shape of a KV page (what a KV block record must match).
-    pub kv_layout: crate::engine::KvLayout,
+    pub kv_layout: warmpath_engine::KvLayout,
     /// Device name.
     pub device: String,
 }
@@ -161,7 +161,7 @@ pub struct WorkerConfig {
     /// Fairness bound in steps.
     pub fairness_steps: u64,
     /// Compute device (`cpu` or `cuda:N`).
-    pub device: crate::engine::Device,
+    pub device: warmpath_engine::Device,
     /// Test hook (`--fault-nan-logits-after`): see [`NanFault`].
     pub fault_nan_logits_after: Option<u64>,
     /// The checkpoint id to publish instead of the weights' content hash
@@ -187,7 +187,7 @@ struct Live {
 
 /// Loads the model with a KV pool sized from the memory budget.
 fn load_engine(cfg: &WorkerConfig) -> Result<Engine, ServerError> {
-    let err = |e: crate::engine::EngineError| ServerError::Engine(e.to_string());
+    let err = |e: warmpath_engine::EngineError| ServerError::Engine(e.to_string());
     // The page size depends on the model's shape, known only once loaded: probe with a
     // one-page pool, then load with the real size.
     let probe_opts = EngineOptions {

@@ -3,11 +3,11 @@
 use super::*;
 use crate::cluster::{Health, ReplicaSnapshot};
 use crate::decision::Branch;
-use crate::events::{Epoch, KvStreamMessage, SeqNo};
-use crate::ids::{ReplicaId, TokenId};
 use crate::index::IndexConfig;
 use proptest::prelude::*;
 use proptest::test_runner::RngSeed;
+use warmpath_core::events::{Epoch, KvStreamMessage, SeqNo};
+use warmpath_core::ids::{ReplicaId, TokenId};
 
 const B: BlockSize = BlockSize(16);
 
@@ -19,11 +19,11 @@ fn ck(s: &str) -> CheckpointId {
 }
 
 fn chain(tag: u32, blocks: usize) -> Vec<BlockHash> {
-    let seed = crate::hash::HashNamespace::new(ck("m@1")).root_seed();
+    let seed = warmpath_core::hash::HashNamespace::new(ck("m@1")).root_seed();
     let toks: Vec<TokenId> = (0..blocks as u32 * 16)
         .map(|i| TokenId(i.wrapping_mul(31) ^ tag))
         .collect();
-    crate::hash::block_hashes(seed, &toks, B)
+    warmpath_core::hash::block_hashes(seed, &toks, B)
 }
 
 fn req<'a>(checkpoint: &'a CheckpointId, hashes: &'a [BlockHash]) -> RouteRequest<'a> {

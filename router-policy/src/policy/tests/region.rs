@@ -2,8 +2,8 @@
 //! `warm` spills only when the remote prediction plus RTT wins by the margin, and says why.
 
 use super::*;
-use crate::ids::RegionId;
 use crate::region::{RegionMode, Regions, SpillReason};
+use warmpath_core::ids::RegionId;
 
 fn regions(mode: RegionMode) -> Regions {
     Regions::new(RegionId::new("eu"), mode)

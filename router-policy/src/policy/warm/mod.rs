@@ -73,12 +73,12 @@ use super::{Policy, RouteRequest};
 use crate::cluster::{ClusterView, ReplicaSnapshot, INLINE_REPLICAS};
 use crate::decision::{Branch, CandidateScore, Decision, Terms};
 use crate::error::RouteError;
-use crate::ids::ReplicaId;
 use crate::index::PrefixIndex;
 use crate::region::{RegionNote, Regions};
 use cost::{measured_rate, Cost, Held};
 use smallvec::SmallVec;
 use state::Tracker;
+use warmpath_core::ids::ReplicaId;
 
 /// Weight of the newest sample in the average uncached tokens per request.
 const EWMA_ALPHA: f64 = 0.1;

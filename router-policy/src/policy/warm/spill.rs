@@ -8,8 +8,8 @@
 
 use super::super::RouteRequest;
 use crate::cluster::ReplicaSnapshot;
-use crate::ids::RegionId;
 use crate::region::{RegionMode, RegionNote, Regions, SpillReason};
+use warmpath_core::ids::RegionId;
 
 /// The regions to weigh for `req` over `replicas`: `Some` in `spill` mode when any
 /// eligible replica is outside the home region.

@@ -2,8 +2,8 @@
 //! when it first saw the replica's current load report (so it can age a stale report).
 
 use crate::cluster::ReplicaSnapshot;
-use crate::ids::ReplicaId;
 use std::collections::HashMap;
+use warmpath_core::ids::ReplicaId;
 
 /// Among equally cheap cold candidates, one whose routed prefill work should have ended
 /// under this many ms ago ranks below those idle for longer: the drain estimate uses the

@@ -1,9 +1,9 @@
-//! Mapper tests: rehashed chains equal `router_policy::block_hashes` over the same tokens,
+//! Mapper tests: rehashed chains equal `warmpath_core::block_hashes` over the same tokens,
 //! and every skip reason.
 
 use super::*;
 use proptest::prelude::*;
-use router_policy::{block_hashes, CheckpointId, HashNamespace};
+use warmpath_core::{block_hashes, CheckpointId, HashNamespace};
 
 const BS: u32 = 16;
 
