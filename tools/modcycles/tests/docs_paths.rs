@@ -11,6 +11,8 @@
 //!   repository, so `/v1/chat/completions`, `~/.cache/...`, `kv.rs` said in a section about
 //!   one folder, and `../shared/...` outside the repository are left alone. Globs and
 //!   placeholders (`configs/profiles/*.json`, `<build>/gateway`, `tests/tests/NAME.rs`) too.
+//! - `file.rs::name` (a test named in docs/security.md's matrix) also needs `fn name` in
+//!   that file.
 //! - Fenced code blocks are not read: they are commands and output, not references.
 //!
 //! This lives with `modcycles` because it is the workspace's lightest crate of checks; it
@@ -36,7 +38,12 @@ fn documents(root: &Path) -> Vec<(String, String)> {
     let mut names = vec!["ARCHITECTURE.md".to_string(), "README.md".to_string()];
     let mut docs: Vec<String> = std::fs::read_dir(root.join("docs"))
         .expect("docs/")
-        .map(|e| e.expect("a docs/ entry").file_name().to_string_lossy().into_owned())
+        .map(|e| {
+            e.expect("a docs/ entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
         .filter(|n| n.ends_with(".md"))
         .map(|n| format!("docs/{n}"))
         .collect();
@@ -45,7 +52,8 @@ fn documents(root: &Path) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = names
         .into_iter()
         .map(|n| {
-            let text = std::fs::read_to_string(root.join(&n)).unwrap_or_else(|e| panic!("{n}: {e}"));
+            let text =
+                std::fs::read_to_string(root.join(&n)).unwrap_or_else(|e| panic!("{n}: {e}"));
             (n, text)
         })
         .collect();
@@ -114,7 +122,11 @@ fn code_spans(text: &str) -> (Vec<(usize, String)>, String) {
         let line = text[..open].matches('\n').count() + 1;
         spans.push((line, text[i..close].replace('\n', " ")));
         rest.push_str(&text[copied..open]);
-        rest.extend(text[open..j].chars().map(|c| if c == '\n' { '\n' } else { ' ' }));
+        rest.extend(
+            text[open..j]
+                .chars()
+                .map(|c| if c == '\n' { '\n' } else { ' ' }),
+        );
         copied = j;
         i = j;
     }
@@ -129,7 +141,11 @@ fn link_targets(text: &str) -> Vec<(usize, String)> {
     while let Some(at) = text[from..].find("](") {
         let start = from + at + 2;
         let end = text[start..].find(')').map_or(text.len(), |e| start + e);
-        let target = text[start..end].split_whitespace().next().unwrap_or("").to_string();
+        let target = text[start..end]
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .to_string();
         let line = text[..start].matches('\n').count() + 1;
         out.push((line, target));
         from = end.min(text.len());
@@ -138,6 +154,10 @@ fn link_targets(text: &str) -> Vec<(usize, String)> {
         }
     }
     out
+}
+
+fn is_ident(s: &str) -> bool {
+    !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 fn looks_like_path(word: &str) -> bool {
@@ -154,8 +174,12 @@ fn is_placeholder(word: &str) -> bool {
     }
     word.split('/').any(|seg| {
         let stem = seg.split('.').next().unwrap_or("");
-        stem.len() >= 2 && stem.chars().all(|c| c.is_ascii_uppercase() || c == '_')
-            && !matches!(stem, "README" | "ARCHITECTURE" | "BENCHMARKS" | "LICENSE" | "CHANGELOG")
+        stem.len() >= 2
+            && stem.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+            && !matches!(
+                stem,
+                "README" | "ARCHITECTURE" | "BENCHMARKS" | "LICENSE" | "CHANGELOG"
+            )
     })
 }
 
@@ -182,7 +206,12 @@ fn normalise(path: &Path) -> Option<PathBuf> {
 fn stale_paths(root: &Path, doc_rel: &str, text: &str) -> Vec<String> {
     let top: BTreeSet<String> = std::fs::read_dir(root)
         .expect("the repository root")
-        .map(|e| e.expect("an entry").file_name().to_string_lossy().into_owned())
+        .map(|e| {
+            e.expect("an entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
         .filter(|n| !n.starts_with('.'))
         .collect();
     let text = without_fences(text);
@@ -195,13 +224,20 @@ fn stale_paths(root: &Path, doc_rel: &str, text: &str) -> Vec<String> {
             let word = word.trim_start_matches(['(', '"', '\'']);
             let word = word.trim_end_matches([',', ';', ':', ')', '"', '\'', '.']);
             // `file.rs:42`, `file.rs::test_name`, `path#anchor`.
-            let word = word.split("::").next().unwrap_or(word);
+            let (word, item) = match word.split_once("::") {
+                Some((file, item)) => (file, Some(item)),
+                None => (word, None),
+            };
             let word = word.split('#').next().unwrap_or(word);
             let word = match word.rsplit_once(':') {
                 Some((p, n)) if n.chars().all(|c| c.is_ascii_digit()) => p,
                 _ => word,
             };
-            if word.is_empty() || word.contains("://") || !looks_like_path(word) || is_placeholder(word) {
+            if word.is_empty()
+                || word.contains("://")
+                || !looks_like_path(word)
+                || is_placeholder(word)
+            {
                 continue;
             }
             let first = word.split('/').next().unwrap_or("");
@@ -210,6 +246,13 @@ fn stale_paths(root: &Path, doc_rel: &str, text: &str) -> Vec<String> {
             }
             if !root.join(word).exists() {
                 stale.push(format!("{doc_rel}:{line}: `{word}` does not exist"));
+            } else if let Some(item) = item.filter(|i| word.ends_with(".rs") && is_ident(i)) {
+                // `file.rs::name`: the file defines `fn name`.
+                let code = std::fs::read_to_string(root.join(word)).unwrap_or_default();
+                if !code.contains(&format!("fn {item}(")) && !code.contains(&format!("fn {item}<"))
+                {
+                    stale.push(format!("{doc_rel}:{line}: `{word}` has no `fn {item}`"));
+                }
             }
         }
     }
@@ -231,7 +274,9 @@ fn stale_paths(root: &Path, doc_rel: &str, text: &str) -> Vec<String> {
                 "{doc_rel}:{line}: link `{target}` ({}) does not exist",
                 rel.display()
             )),
-            None => stale.push(format!("{doc_rel}:{line}: link `{target}` leaves the repository")),
+            None => stale.push(format!(
+                "{doc_rel}:{line}: link `{target}` leaves the repository"
+            )),
         }
     }
     stale
@@ -256,8 +301,8 @@ fn every_path_the_docs_name_exists() {
 fn a_bogus_path_fails_and_non_paths_do_not() {
     let root = repo_root();
     let doc = "\
-Real: `core/src/hash.rs`, `scripts/test.sh --quick`, [docs](docs/engines.md#anchor), `README.md`.
-Gone: `replica/src/engine/kv.rs` and `router-policy/src/hash.rs:12`,
+Real: `core/src/hash.rs`, `core/src/hash.rs::block_hashes`, `scripts/test.sh --quick`, [docs](docs/engines.md#anchor), `README.md`.
+Gone: `replica/src/engine/kv.rs` and `router-policy/src/hash.rs:12`, `core/src/hash.rs::no_such_test`,
 and a [link](docs/nope.md), and `CARGO_TARGET_DIR=x scripts/nope.sh`.
 Not paths: `/v1/chat/completions`, `~/.cache/warmpath/models`, `configs/profiles/*.json`,
 `tests/tests/NAME.rs`, `<before>/gateway`, `kv.rs`, `../shared/workloads/x.jsonl`,
@@ -272,12 +317,21 @@ scripts/gone-in-a-fence.sh
         vec![
             "README.md:2: `replica/src/engine/kv.rs` does not exist",
             "README.md:2: `router-policy/src/hash.rs` does not exist",
+            "README.md:2: `core/src/hash.rs` has no `fn no_such_test`",
             "README.md:3: `scripts/nope.sh` does not exist",
             "README.md:3: link `docs/nope.md` (docs/nope.md) does not exist",
         ],
         "{stale:#?}"
     );
     // From docs/, a link resolves against docs/.
-    let stale = stale_paths(&root, "docs/x.md", "[a](engines.md) [b](../README.md) [c](../gone.md)");
-    assert_eq!(stale, vec!["docs/x.md:1: link `../gone.md` (gone.md) does not exist"], "{stale:#?}");
+    let stale = stale_paths(
+        &root,
+        "docs/x.md",
+        "[a](engines.md) [b](../README.md) [c](../gone.md)",
+    );
+    assert_eq!(
+        stale,
+        vec!["docs/x.md:1: link `../gone.md` (gone.md) does not exist"],
+        "{stale:#?}"
+    );
 }
