@@ -21,8 +21,9 @@
 //!   outcome and reason, tokens, seconds), plus [`strict_end`](KvSource::strict_end) and,
 //!   optionally, [`loaded`](KvSource::loaded) and [`short_warning`](KvSource::short_warning).
 //!
-//! plus one line where sources are chosen (`http/generate.rs`, before a request is
-//! submitted), and its metrics in `metrics.rs`.
+//! Besides that file: one line where sources are chosen (`http/generate.rs`, before a
+//! request is submitted, `load(&state.kv, &source, &prompt, salt)`), and, for a metric
+//! family of its own, its three metrics registered in `metrics.rs`.
 
 use super::block::ImportBlock;
 use super::record::Expected;
@@ -58,7 +59,7 @@ pub struct SourceMetrics<'m> {
 
 /// A place a prompt's following KV blocks can come from.
 pub trait KvSource {
-    /// The source's name, for logs.
+    /// The source's name (`tier`, `peer`).
     fn name(&self) -> &'static str;
 
     /// The outcome's name in this source's header value and metric label.
