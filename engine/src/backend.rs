@@ -6,7 +6,8 @@ use super::forward::forward;
 use super::kv::KvDtype;
 use super::kv::{KvLayout, KvPool, PageId};
 use super::weights::ModelWeights;
-use super::{EngineError, StepItem};
+use crate::error::EngineError;
+use crate::step::StepItem;
 use half::f16;
 
 /// Executes steps of one model. Called from one thread at a time (the engine is `Send`,

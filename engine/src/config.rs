@@ -52,8 +52,8 @@ impl ModelConfig {
         self.n_kv_heads * self.head_dim
     }
     /// Checks the shape relations the forward pass relies on.
-    pub fn validate(&self) -> Result<(), super::EngineError> {
-        let bad = |m: &str| Err(super::EngineError::InvalidModel(m.to_string()));
+    pub fn validate(&self) -> Result<(), crate::error::EngineError> {
+        let bad = |m: &str| Err(crate::error::EngineError::InvalidModel(m.to_string()));
         if self.n_layers == 0 || self.dim == 0 || self.vocab_size == 0 || self.ffn_dim == 0 {
             return bad("zero-sized dimension");
         }

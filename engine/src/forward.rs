@@ -10,7 +10,7 @@ use super::kernels::{swiglu, with_simd};
 use super::kv::KvPool;
 use super::matrix::{Input, Matrix};
 use super::weights::ModelWeights;
-use super::StepItem;
+use crate::step::StepItem;
 use rayon::prelude::*;
 
 /// Scratch buffers for one step.

@@ -4,7 +4,7 @@
 //! Every read is bounds-checked; a truncated or corrupt file yields
 //! [`EngineError::Gguf`] with the byte offset of the problem, never a panic.
 
-use super::EngineError;
+use crate::error::EngineError;
 use std::collections::BTreeMap;
 use warmpath_text::gguf::{GgufError, GgufMetadata, GgufReader};
 

@@ -2,11 +2,11 @@
 
 use super::config::{ModelConfig, RopeStyle};
 use super::gguf::{GgmlType, GgufFile, TensorInfo};
+use super::loaded::Loaded;
 use super::matrix::{Bytes, Matrix};
 use super::quant::QuantKind;
-use super::source::Loaded;
 use super::weights::{LayerWeights, ModelWeights};
-use super::EngineError;
+use crate::error::EngineError;
 use half::f16;
 use memmap2::Mmap;
 use sha2::{Digest, Sha256};

@@ -2,10 +2,10 @@
 //! files (read by `warmpath_text::hf_files`).
 
 use super::config::{ModelConfig, RopeStyle};
+use super::loaded::Loaded;
 use super::matrix::Matrix;
-use super::source::Loaded;
 use super::weights::{LayerWeights, ModelWeights};
-use super::EngineError;
+use crate::error::EngineError;
 use half::{bf16, f16};
 use serde_json::Value;
 use sha2::{Digest, Sha256};

@@ -1,12 +1,11 @@
 //! Where a model comes from, and the loading dispatch.
 
-use super::config::ModelConfig;
-use super::weights::ModelWeights;
-use super::{dummy, fetch, gguf_model, hf, EngineError};
+use super::loaded::Loaded;
+use super::{dummy, fetch, gguf_model, hf};
+use crate::error::EngineError;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use warmpath_core::{BlockSize, CheckpointId};
-use warmpath_text::TokenizerSpec;
 
 /// A model to load.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -63,15 +62,6 @@ impl Default for EngineOptions {
             threads: 0,
         }
     }
-}
-
-/// A model read from its source, before the backend takes the weights.
-pub(crate) struct Loaded {
-    pub(crate) config: ModelConfig,
-    pub(crate) weights: ModelWeights,
-    pub(crate) tokenizer: TokenizerSpec,
-    pub(crate) checkpoint: CheckpointId,
-    pub(crate) model_name: String,
 }
 
 pub(crate) fn load(src: &ModelSource) -> Result<Loaded, EngineError> {

@@ -2,7 +2,7 @@
 
 use super::config::ModelConfig;
 use super::matrix::Matrix;
-use super::EngineError;
+use crate::error::EngineError;
 
 /// One transformer block.
 #[derive(Debug)]

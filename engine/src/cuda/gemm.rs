@@ -1,9 +1,9 @@
 //! The projections through cuBLAS: f16 weights and activations, f32 output and accumulate.
 #![allow(unsafe_code)] // cuBLAS FFI; each block states its invariants.
 
+use super::err::DevErr;
 use super::weights::DevMatrix;
-use super::DevErr;
-use crate::EngineError;
+use crate::error::EngineError;
 use cudarc::cublas::{result::gemm_ex, sys, CudaBlas};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use std::ffi::c_int;

@@ -1,7 +1,8 @@
 //! Device facts for `replica gpu-check`: the GPU's name and its copy bandwidth.
 
-use super::{probe, DevErr};
-use crate::EngineError;
+use super::err::DevErr;
+use super::probe;
+use crate::error::EngineError;
 use cudarc::driver::CudaContext;
 use std::time::Instant;
 

@@ -11,6 +11,7 @@
 //! Libraries are opened at run time (cudarc `dynamic-loading`): [`probe`] checks them
 //! first so a machine without a GPU gets [`EngineError::Device`], never a panic.
 
+mod err;
 mod gemm;
 mod kernels;
 mod measure;
@@ -27,26 +28,16 @@ use super::backend::ComputeBackend;
 use super::config::{ModelConfig, RopeStyle};
 use super::kv::KvLayout;
 use super::weights::ModelWeights;
-use super::{EngineError, StepItem};
+use crate::error::EngineError;
+use crate::step::StepItem;
 use cudarc::cublas::CudaBlas;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
+use err::DevErr;
 use plan::{KvGeom, StepPlan};
 use std::sync::Arc;
 use std::time::Instant;
 use weights::DevWeights;
-
-/// Maps a cudarc error into [`EngineError::Device`] with what was being done.
-pub(crate) trait DevErr<T> {
-    /// Wraps the error with `what`.
-    fn dev(self, what: &str) -> Result<T, EngineError>;
-}
-
-impl<T, E: std::fmt::Display> DevErr<T> for Result<T, E> {
-    fn dev(self, what: &str) -> Result<T, EngineError> {
-        self.map_err(|e| EngineError::Device(format!("cuda: {what}: {e}")))
-    }
-}
 
 /// Compiles the kernel source to PTX with NVRTC (needs libnvrtc, not a GPU).
 pub fn compile_kernels() -> Result<Ptx, EngineError> {

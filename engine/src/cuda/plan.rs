@@ -2,8 +2,9 @@
 //! per-row arrays, the block tables flattened into one array with per-item offsets, and
 //! the float offsets of every row's KV slot in the paged pool (same layout as the CPU pool).
 
+use crate::error::EngineError;
 use crate::kv::KvLayout;
-use crate::{EngineError, StepItem};
+use crate::step::StepItem;
 
 /// Float offsets inside the device KV pool, which has the CPU pool's page layout:
 /// page-major, then layer, then K/V, then slot, then `kv_dim` values.

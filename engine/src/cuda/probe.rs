@@ -3,7 +3,7 @@
 //! (cudarc's dynamically loaded bindings panic on first use of a missing library).
 #![allow(unsafe_code)] // dlopen probes; each block states its invariants.
 
-use crate::EngineError;
+use crate::error::EngineError;
 
 /// A library the backend opens at run time.
 struct Lib {

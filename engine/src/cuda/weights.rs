@@ -2,11 +2,11 @@
 //! f32), the query/key/value projections stacked into one matrix and the SwiGLU gate/up
 //! pair into another, so each needs a single GEMM per layer.
 
-use super::DevErr;
+use super::err::DevErr;
 use crate::config::ModelConfig;
+use crate::error::EngineError;
 use crate::matrix::Matrix;
 use crate::weights::{LayerWeights, ModelWeights};
-use crate::EngineError;
 use cudarc::driver::{CudaSlice, CudaStream};
 use half::f16;
 use rayon::prelude::*;

@@ -4,57 +4,11 @@
 //! portable ones); both give the same bits, because every product of two f16 values is
 //! exact in f32 and both add in the order documented on each function.
 
+pub(crate) use super::rows::{HeadRows, LANES};
 use super::{reduce16, widen_f16};
-use half::f16;
 
-/// SIMD width whose summation order is reproduced.
-pub(crate) const LANES: usize = 16;
 /// Accumulator slots of ggml's `vec_dot_f16` (`GGML_F16_STEP` = 4 vectors of 16).
 pub(crate) const STEP: usize = 64;
-
-/// One head's columns of the K or V rows of a sequence in one layer.
-pub(crate) struct HeadRows<'a> {
-    /// Each page's rows of this layer and kind, in position order (`block_size * kv_dim`
-    /// values; the last page may be shorter).
-    pub(crate) pages: &'a [&'a [f16]],
-    /// Positions per page.
-    pub(crate) block_size: usize,
-    /// Values per row (`n_kv_heads * head_dim`).
-    pub(crate) kv_dim: usize,
-    /// The head's first column.
-    pub(crate) off: usize,
-    /// The head's width.
-    pub(crate) head_dim: usize,
-    /// Positions attended to (`<= pages.len() * block_size`).
-    pub(crate) n: usize,
-}
-
-impl HeadRows<'_> {
-    /// The head's slice of the row of position `s` (page `pi`, slot `si`).
-    #[inline(always)]
-    pub(crate) fn row(&self, pi: usize, si: usize) -> &[f16] {
-        let o = si * self.kv_dim + self.off;
-        &self.pages[pi][o..o + self.head_dim]
-    }
-
-    /// `f(s, row of s)` for every position `s < n`, in order.
-    #[inline(always)]
-    fn each(&self, mut f: impl FnMut(usize, &[f16])) {
-        let mut s = 0;
-        for (pi, page) in self.pages.iter().enumerate() {
-            let len = (self.n - s)
-                .min(self.block_size)
-                .min(page.len() / self.kv_dim);
-            for si in 0..len {
-                f(s, self.row(pi, si));
-                s += 1;
-            }
-            if s == self.n {
-                break;
-            }
-        }
-    }
-}
 
 /// `out[s] = (q . k[s]) * scale` for every position `s < rows.n`; `out` holds at least
 /// `rows.n` rounded up to 16 (the rest is scratch). `q` is f16-valued.
@@ -162,6 +116,7 @@ fn dot(q: &[f32], k: &[f32], single: bool) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use half::f16;
 
     /// Deterministic f16 values of mixed sign and magnitude.
     fn halves(n: usize, seed: u64) -> Vec<f16> {

@@ -8,7 +8,7 @@
 //! in order, the accumulators kept in registers.
 #![allow(unsafe_code)]
 
-use super::attn::{HeadRows, LANES};
+use super::rows::{HeadRows, LANES};
 use std::arch::x86_64::*;
 
 /// The CPU has AVX-512F (with F16C and FMA) and `WARMPATH_NO_AVX512` is unset.

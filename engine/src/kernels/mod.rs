@@ -11,6 +11,7 @@ mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 mod packed;
+mod rows;
 
 pub(crate) use packed::{Packed, PackedGroup, GROUP};
 

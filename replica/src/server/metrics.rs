@@ -295,6 +295,16 @@ impl Default for Metrics {
     }
 }
 
+/// The measured rates' average: weight 0.2 on the newest sample; the first sample (an
+/// `old` of 0, nothing measured yet) stands alone.
+pub(crate) fn ewma(old: f64, new: f64) -> f64 {
+    if old == 0.0 {
+        new
+    } else {
+        0.8 * old + 0.2 * new
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

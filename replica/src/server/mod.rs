@@ -5,14 +5,15 @@
 //!
 //! # Layout
 //! - [`args`]: [`ServeArgs`] (the `serve` flags).
-//! - [`kv`]: page pool and radix prefix cache (block-hash keyed, LRU, locking).
+//! - [`kv`]: the KV subsystem: page pool, radix prefix cache (block-hash keyed, LRU,
+//!   locking), and every way blocks arrive or leave: KV sources (a prefill replica, the
+//!   shared tier in Redis, `--kv-store`) behind one loader, and the tier's writer.
 //! - [`sched`]: continuous-batching scheduler (token budget, chunked prefill, preemption).
 //! - [`worker`]: the engine loop thread.
 //! - [`events`]: KV event log (snapshot, ring, epochs).
-//! - [`transfer`]: prefill/decode disaggregation: KV blocks streamed between replicas.
-//! - [`tier`]: the shared KV tier in Redis (`--kv-store`): blocks written and read by any
-//!   replica.
-//! - [`http`]: handlers; [`error`]: errors and their HTTP mapping; [`metrics`]: Prometheus.
+//! - [`state`]: [`AppState`], what the handlers share.
+//! - [`http`]: handlers (including `POST /v1/kv/prefill`); [`error`]: errors and their
+//!   HTTP mapping; [`metrics`]: Prometheus; [`fault`]: test hooks.
 
 pub mod args;
 pub mod error;
@@ -22,16 +23,21 @@ pub mod http;
 pub mod kv;
 pub mod metrics;
 pub mod sched;
-pub mod tier;
-pub mod transfer;
+pub mod state;
 pub mod worker;
 
 pub use args::{ByteSize, ServeArgs};
 pub use error::{ApiError, ServerError};
 
 use events::{random_epoch, EventLog, DEFAULT_RING};
-use http::{AppInner, AppState};
+use kv::link::KvLink;
+use kv::record::record_layout;
+use kv::tier::conn::TierConn;
+use kv::tier::rate::TierRate;
+use kv::tier::read::Tier;
+use kv::tier::write::{run_writer, TierSink};
 use metrics::Metrics;
+use state::{unix_now, AppInner, AppState};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -99,9 +105,9 @@ pub async fn start(args: ServeArgs) -> Result<ServerHandle, ServerError> {
     let tier = match &args.kv_store {
         Some(url) => {
             let timeout = Duration::from_millis(args.kv_store_timeout_ms);
-            let conn = tier::TierConn::new(url, timeout, metrics.clone())
+            let conn = TierConn::new(url, timeout, metrics.clone())
                 .map_err(|e| ServerError::Config(format!("--kv-store {url:?}: {e}")))?;
-            let (sink, rx) = tier::TierSink::new(args.kv_store_queue.0, metrics.clone());
+            let (sink, rx) = TierSink::new(args.kv_store_queue.0, metrics.clone());
             Some((conn, sink, rx, timeout))
         }
         None => None,
@@ -121,19 +127,13 @@ pub async fn start(args: ServeArgs) -> Result<ServerHandle, ServerError> {
     };
     let (facts, submit, shared) = worker::spawn(cfg, events.clone(), metrics.clone()).await?;
     let tier = tier.map(|(conn, sink, rx, timeout)| {
-        let layout = transfer::record::record_layout(facts.kv_layout);
+        let layout = record_layout(facts.kv_layout);
         conn.get(); // start connecting now
-        tokio::spawn(tier::run_writer(
-            rx,
-            conn.clone(),
-            layout,
-            sink,
-            events.clone(),
-        ));
-        tier::Tier {
+        tokio::spawn(run_writer(rx, conn.clone(), layout, sink, events.clone()));
+        Tier {
             conn,
             timeout,
-            rate: tier::TierRate::default(),
+            rate: TierRate::default(),
         }
     });
     let info = ReplicaInfo {
@@ -156,6 +156,13 @@ pub async fn start(args: ServeArgs) -> Result<ServerHandle, ServerError> {
         epoch = epoch.0,
         "model loaded"
     );
+    let kv = KvLink::new(
+        submit.clone(),
+        facts.checkpoint.clone(),
+        block_size.get(),
+        facts.kv_layout,
+        metrics.clone(),
+    );
     let state: AppState = Arc::new(AppInner {
         facts,
         info,
@@ -164,7 +171,7 @@ pub async fn start(args: ServeArgs) -> Result<ServerHandle, ServerError> {
         events,
         metrics,
         shared,
-        started: http::unix_now(),
+        started: unix_now(),
         role: args.role,
         http: reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))
@@ -172,6 +179,7 @@ pub async fn start(args: ServeArgs) -> Result<ServerHandle, ServerError> {
             .map_err(|e| ServerError::Config(format!("HTTP client: {e}")))?,
         kv_transfer_timeout_ms: args.kv_transfer_timeout_ms,
         fault_kv_cut_after_blocks: args.fault_kv_cut_after_blocks,
+        kv,
         tier,
     });
     let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port)).await?;

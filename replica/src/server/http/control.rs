@@ -1,8 +1,8 @@
 //! Control-plane endpoints: health, models, metrics, replica info/load/tokenizer, the KV
 //! event stream and the cache reset.
 
-use super::AppState;
 use crate::server::error::ApiError;
+use crate::server::state::AppState;
 use crate::server::worker::WorkerMsg;
 use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
@@ -141,6 +141,6 @@ pub async fn kv_events(State(state): State<AppState>, Query(q): Query<EventsQuer
 mod tests {
     #[test]
     fn started_is_a_plausible_unix_time() {
-        assert!(super::super::unix_now() > 1_600_000_000);
+        assert!(crate::server::state::unix_now() > 1_600_000_000);
     }
 }

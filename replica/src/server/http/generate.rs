@@ -1,9 +1,12 @@
 //! `POST /v1/chat/completions` and `POST /v1/completions`: parse, validate, tokenize,
 //! submit to the engine loop, answer (JSON or SSE).
 
+use super::params::sampling_params;
 use super::respond::{self, Endpoint, Job};
-use super::AppState;
 use crate::server::error::ApiError;
+use crate::server::kv::load::load;
+use crate::server::kv::peer::Peer;
+use crate::server::state::AppState;
 use crate::server::worker::{GenRequest, WorkerMsg};
 use axum::body::Bytes;
 use axum::extract::State;
@@ -11,8 +14,8 @@ use axum::http::HeaderMap;
 use axum::http::HeaderValue;
 use axum::response::Response;
 use serde::de::DeserializeOwned;
+use std::time::Duration;
 use warmpath_core::{CacheSalt, TokenId};
-use warmpath_engine::sampling::SamplingParams;
 use warmpath_protocol::openai::{
     ChatCompletionRequest, CompletionRequest, PromptInput, SamplingFields,
 };
@@ -68,84 +71,6 @@ fn salt(headers: &HeaderMap) -> Option<CacheSalt> {
         .map(CacheSalt::new)
 }
 
-/// Validates sampling fields against the prompt and the model's limits.
-pub fn sampling_params(
-    f: &SamplingFields,
-    prompt_len: usize,
-    max_context: usize,
-    pool_tokens: usize,
-) -> Result<SamplingParams, ApiError> {
-    if prompt_len == 0 {
-        return Err(ApiError::InvalidParam {
-            param: "prompt",
-            message: "the prompt is empty".into(),
-        });
-    }
-    if prompt_len >= max_context {
-        return Err(ApiError::ContextExceeded {
-            max_context,
-            prompt: prompt_len,
-            requested: prompt_len + 1,
-        });
-    }
-    let room = max_context - prompt_len;
-    let max_tokens = match f.max_completion_tokens.or(f.max_tokens) {
-        None => room,
-        Some(0) => {
-            return Err(ApiError::InvalidParam {
-                param: "max_tokens",
-                message: "max_tokens must be at least 1".into(),
-            })
-        }
-        Some(n) if n as usize > room => {
-            return Err(ApiError::InvalidParam {
-                param: "max_tokens",
-                message: format!(
-                    "max_tokens ({n}) plus the prompt ({prompt_len} tokens) exceeds the context window of {max_context} tokens"
-                ),
-            })
-        }
-        Some(n) => n as usize,
-    };
-    // The whole sequence must fit the KV pool at once (one page of slack for the tail).
-    if prompt_len + max_tokens > pool_tokens {
-        return Err(ApiError::Capacity {
-            needed: prompt_len + max_tokens,
-            total: pool_tokens,
-        });
-    }
-    let temperature = f.temperature.unwrap_or(1.0);
-    if !(0.0..=2.0).contains(&temperature) {
-        return Err(ApiError::InvalidParam {
-            param: "temperature",
-            message: format!("temperature must be between 0 and 2, got {temperature}"),
-        });
-    }
-    let top_p = f.top_p.unwrap_or(1.0);
-    if !(top_p > 0.0 && top_p <= 1.0) {
-        return Err(ApiError::InvalidParam {
-            param: "top_p",
-            message: format!("top_p must be in (0, 1], got {top_p}"),
-        });
-    }
-    let stop = f.stop.as_ref().map(|s| s.to_vec()).unwrap_or_default();
-    if stop.iter().any(String::is_empty) {
-        return Err(ApiError::InvalidParam {
-            param: "stop",
-            message: "stop strings must not be empty".into(),
-        });
-    }
-    Ok(SamplingParams {
-        temperature,
-        top_k: f.top_k.unwrap_or(0) as usize,
-        top_p,
-        seed: f.seed,
-        max_tokens,
-        stop,
-        logprobs: false,
-    })
-}
-
 /// Validates, submits to the engine loop and answers as JSON or SSE.
 async fn submit(
     state: &AppState,
@@ -174,7 +99,7 @@ async fn submit(
     // The shared tier first: what another replica computed is one round trip away. A
     // prefill replica, if named, is asked only for what is still missing.
     let tiered = match &state.tier {
-        Some(t) => Some(crate::server::tier::lookup(state, t, &prompt, salt.as_ref()).await),
+        Some(t) => Some(load(&state.kv, t, &prompt, salt.as_ref()).await),
         None => None,
     };
     // A role-split pool: the gateway names the prefill replica holding this prompt's KV.
@@ -183,7 +108,12 @@ async fn submit(
         .and_then(|v| v.to_str().ok())
     {
         Some(from) if state.role.decodes() && !from.is_empty() => {
-            Some(crate::server::transfer::pull(state, &prompt, salt.as_ref(), from).await)
+            let peer = Peer {
+                http: &state.http,
+                from,
+                timeout: Duration::from_millis(state.kv_transfer_timeout_ms),
+            };
+            Some(load(&state.kv, &peer, &prompt, salt.as_ref()).await)
         }
         _ => None,
     };
@@ -206,15 +136,12 @@ async fn submit(
     };
     if let Some(t) = tiered {
         let h = resp.headers_mut();
-        h.insert(HEADER_KV_TIER, HeaderValue::from_static(t.outcome.as_str()));
+        h.insert(HEADER_KV_TIER, HeaderValue::from_static(t.label));
         h.insert(HEADER_KV_TIER_TOKENS, HeaderValue::from(t.tokens));
     }
     if let Some(t) = transfer {
         let h = resp.headers_mut();
-        h.insert(
-            HEADER_KV_TRANSFER,
-            HeaderValue::from_static(t.outcome.as_str()),
-        );
+        h.insert(HEADER_KV_TRANSFER, HeaderValue::from_static(t.label));
         h.insert(HEADER_KV_TRANSFERRED_TOKENS, HeaderValue::from(t.tokens));
     }
     Ok(resp)

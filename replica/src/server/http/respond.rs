@@ -5,8 +5,8 @@
 //! a stop string; when one appears the answer ends and the reply channel is dropped,
 //! which cancels the sequence in the engine loop within one step.
 
-use super::unix_now;
 use crate::server::error::ApiError;
+use crate::server::state::unix_now;
 use crate::server::worker::{FinishReason, SeqEvent};
 use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderValue};

@@ -1,10 +1,41 @@
-//! KV memory management: the page pool and the radix prefix cache on top of it.
+//! The KV subsystem: the page pool, the radix prefix cache on top of it, and every way
+//! blocks arrive or leave.
 //!
-//! The engine stores K/V in pages it is told about; this module decides which page holds
-//! which block, which blocks are shared, and which are evicted.
+//! The engine stores K/V in pages it is told about; this subsystem decides which page
+//! holds which block, which blocks are shared and evicted, and where blocks come from
+//! other than the engine's own prefill.
+//!
+//! # Layout
+//! - [`pool`]: the free-page pool; [`radix`]: the block-hash keyed prefix cache (LRU,
+//!   locking, KV events).
+//! - [`block`]: a block leaving the pool ([`ExportedBlock`], [`Export`]) or entering it
+//!   ([`ImportBlock`]); [`record`]: blocks to and from wire records, and the check of a
+//!   received one against this replica's layout, chain and prompt.
+//! - [`source`]: [`KvSource`], where a prompt's following blocks can come from instead of
+//!   being computed; [`load`](mod@load): the one loader that drives any source (held prefix, fetch,
+//!   import, outcome, metrics, log); [`link`]: [`KvLink`], the loader's handle on the
+//!   engine loop.
+//! - Sources: [`peer`] (a prefill replica, `POST /v1/kv/prefill`) and [`tier`] (the shared
+//!   tier in Redis, `--kv-store`, whose write side is here too).
+//!
+//! The engine loop's side (export, import, tier writes) is `impl` blocks of the loop in
+//! `worker/kv.rs` and `worker/tier.rs`; the prefill endpoint is `http/kv_prefill.rs`.
 
+pub mod block;
+pub mod link;
+pub mod load;
+pub mod peer;
 pub mod pool;
 pub mod radix;
+pub mod record;
+pub mod source;
+pub mod tier;
 
+pub use block::{Export, ExportedBlock, ImportBlock};
+pub use link::KvLink;
+pub use load::{load, Load};
+pub use peer::Peer;
 pub use pool::{pages_for_budget, PagePool};
 pub use radix::{Inserted, NodeId, RadixCache};
+pub use source::{KvSource, LoadOutcome, SourceMetrics};
+pub use tier::Tier;

@@ -19,7 +19,7 @@ mod tests;
 
 pub use seq::{SeqId, Sequence};
 
-use crate::server::kv::{Inserted, RadixCache};
+use crate::server::kv::radix::{Inserted, RadixCache};
 use std::collections::VecDeque;
 use warmpath_core::BlockSize;
 

@@ -1,7 +1,7 @@
 //! One request's state inside the scheduler: its tokens, how many have K/V in pages, its
 //! block table and the cache nodes it holds.
 
-use crate::server::kv::NodeId;
+use crate::server::kv::radix::NodeId;
 use warmpath_core::{BlockHash, BlockSize, ChainHasher, RootSeed, TokenId};
 use warmpath_engine::PageId;
 

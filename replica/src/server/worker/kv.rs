@@ -1,6 +1,6 @@
 //! The engine loop's side of KV transfer between replicas.
 //!
-//! * **Export** (a prefill replica): a sequence submitted with an [`Export`] sends each
+//! * **Export** (a prefill replica): a sequence submitted with an [`Export`](crate::server::kv::block::Export) sends each
 //!   full prompt block, from `skip` on, the step that caches it: the transfer overlaps
 //!   the chunked prefill block by block. The sender is dropped with the sequence, which
 //!   ends the stream.
@@ -12,56 +12,10 @@
 
 use super::Live;
 use super::Loop;
-use crate::server::kv::{Inserted, NodeId};
+use crate::server::kv::block::{ExportedBlock, ImportBlock};
+use crate::server::kv::radix::{Inserted, NodeId};
 use crate::server::sched::{PlanItem, Sequence};
-use half::f16;
-use tokio::sync::mpsc::UnboundedSender;
-use warmpath_core::{BlockHash, TokenId};
 use warmpath_engine::EngineError;
-
-/// One cached block of a prefill, as the engine loop hands it out.
-#[derive(Debug)]
-pub struct ExportedBlock {
-    /// Position of the block in the prompt.
-    pub index: usize,
-    /// Its chain hash.
-    pub hash: BlockHash,
-    /// The previous block's chain hash.
-    pub parent: Option<BlockHash>,
-    /// Its tokens.
-    pub tokens: Vec<TokenId>,
-    /// The page's values, in the record's payload order.
-    pub values: Vec<f16>,
-}
-
-/// Where a prefill's blocks go, and which of them.
-#[derive(Debug)]
-pub struct Export {
-    /// The stream's sender.
-    pub tx: UnboundedSender<ExportedBlock>,
-    /// Leading blocks the receiver holds already.
-    pub skip: usize,
-    /// Blocks handled so far (sent or skipped).
-    pub(super) next: usize,
-}
-
-impl Export {
-    /// Sends blocks from `skip` on to `tx`.
-    pub fn new(tx: UnboundedSender<ExportedBlock>, skip: usize) -> Self {
-        Self { tx, skip, next: 0 }
-    }
-}
-
-/// One checked block to cache.
-#[derive(Debug)]
-pub struct ImportBlock {
-    /// Its chain hash.
-    pub hash: BlockHash,
-    /// The previous block's chain hash (`None` for the first block of a prompt).
-    pub parent: Option<BlockHash>,
-    /// The page's values.
-    pub values: Vec<f16>,
-}
 
 impl Loop {
     /// Block `i` of `seq` (cached in its page `seq.nodes[i]`), read out of the pool.

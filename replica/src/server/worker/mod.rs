@@ -10,13 +10,14 @@
 mod kv;
 mod tier;
 
-pub use kv::{Export, ExportedBlock, ImportBlock};
-
 use crate::server::error::ServerError;
 use crate::server::events::EventLog;
 use crate::server::fault::{NanFault, DEGENERATE_MESSAGE};
-use crate::server::kv::{pages_for_budget, RadixCache};
-use crate::server::metrics::Metrics;
+use crate::server::kv::block::{Export, ImportBlock};
+use crate::server::kv::pool::pages_for_budget;
+use crate::server::kv::radix::RadixCache;
+use crate::server::kv::tier::write::TierSink;
+use crate::server::metrics::{ewma, Metrics};
 use crate::server::sched::{PlanItem, SchedConfig, Scheduler, SeqId, Sequence};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
@@ -169,7 +170,7 @@ pub struct WorkerConfig {
     pub checkpoint_id: Option<String>,
     /// The shared KV tier's write queue (`--kv-store`): every full block a sequence
     /// computes goes there.
-    pub tier: Option<crate::server::tier::TierSink>,
+    pub tier: Option<TierSink>,
 }
 
 struct Live {
@@ -305,16 +306,6 @@ struct Rates {
     decode: f64,
 }
 
-/// The measured rates' average: weight 0.2 on the newest sample; the first sample (an
-/// `old` of 0, nothing measured yet) stands alone.
-pub(crate) fn ewma(old: f64, new: f64) -> f64 {
-    if old == 0.0 {
-        new
-    } else {
-        0.8 * old + 0.2 * new
-    }
-}
-
 struct Loop {
     engine: Engine,
     sched: Scheduler<Live>,
@@ -335,7 +326,7 @@ struct Loop {
     /// The NaN-logits test hook (off unless `--fault-nan-logits-after`).
     fault: NanFault,
     /// The shared KV tier's write queue (`--kv-store`).
-    tier: Option<crate::server::tier::TierSink>,
+    tier: Option<TierSink>,
 }
 
 /// Marks the loop dead when it exits, by return or by panic.

@@ -4,8 +4,8 @@
 //! a full queue drops blocks before their page is read.
 
 use super::Loop;
+use crate::server::kv::record::record_layout;
 use crate::server::sched::PlanItem;
-use crate::server::transfer::record::record_layout;
 
 impl Loop {
     /// Offers the blocks the step just cached to the tier.

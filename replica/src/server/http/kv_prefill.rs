@@ -3,10 +3,12 @@
 //! full block, from `skip_blocks` on, the step that caches it. A clean end is the end
 //! frame; a failed prefill, or the cut test hook, aborts the body without one.
 
-use super::record::{encode, record_layout};
+use super::params::sampling_params;
 use crate::server::error::ApiError;
-use crate::server::http::AppState;
-use crate::server::worker::{ExportedBlock, GenRequest, SeqEvent, WorkerMsg};
+use crate::server::kv::block::{Export, ExportedBlock};
+use crate::server::kv::record::{encode, record_layout};
+use crate::server::state::AppState;
+use crate::server::worker::{GenRequest, SeqEvent, WorkerMsg};
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue};
@@ -44,7 +46,7 @@ pub async fn prefill(
         temperature: Some(0.0),
         ..Default::default()
     };
-    let params: SamplingParams = crate::server::http::generate::sampling_params(
+    let params: SamplingParams = sampling_params(
         &fields,
         req.prompt.len(),
         state.facts.max_context,
@@ -63,10 +65,7 @@ pub async fn prefill(
         salt,
         ignore_eos: true,
         reply,
-        export: Some(crate::server::worker::Export::new(
-            tx,
-            req.skip_blocks as usize,
-        )),
+        export: Some(Export::new(tx, req.skip_blocks as usize)),
     };
     state
         .submit

@@ -1,12 +1,5 @@
-//! `replica gpu-check`: the CUDA backend against the CPU and against the hardware.
-//! (owner: cuda)
-//!
-//! For each model: (1) CPU vs CUDA logits on a ragged batch (two prompts prefilled
-//! together, a chunked continuation next to a decode, then decode steps), relative L2
-//! error per item; (2) prefill tokens/s and decode tokens/s at each batch size; (3) decode
-//! against the memory-bandwidth floor: weight bytes plus KV bytes read per step over the
-//! measured device copy bandwidth. Prints a table last; fails if an error is over the limit.
-//! `scripts/gpu-check.sh` wraps it.
+//! What both builds of `replica gpu-check` share: its flags ([`GpuCheckArgs`]), the
+//! arithmetic of its report, and, without the `cuda` feature, the `run` that says so.
 
 use clap::Args;
 
@@ -49,13 +42,6 @@ pub fn run(args: &GpuCheckArgs) -> anyhow::Result<String> {
     device.check_compiled()?;
     anyhow::bail!("gpu-check: {}", warmpath_engine::backend::NO_CUDA_FEATURE)
 }
-
-#[cfg(feature = "cuda")]
-pub use imp::run;
-
-#[cfg(feature = "cuda")]
-#[path = "gpu_check_impl.rs"]
-mod imp;
 
 /// Relative L2 error of `got` against `want`.
 pub fn rel_err(got: &[f32], want: &[f32]) -> f64 {

@@ -1,14 +1,14 @@
 //! The shared KV tier: full blocks of KV in Redis, written by the replica that computed
 //! them and read by any replica that lacks them (`replica serve --kv-store redis://...`).
 //!
-//! * **Write** ([`write`]): the engine loop offers every full block a sequence caches (the
+//! * **Write** ([`write`](mod@write)): the engine loop offers every full block a sequence caches (the
 //!   blocks it computed, not those it found cached or imported) to a [`TierSink`], a queue
 //!   bounded in bytes: a block that does not fit is dropped and counted, so a slow or absent
 //!   Redis never delays a step. A writer task encodes each block as a
 //!   [`KvBlockRecord`](warmpath_protocol::kv_block::KvBlockRecord) and `SET`s it under
 //!   [`tier_key`](warmpath_protocol::kv_block::tier_key) (the chain hash, which already holds
 //!   the checkpoint and the tenant's salt), several blocks per pipelined round trip.
-//! * **Read** ([`read`]): before a request is submitted, the replica asks its own cache how
+//! * **Read** ([`read`], [`Tier`], a [`KvSource`](super::source::KvSource)): before a request is submitted, the replica asks its own cache how
 //!   many leading blocks it holds, then `MGET`s the following blocks' keys, all groups sent
 //!   at once on one multiplexed connection (one pipelined round trip), and takes the
 //!   consecutive run of good ones: a missing block, a record that fails its checksum, has
@@ -29,26 +29,5 @@ pub mod write;
 
 pub use conn::TierConn;
 pub use rate::TierRate;
-pub use read::{lookup, TierLookup, TierOutcome};
+pub use read::Tier;
 pub use write::{run_writer, TierSink};
-
-use std::time::Duration;
-
-/// The tier as the HTTP side holds it.
-#[derive(Clone)]
-pub struct Tier {
-    /// The connection (lazy, reconnecting).
-    pub conn: TierConn,
-    /// Lookup time limit.
-    pub timeout: Duration,
-    /// Measured load rate, reported to the router.
-    pub rate: TierRate,
-}
-
-impl std::fmt::Debug for Tier {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tier")
-            .field("timeout", &self.timeout)
-            .finish()
-    }
-}

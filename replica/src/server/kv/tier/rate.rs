@@ -4,7 +4,7 @@
 //! load (`tier_tokens_per_s`) and the router's `warm` policy prices a fetch with it, as it
 //! prices a prefill with the measured prefill rate.
 
-use crate::server::worker::ewma;
+use crate::server::metrics::ewma;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Between the engine's pages and the wire's KV block records: encoding an exported
 //! block, and checking a received one against what this replica expects.
 
-use crate::server::worker::{ExportedBlock, ImportBlock};
+use super::block::{ExportedBlock, ImportBlock};
 use half::f16;
 use warmpath_core::{BlockHash, TokenId};
 use warmpath_engine::KvLayout;

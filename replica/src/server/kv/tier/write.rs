@@ -5,9 +5,9 @@
 
 use super::conn::TierConn;
 use crate::server::events::EventLog;
+use crate::server::kv::block::ExportedBlock;
+use crate::server::kv::record::encode;
 use crate::server::metrics::Metrics;
-use crate::server::transfer::record::encode;
-use crate::server::worker::ExportedBlock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};

@@ -1,6 +1,6 @@
 //! The measurements of `replica gpu-check` (feature `cuda`).
 
-use super::{decode_floor_tok_s, parse_sizes, rel_err, GpuCheckArgs};
+use super::common::{decode_floor_tok_s, parse_sizes, rel_err, GpuCheckArgs};
 use std::fmt::Write as _;
 use std::time::Instant;
 use warmpath_core::TokenId;

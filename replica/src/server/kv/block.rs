@@ -1,0 +1,51 @@
+//! A KV block as it leaves the pool ([`ExportedBlock`], streamed under an [`Export`] or
+//! written to the tier) and as it enters it ([`ImportBlock`], checked, from any
+//! [`KvSource`](super::source::KvSource)).
+
+use half::f16;
+use tokio::sync::mpsc::UnboundedSender;
+use warmpath_core::{BlockHash, TokenId};
+
+/// One cached block of a prefill, as the engine loop hands it out.
+#[derive(Debug)]
+pub struct ExportedBlock {
+    /// Position of the block in the prompt.
+    pub index: usize,
+    /// Its chain hash.
+    pub hash: BlockHash,
+    /// The previous block's chain hash.
+    pub parent: Option<BlockHash>,
+    /// Its tokens.
+    pub tokens: Vec<TokenId>,
+    /// The page's values, in the record's payload order.
+    pub values: Vec<f16>,
+}
+
+/// Where a prefill's blocks go, and which of them.
+#[derive(Debug)]
+pub struct Export {
+    /// The stream's sender.
+    pub tx: UnboundedSender<ExportedBlock>,
+    /// Leading blocks the receiver holds already.
+    pub skip: usize,
+    /// Blocks handled so far (sent or skipped).
+    pub(crate) next: usize,
+}
+
+impl Export {
+    /// Sends blocks from `skip` on to `tx`.
+    pub fn new(tx: UnboundedSender<ExportedBlock>, skip: usize) -> Self {
+        Self { tx, skip, next: 0 }
+    }
+}
+
+/// One checked block to cache.
+#[derive(Debug)]
+pub struct ImportBlock {
+    /// Its chain hash.
+    pub hash: BlockHash,
+    /// The previous block's chain hash (`None` for the first block of a prompt).
+    pub parent: Option<BlockHash>,
+    /// The page's values.
+    pub values: Vec<f16>,
+}

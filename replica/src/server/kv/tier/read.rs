@@ -1,0 +1,122 @@
+//! The tier's read side, a [`KvSource`]: on a local miss, take the consecutive run of the
+//! prompt's next blocks that the tier holds, checked record by record; the loader caches
+//! it before the request is submitted. Lookups are counted by outcome (`hit`, `partial`,
+//! `miss`, `skipped`) and reason (`complete`: every block found, `absent`: the next block
+//! is not in the tier, `corrupt`, `mismatch`: another layout, checkpoint, salt or prompt,
+//! `timeout`, `unavailable`: no connection or a Redis error, `import`: the pool had no
+//! room, `cached`: skipped).
+
+use super::conn::TierConn;
+use super::rate::TierRate;
+use crate::server::kv::block::ImportBlock;
+use crate::server::kv::record::Expected;
+use crate::server::kv::source::{KvSource, LoadOutcome, SourceMetrics};
+use crate::server::metrics::Metrics;
+use futures_util::stream::{FuturesOrdered, StreamExt};
+use std::time::Duration;
+use tokio::time::timeout_at;
+use warmpath_core::CacheSalt;
+use warmpath_protocol::kv_block::tier_key;
+
+/// Keys per `MGET`. Every group is sent at once; the groups are read in order, so a late
+/// group ends the run at its first block.
+const GROUP: usize = 8;
+
+/// The tier as the HTTP side holds it: the read side's [`KvSource`].
+#[derive(Clone)]
+pub struct Tier {
+    /// The connection (lazy, reconnecting).
+    pub conn: TierConn,
+    /// Lookup time limit.
+    pub timeout: Duration,
+    /// Measured load rate, reported to the router.
+    pub rate: TierRate,
+}
+
+impl std::fmt::Debug for Tier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tier")
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl KvSource for Tier {
+    fn name(&self) -> &'static str {
+        "tier"
+    }
+
+    fn label(&self, outcome: LoadOutcome) -> &'static str {
+        match outcome {
+            LoadOutcome::Full => "hit",
+            LoadOutcome::Partial => "partial",
+            LoadOutcome::None => "miss",
+            LoadOutcome::Skipped => "skipped",
+        }
+    }
+
+    fn metrics<'m>(&self, m: &'m Metrics) -> SourceMetrics<'m> {
+        SourceMetrics {
+            loads: &m.kv_tier_lookups,
+            tokens: &m.kv_tier_hit_tokens,
+            seconds: &m.kv_tier_lookup_seconds,
+        }
+    }
+
+    /// A known set of keys: every block found is a hit, and a pool that took fewer is
+    /// `import` whatever ended the run.
+    fn strict_end(&self) -> bool {
+        false
+    }
+
+    /// The measured load rate ([`TierRate`]).
+    fn loaded(&self, tokens: usize, took: Duration) {
+        self.rate.observe(tokens, took);
+    }
+
+    /// Reads blocks `skip..` into `blocks` (checked, in chain order) until one is missing,
+    /// bad or late; returns what ended the run.
+    async fn fetch(
+        &self,
+        want: &Expected<'_>,
+        _salt: Option<&CacheSalt>,
+        skip: usize,
+        blocks: &mut Vec<ImportBlock>,
+    ) -> &'static str {
+        let Some(conn) = self.conn.get() else {
+            self.conn.failed("read", &"not connected");
+            return "unavailable";
+        };
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let keys: Vec<String> = want.hashes[skip..].iter().map(|h| tier_key(*h)).collect();
+        let mut groups: FuturesOrdered<_> = keys
+            .chunks(GROUP)
+            .map(|g| {
+                let mut c = conn.clone();
+                let mut cmd = redis::cmd("MGET");
+                cmd.arg(g);
+                async move { cmd.query_async::<Vec<Option<Vec<u8>>>>(&mut c).await }
+            })
+            .collect();
+        loop {
+            let values = match timeout_at(deadline, groups.next()).await {
+                Err(_) => return "timeout",
+                Ok(None) => return "complete",
+                Ok(Some(Err(e))) => {
+                    self.conn.failed("read", &e);
+                    return "unavailable";
+                }
+                Ok(Some(Ok(v))) => v,
+            };
+            for v in values {
+                let Some(bytes) = v else {
+                    return "absent";
+                };
+                match want.check(skip + blocks.len(), &bytes) {
+                    Ok(b) => blocks.push(b),
+                    Err(r) => return r.as_str(),
+                }
+            }
+        }
+    }
+}
