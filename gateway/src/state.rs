@@ -65,7 +65,7 @@ impl AppState {
         let metrics = Metrics::new();
         metrics.set_configured_models(configured_models(&config));
         let fleet = (config.state.backend == crate::config::StateBackend::Redis).then(|| {
-            crate::fleet::Fleet::start(config.state.clone(), control.clone(), metrics.state.clone())
+            crate::fleet::Fleet::start(config.state.clone(), control.clone(), metrics.fleet.clone())
         });
         if let Some(f) = &fleet {
             f.set_seed_keys(tenants.config_keys());

@@ -12,12 +12,12 @@
 //! A rollout set here lasts until the next change here or to the same model's entry in
 //! the config file (a reload that leaves the entry as it was keeps it). With
 //! `state.backend: redis` it is shared: every gateway of the fleet follows it
-//! (`crate::rollout::shared`), and a change through any of them reaches all; Redis
+//! (`crate::rollout::fleet`), and a change through any of them reaches all; Redis
 //! unreachable, the change is refused with 503 (a pause or abort still applies here).
 
 use super::error::AdminError;
 use crate::config::{PrewarmConfig, RolloutConfig};
-use crate::rollout::{prewarm, record, shared};
+use crate::rollout::{fleet, prewarm, record};
 use crate::state::AppState;
 use router_policy::RolloutState;
 use serde::Deserialize;
@@ -74,7 +74,7 @@ pub async fn put(
     cfg.validate("rollout")
         .map_err(|e| AdminError::BadRequest(e.to_string()))?;
     let m = if state.fleet.is_some() {
-        shared::create(state, &cfg)
+        fleet::create(state, &cfg)
             .await
             .map_err(|e| AdminError::Unavailable(format!("rollout not shared: {e}")))?
     } else {
@@ -119,7 +119,7 @@ pub async fn delete(state: &AppState, model: &str) -> Result<serde_json::Value, 
         .get(model)
         .is_some_and(|m| m.shared().is_some())
     {
-        shared::delete(state, model)
+        fleet::delete(state, model)
             .await
             .map_err(|e| AdminError::Unavailable(format!("rollout not ended: {e}")))?;
     }

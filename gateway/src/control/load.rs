@@ -4,7 +4,7 @@
 //! report, so the policies see only the gateway's own in-flight count for it.
 
 use super::client;
-use crate::config::Engine;
+use crate::config::EngineKind;
 use crate::engines::metrics::{self, MetricsDialect};
 use crate::replicas::Replica;
 use crate::state::AppState;
@@ -29,12 +29,12 @@ pub async fn poll_load(state: Arc<AppState>, r: Arc<Replica>) {
 }
 
 /// The metric names an engine exports, if it has a dialect the gateway reads.
-pub fn dialect(engine: Engine) -> Option<MetricsDialect> {
+pub fn dialect(engine: EngineKind) -> Option<MetricsDialect> {
     match engine {
-        Engine::Vllm => Some(MetricsDialect::Vllm),
-        Engine::Sglang => Some(MetricsDialect::Sglang),
-        Engine::Llamacpp => Some(MetricsDialect::Llamacpp),
-        Engine::Warmpath | Engine::Openai => None,
+        EngineKind::Vllm => Some(MetricsDialect::Vllm),
+        EngineKind::Sglang => Some(MetricsDialect::Sglang),
+        EngineKind::Llamacpp => Some(MetricsDialect::Llamacpp),
+        EngineKind::Warmpath | EngineKind::Openai => None,
     }
 }
 

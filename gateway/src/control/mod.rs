@@ -5,7 +5,7 @@
 //!
 //! # Layout
 //! - [`register`]: discover a replica (info, tokenizer), add it, remove it, retry a
-//!   configured one until it answers; [`engine`]: the same for an engine pool's upstream.
+//!   configured one until it answers; [`upstream`]: the same for an upstream of an engine pool (vLLM, SGLang, llama.cpp, any OpenAI server).
 //! - [`tasks`]: per replica, the KV event follower, and the start of its other tasks:
 //!   [`load`] (the load poller: a replica's load endpoint or an engine's `/metrics`) and
 //!   [`probe`] (the health prober); [`zmq`]: a vLLM or SGLang server's KV events.
@@ -14,7 +14,6 @@
 //! - [`client`]: the control plane's HTTP client (hyper).
 
 pub mod client;
-pub mod engine;
 pub mod history;
 pub mod load;
 pub mod probe;
@@ -22,4 +21,5 @@ pub mod register;
 pub mod register_error;
 pub mod reload;
 pub mod tasks;
+pub mod upstream;
 pub mod zmq;

@@ -4,7 +4,7 @@
 
 use super::client;
 use super::tasks;
-use crate::config::{Engine, Target, TokenizerConfig};
+use crate::config::{EngineKind, Target, TokenizerConfig};
 use crate::encoder::PromptEncoder;
 use crate::replicas::{Registry, Replica, ReplicaAddr};
 use crate::state::AppState;
@@ -74,8 +74,8 @@ pub async fn add_target(
 ) -> Result<Arc<Replica>, RegisterError> {
     let tok = state.config().tokenizer.clone();
     let r = match target.engine() {
-        Engine::Warmpath => discover(&state.registry, &target.url, &tok).await?,
-        _ => super::engine::discover_engine(&state.registry, target, &tok).await?,
+        EngineKind::Warmpath => discover(&state.registry, &target.url, &tok).await?,
+        _ => super::upstream::discover_upstream(&state.registry, target, &tok).await?,
     };
     for m in &r.upstream.models {
         state.metrics.add_served_model(m);

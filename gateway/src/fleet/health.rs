@@ -2,19 +2,19 @@
 //! and one log line); from then on requests do not wait on Redis at all, and a probe
 //! retries every `probe_ms` until Redis answers, then marks it healthy again.
 
-use crate::metrics::StateMetrics;
+use crate::metrics::FleetMetrics;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The degraded flag and its metric.
 #[derive(Debug)]
 pub struct Health {
     degraded: AtomicBool,
-    metrics: StateMetrics,
+    metrics: FleetMetrics,
 }
 
 impl Health {
     /// Starts degraded: nothing is known about Redis until the first connection.
-    pub fn new(metrics: StateMetrics) -> Self {
+    pub fn new(metrics: FleetMetrics) -> Self {
         metrics.degraded.set(1);
         Self {
             degraded: AtomicBool::new(true),
@@ -47,7 +47,7 @@ impl Health {
     }
 
     /// The metrics this flag reports to.
-    pub fn metrics(&self) -> &StateMetrics {
+    pub fn metrics(&self) -> &FleetMetrics {
         &self.metrics
     }
 }

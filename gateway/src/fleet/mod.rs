@@ -39,7 +39,7 @@ pub mod scripts;
 pub mod view;
 
 use crate::config::StateConfig;
-use crate::metrics::StateMetrics;
+use crate::metrics::FleetMetrics;
 use conn::Conn;
 use health::Health;
 use parking_lot::RwLock;
@@ -82,7 +82,7 @@ impl Fleet {
     pub fn start(
         cfg: StateConfig,
         handle: tokio::runtime::Handle,
-        metrics: StateMetrics,
+        metrics: FleetMetrics,
     ) -> Arc<Self> {
         let (routes, routes_rx) = routed::queue();
         let fleet = Arc::new(Self {
@@ -115,7 +115,7 @@ impl Fleet {
     }
 
     /// The shared-state metrics.
-    pub fn metrics(&self) -> &StateMetrics {
+    pub fn metrics(&self) -> &FleetMetrics {
         self.health.metrics()
     }
 

@@ -4,7 +4,7 @@
 //! # In Redis
 //! Under one hash tag (one Cluster slot, atomic pipelines):
 //! - `<prefix>:{rollouts}:all`: hash, model -> the rollout record (JSON, written and read by
-//!   `crate::rollout::shared`; opaque here);
+//!   `crate::rollout::fleet`; opaque here);
 //! - `<prefix>:{rollouts}:epoch`: counter bumped by every change.
 
 use super::Fleet;

@@ -3,13 +3,13 @@
 
 mod disagg;
 mod family;
+mod fleet;
 mod rollout;
-mod state;
 
 pub use disagg::DisaggMetrics;
 pub use family::CounterFamily;
+pub use fleet::FleetMetrics;
 pub use rollout::RolloutMetrics;
-pub use state::StateMetrics;
 
 use parking_lot::RwLock;
 use prometheus::{
@@ -132,7 +132,7 @@ pub struct Metrics {
     /// `route_latency_seconds{stage="select"}`.
     pub route_select: Histogram,
     /// The shared-state (Redis) series.
-    pub state: StateMetrics,
+    pub fleet: FleetMetrics,
     /// Rollout and region series.
     pub rollout: RolloutMetrics,
     /// Prefill/decode split series.
@@ -211,7 +211,7 @@ impl Metrics {
             lat_buckets,
         );
         Self {
-            state: StateMetrics::register(&registry),
+            fleet: FleetMetrics::register(&registry),
             rollout: RolloutMetrics::register(&registry),
             disagg: DisaggMetrics::register(&registry),
             route_tokenize_hash: route_latency.with_label_values(&["tokenize_hash"]),

@@ -6,7 +6,7 @@
 use super::ctx::Admission;
 use crate::error::GatewayError;
 use crate::state::AppState;
-use crate::tenants::{limits, shared, Tenant};
+use crate::tenants::{fleet_limits, limits, Tenant};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -35,7 +35,7 @@ pub async fn reserve(
 ) -> Result<(), GatewayError> {
     let shared = match &state.fleet {
         Some(fleet) => {
-            let decided = shared::reserve(fleet, tenant, tokens).await;
+            let decided = fleet_limits::reserve(fleet, tenant, tokens).await;
             if decided.is_none() {
                 fleet.metrics().fallback_admissions.inc();
             }

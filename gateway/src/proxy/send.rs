@@ -5,7 +5,7 @@
 
 use super::ctx::RequestCtx;
 use super::upstream;
-use crate::config::Engine;
+use crate::config::EngineKind;
 use crate::headers;
 use crate::retry::backoff;
 use crate::state::AppState;
@@ -134,7 +134,7 @@ pub fn stamp_request(
         h.insert(http::header::HOST, r.host_header.clone());
         // Warmpath's replica reports its queue exactly: only other engines need the
         // gateway's own count (`crate::replicas::pending`), so the default path pays nothing.
-        if r.upstream.engine != Engine::Warmpath {
+        if r.upstream.engine != EngineKind::Warmpath {
             let predicted = u64::from(plan.predicted_cached_tokens(r));
             let cached = r.cache_truth.expected(predicted);
             slot.prefill_sent(u64::from(plan.prompt_tokens).saturating_sub(cached));
@@ -144,7 +144,7 @@ pub fn stamp_request(
             .prefill
             .as_ref()
             .filter(|p| {
-                p.id != r.id && r.info.role.decodes() && r.upstream.engine == Engine::Warmpath
+                p.id != r.id && r.info.role.decodes() && r.upstream.engine == EngineKind::Warmpath
             })
             .and_then(|p| Some((p, HeaderValue::from_str(&p.addr.url()).ok()?)));
         // The replica that computes the prompt is recorded as holding it. In a split that is
@@ -160,7 +160,7 @@ pub fn stamp_request(
         }
         // An engine without KV events is known only by where requests went: tell the fleet.
         if let Some(fleet) = &state.fleet {
-            if r.upstream.engine != Engine::Warmpath && r.upstream.kv_events.is_none() {
+            if r.upstream.engine != EngineKind::Warmpath && r.upstream.kv_events.is_none() {
                 fleet.share_route(|| r.addr.url(), &plan.hashes);
             }
         }

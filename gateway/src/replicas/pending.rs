@@ -115,7 +115,7 @@ mod tests {
     /// Warmpath replica's carries its own report.
     #[test]
     fn pending_tokens_stand_in_for_the_queue_only_for_other_engines() {
-        use crate::config::Engine;
+        use crate::config::EngineKind;
         use crate::encoder::PromptEncoder;
         use crate::replicas::{Registry, ReplicaAddr, UpstreamMeta};
         use std::sync::Arc;
@@ -134,7 +134,7 @@ mod tests {
             device: "cpu".into(),
             role: Default::default(),
         };
-        let add = |port: u16, engine: Engine| {
+        let add = |port: u16, engine: EngineKind| {
             let meta = UpstreamMeta {
                 engine,
                 ..UpstreamMeta::warmpath("m")
@@ -143,8 +143,8 @@ mod tests {
             reg.insert_upstream(addr, info.clone(), Arc::new(PromptEncoder::TextUnits), meta)
                 .unwrap()
         };
-        let engine = add(9, Engine::Llamacpp);
-        let own = add(10, Engine::Warmpath);
+        let engine = add(9, EngineKind::Llamacpp);
+        let own = add(10, EngineKind::Warmpath);
         let now = std::time::Instant::now();
         let a = reg.try_acquire(&engine, 8).unwrap();
         let b = reg.try_acquire(&engine, 8).unwrap();

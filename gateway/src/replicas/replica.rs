@@ -4,7 +4,7 @@
 use super::addr::ReplicaAddr;
 use super::health::HealthState;
 use super::pending::{CacheTruth, PendingPrefill};
-use crate::config::{Engine, KvEventsEndpoint};
+use crate::config::{EngineKind, KvEventsEndpoint};
 use crate::encoder::PromptEncoder;
 use http::HeaderValue;
 use parking_lot::Mutex;
@@ -29,7 +29,7 @@ pub enum InsertError {
 #[derive(Clone, Debug, PartialEq)]
 pub struct UpstreamMeta {
     /// The engine it runs.
-    pub engine: Engine,
+    pub engine: EngineKind,
     /// Every model name it serves (`info.model` first).
     pub models: Vec<String>,
     /// Its pool, if it came from one.
@@ -44,7 +44,7 @@ impl UpstreamMeta {
     /// A Warmpath replica serving `model`.
     pub fn warmpath(model: &str) -> Self {
         Self {
-            engine: Engine::Warmpath,
+            engine: EngineKind::Warmpath,
             models: vec![model.to_string()],
             pool: None,
             kv_events: None,
@@ -167,7 +167,7 @@ impl Replica {
             waiting: load.waiting,
             // Warmpath's replica reports its queue exactly; for other engines the prompt
             // tokens this gateway sent and that are not answered yet stand in for it.
-            queued_prefill_tokens: if self.upstream.engine == Engine::Warmpath {
+            queued_prefill_tokens: if self.upstream.engine == EngineKind::Warmpath {
                 load.queued_prefill_tokens
             } else {
                 load.queued_prefill_tokens

@@ -9,17 +9,17 @@
 //! - [`hot`]: the hot prefixes of every checkpoint, recorded from the gateway's own traffic.
 //! - [`prewarm`]: replays the old checkpoint's hottest prefixes (prefill only) to every
 //!   replica of the new one; the share ramps with the fraction replayed.
-//! - [`shared`]: with `state.backend: redis`, rollouts set through any gateway's admin API
+//! - [`fleet`]: with `state.backend: redis`, rollouts set through any gateway's admin API
 //!   live in Redis and every gateway follows them; the gateway that set one pre-warms and
 //!   publishes its progress ([`record`]), so every gateway ramps alike.
 //!
 //! Without a rollout for a model, the registry's rule applies: the checkpoint with the
 //! most routable replicas serves it.
 
+pub mod fleet;
 pub mod hot;
 pub mod prewarm;
 pub mod record;
-pub mod shared;
 
 use crate::config::{PrewarmConfig, RolloutConfig};
 use parking_lot::{Mutex, RwLock};

@@ -15,10 +15,10 @@
 //! # Layout
 //! - this module: the tenant table, authentication, salts and root seeds.
 //! - [`limits`]: each tenant's limiter and the reservation a request holds.
-//! - [`shared`]: admission on the fleet's shared limits (Redis), as a permit or a 429.
+//! - [`fleet_limits`]: admission on the fleet's shared limits (Redis), as a permit or a 429.
 
+pub mod fleet_limits;
 pub mod limits;
-pub mod shared;
 
 use crate::config::{Config, StateBackend, StateConfig, TenantConfig, TenantLimits};
 use crate::error::GatewayError;
