@@ -34,31 +34,43 @@
 //! - The admin listener: [`admin`] and the routing [`dashboard`]; [`logging`]; [`server`]
 //!   assembles and runs it all.
 
-pub mod admin;
-pub mod body;
+pub(crate) mod admin;
+pub(crate) mod body;
 pub mod config;
-pub mod control;
-pub mod dashboard;
-pub mod encoder;
-pub mod engines;
-pub mod error;
-pub mod fleet;
+pub(crate) mod control;
+pub(crate) mod dashboard;
+pub(crate) mod encoder;
+pub(crate) mod engines;
+pub(crate) mod error;
+pub(crate) mod fleet;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod headers;
-pub mod logging;
-pub mod metrics;
-pub mod outcome;
-pub mod proxy;
-pub mod replicas;
-pub mod retry;
-pub mod rollout;
-pub mod routing;
-pub mod server;
-pub mod state;
-pub mod tenants;
-pub mod tokenize;
-pub mod trace;
+pub(crate) mod headers;
+pub(crate) mod logging;
+pub(crate) mod metrics;
+pub(crate) mod outcome;
+pub(crate) mod proxy;
+pub(crate) mod replicas;
+pub(crate) mod retry;
+pub(crate) mod rollout;
+pub(crate) mod routing;
+pub(crate) mod server;
+pub(crate) mod state;
+pub(crate) mod tenants;
+pub(crate) mod tokenize;
+pub(crate) mod trace;
 
-pub use config::Config;
-pub use error::GatewayError;
+// The public surface: what the gateway binary, its examples and tests, and the other crates
+// of the workspace use. Everything else is crate-private.
+pub use config::{Config, EngineKind};
+pub use engines::kv_events::config::ZmqEventsConfig;
+pub use engines::kv_events::counters::{CounterSnapshot, SubscriberCounters};
+pub use engines::kv_events::rehash::EventMapper;
+pub use engines::kv_events::subscribe::ZmqSubscriber;
+pub use logging::init as init_logging;
+pub use proxy::upstream::{mark as mark_upstream, Connector as UpstreamConnector};
+pub use routing::Router;
+pub use server::run;
+pub use tenants::{derive_salt, hash_key};
+pub use tokenize::CachedTokenizer;

@@ -19,7 +19,7 @@ impl From<KeyError> for AdminError {
 }
 
 /// What a key route asks.
-pub enum KeyOp<'a> {
+pub(crate) enum KeyOp<'a> {
     /// List.
     List,
     /// Create.
@@ -31,7 +31,7 @@ pub enum KeyOp<'a> {
 }
 
 /// Runs `op` on `tenant`'s keys: the status and JSON body of the answer.
-pub async fn handle(
+pub(crate) async fn handle(
     state: &AppState,
     tenant: &str,
     op: KeyOp<'_>,

@@ -37,7 +37,7 @@ struct Body {
 }
 
 /// What a rollout route asks.
-pub enum Op {
+pub(crate) enum Op {
     /// Pause.
     Pause,
     /// Resume.
@@ -48,7 +48,7 @@ pub enum Op {
 
 /// `GET /admin/rollouts`: the rollouts, and how many hot prefixes the gateway keeps per
 /// checkpoint (what a pre-warm can replay).
-pub fn list(state: &AppState) -> serde_json::Value {
+pub(crate) fn list(state: &AppState) -> serde_json::Value {
     serde_json::json!({
         "rollouts": state.rollouts.list(),
         "hot_prefixes": state.rollouts.hot.counts(),
@@ -56,7 +56,7 @@ pub fn list(state: &AppState) -> serde_json::Value {
 }
 
 /// `PUT /admin/rollouts/{model}`.
-pub async fn put(
+pub(crate) async fn put(
     state: &Arc<AppState>,
     model: &str,
     body: &[u8],
@@ -86,7 +86,7 @@ pub async fn put(
 }
 
 /// `POST /admin/rollouts/{model}/{op}`.
-pub async fn change(
+pub(crate) async fn change(
     state: &Arc<AppState>,
     model: &str,
     op: Op,
@@ -113,7 +113,7 @@ pub async fn change(
 }
 
 /// `DELETE /admin/rollouts/{model}`.
-pub async fn delete(state: &AppState, model: &str) -> Result<serde_json::Value, AdminError> {
+pub(crate) async fn delete(state: &AppState, model: &str) -> Result<serde_json::Value, AdminError> {
     if state
         .rollouts
         .get(model)

@@ -9,13 +9,13 @@
 //! - [`env`]: `${NAME}` in string values, from the environment (secrets).
 //! - [`overrides`]: the command line on top of the file; [`load`].
 
-pub mod env;
-pub mod error;
-pub mod model;
-pub mod overrides;
-pub mod pools;
-pub mod rollout;
-pub mod state;
+pub(crate) mod env;
+pub(crate) mod error;
+pub(crate) mod model;
+pub(crate) mod overrides;
+pub(crate) mod pools;
+pub(crate) mod rollout;
+pub(crate) mod state;
 
 pub use model::*;
 pub use overrides::{load, Overrides};

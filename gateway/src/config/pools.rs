@@ -358,7 +358,7 @@ impl PoolConfig {
 
 /// Checks every pool, and that pool names and upstream URLs are unique across the pools
 /// and the top-level `replicas` list.
-pub fn validate_pools(pools: &[PoolConfig], replicas: &[String]) -> Result<(), ConfigError> {
+pub(crate) fn validate_pools(pools: &[PoolConfig], replicas: &[String]) -> Result<(), ConfigError> {
     let mut names = std::collections::HashSet::new();
     let mut urls: std::collections::HashSet<String> = replicas
         .iter()
@@ -424,7 +424,7 @@ impl Target {
 }
 
 /// The targets of a config: `replicas` first, then every pool's upstreams in order.
-pub fn targets(replicas: &[String], pools: &[PoolConfig]) -> Vec<Target> {
+pub(crate) fn targets(replicas: &[String], pools: &[PoolConfig]) -> Vec<Target> {
     let mut out: Vec<Target> = replicas.iter().map(|u| Target::warmpath(u)).collect();
     for p in pools {
         for u in &p.upstreams {

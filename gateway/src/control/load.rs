@@ -13,7 +13,7 @@ use std::time::Duration;
 use warmpath_protocol::replica_api::{ReplicaLoad, PATH_LOAD};
 
 /// Polls a Warmpath replica's load endpoint every `load_poll_ms`.
-pub async fn poll_load(state: Arc<AppState>, r: Arc<Replica>) {
+pub(crate) async fn poll_load(state: Arc<AppState>, r: Arc<Replica>) {
     let mut conn = client::KeptAlive::new(r.addr.clone());
     while !r.is_removed() {
         let every = Duration::from_millis(state.config().load_poll_ms);
@@ -29,7 +29,7 @@ pub async fn poll_load(state: Arc<AppState>, r: Arc<Replica>) {
 }
 
 /// The metric names an engine exports, if it has a dialect the gateway reads.
-pub fn dialect(engine: EngineKind) -> Option<MetricsDialect> {
+pub(crate) fn dialect(engine: EngineKind) -> Option<MetricsDialect> {
     match engine {
         EngineKind::Vllm => Some(MetricsDialect::Vllm),
         EngineKind::Sglang => Some(MetricsDialect::Sglang),
@@ -41,7 +41,7 @@ pub fn dialect(engine: EngineKind) -> Option<MetricsDialect> {
 /// Scrapes an engine's `/metrics` every `load_poll_ms` into its load report. After a
 /// failed scrape the load is reset to zero (stale numbers would steer traffic away
 /// forever); the in-flight count still reflects what this gateway sent.
-pub async fn poll_metrics(state: Arc<AppState>, r: Arc<Replica>) {
+pub(crate) async fn poll_metrics(state: Arc<AppState>, r: Arc<Replica>) {
     let Some(dialect) = dialect(r.upstream.engine) else {
         return;
     };

@@ -13,13 +13,13 @@
 //! - [`history`]: the other gateways' routing decisions, from the fleet's shared history.
 //! - [`client`]: the control plane's HTTP client (hyper).
 
-pub mod client;
-pub mod history;
-pub mod load;
-pub mod probe;
-pub mod register;
-pub mod register_error;
-pub mod reload;
-pub mod tasks;
-pub mod upstream;
-pub mod zmq;
+pub(crate) mod client;
+pub(crate) mod history;
+pub(crate) mod load;
+pub(crate) mod probe;
+pub(crate) mod register;
+pub(crate) mod register_error;
+pub(crate) mod reload;
+pub(crate) mod tasks;
+pub(crate) mod upstream;
+pub(crate) mod zmq;

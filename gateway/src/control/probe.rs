@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Probes `r` until it leaves the replica set, reporting each result to its health state.
-pub async fn probe(state: Arc<AppState>, r: Arc<Replica>) {
+pub(crate) async fn probe(state: Arc<AppState>, r: Arc<Replica>) {
     let body = serde_json::json!({
         "model": r.info.model, "prompt": "ping", "max_tokens": 1, "temperature": 0.0, "stream": false,
     })

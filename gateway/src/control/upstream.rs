@@ -29,7 +29,7 @@ const MODELS_PATH: &str = "/v1/models";
 /// Registers `target`, an upstream of an engine pool, in `registry`. The upstream must
 /// answer `GET /v1/models`: that is how a server that is not up yet is told apart (the
 /// caller retries).
-pub async fn discover_upstream(
+pub(crate) async fn discover_upstream(
     registry: &Registry,
     target: &Target,
     tok_cfg: &TokenizerConfig,

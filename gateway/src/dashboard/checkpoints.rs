@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 /// One (model, checkpoint) row.
 #[derive(Debug, Default, Serialize)]
-pub struct CheckpointRow {
+pub(crate) struct CheckpointRow {
     /// Model name.
     pub model: String,
     /// Checkpoint id.
@@ -31,7 +31,7 @@ pub struct CheckpointRow {
 
 /// The rows, by model then checkpoint: every checkpoint that served a request or has a
 /// replica.
-pub fn rows(state: &AppState, rollouts: &[RolloutStatus]) -> Vec<CheckpointRow> {
+pub(crate) fn rows(state: &AppState, rollouts: &[RolloutStatus]) -> Vec<CheckpointRow> {
     let r = &state.metrics.rollout;
     let mut rows: BTreeMap<(String, String), CheckpointRow> = BTreeMap::new();
     let key = |labels: &BTreeMap<String, String>| {

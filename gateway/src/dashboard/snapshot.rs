@@ -11,11 +11,11 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 /// Decisions included in a snapshot.
-pub const DECISIONS: usize = 20;
+pub(crate) const DECISIONS: usize = 20;
 
 /// One replica's row.
 #[derive(Debug, Serialize)]
-pub struct ReplicaRow {
+pub(crate) struct ReplicaRow {
     /// Dense id.
     pub id: u32,
     /// Metric label (`r0`).
@@ -61,7 +61,7 @@ pub struct ReplicaRow {
 
 /// One tenant's row.
 #[derive(Debug, Default, Serialize)]
-pub struct TenantRow {
+pub(crate) struct TenantRow {
     /// Tenant id (`-` for unauthenticated requests).
     pub id: String,
     /// Requests (all statuses).
@@ -76,7 +76,7 @@ pub struct TenantRow {
 
 /// Gateway-wide totals.
 #[derive(Debug, Default, Serialize)]
-pub struct Totals {
+pub(crate) struct Totals {
     /// Requests, all statuses.
     pub requests: u64,
     /// Prompt tokens predicted cached.
@@ -103,7 +103,7 @@ pub struct Totals {
 
 /// Everything the page shows.
 #[derive(Debug, Serialize)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     /// Unix time, milliseconds.
     pub unix_ms: u64,
     /// The running policy.
@@ -125,7 +125,7 @@ pub struct Snapshot {
 }
 
 /// The current cumulative cached-token counters.
-pub fn history_point(state: &AppState) -> HistoryPoint {
+pub(crate) fn history_point(state: &AppState) -> HistoryPoint {
     let m = &state.metrics;
     HistoryPoint {
         unix_ms: unix_ms(),
@@ -137,7 +137,7 @@ pub fn history_point(state: &AppState) -> HistoryPoint {
 }
 
 /// Appends a history point (at most one a second unless `force`).
-pub fn sample_history(state: &AppState, force: bool) {
+pub(crate) fn sample_history(state: &AppState, force: bool) {
     state
         .dashboard
         .sample(Instant::now(), force, || history_point(state));
@@ -220,7 +220,7 @@ fn replica_rows(state: &AppState) -> Vec<ReplicaRow> {
 }
 
 /// Builds the snapshot (and records a history point when the last is a second old).
-pub fn build(state: &AppState) -> Snapshot {
+pub(crate) fn build(state: &AppState) -> Snapshot {
     sample_history(state, false);
     let m = &state.metrics;
     let (predicted, actual, tier, prompt) = (

@@ -5,7 +5,7 @@ use prometheus::{Histogram, HistogramOpts, IntCounter, IntGauge, Registry};
 
 /// Handles on the fleet's shared-state (Redis) series.
 #[derive(Clone, Debug)]
-pub struct FleetMetrics {
+pub(crate) struct FleetMetrics {
     /// 1 while Redis is unreachable and local fallback limits apply.
     pub degraded: IntGauge,
     /// Admissions decided by the local fallback limits.
@@ -18,7 +18,7 @@ pub struct FleetMetrics {
 
 impl FleetMetrics {
     /// Creates the series and registers them in `registry`.
-    pub fn register(registry: &Registry) -> Self {
+    pub(crate) fn register(registry: &Registry) -> Self {
         let degraded = IntGauge::new(
             "state_degraded",
             "1 while Redis is unreachable and tenants are served under local fallback limits",

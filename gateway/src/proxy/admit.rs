@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// The tenant whose key is in `authorization` (the header's value), kept in `admission`.
-pub fn authenticate(
+pub(crate) fn authenticate(
     state: &AppState,
     admission: &mut Admission,
     authorization: Option<&[u8]>,
@@ -26,7 +26,7 @@ pub fn authenticate(
 /// limits at `now`: the fleet's shared limits when state is in Redis (one round trip), this
 /// gateway's own limiter otherwise or while Redis is unreachable. The permit and the
 /// rate-limit headers go into `admission`, the headers on refusal too.
-pub async fn reserve(
+pub(crate) async fn reserve(
     state: &AppState,
     admission: &mut Admission,
     tenant: &Tenant,

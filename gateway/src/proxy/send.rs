@@ -20,7 +20,7 @@ fn internal(msg: &'static str) -> Box<Error> {
 }
 
 /// The peer of the next attempt, holding its slot in the ctx.
-pub async fn peer(state: &AppState, ctx: &mut RequestCtx) -> Result<Box<HttpPeer>> {
+pub(crate) async fn peer(state: &AppState, ctx: &mut RequestCtx) -> Result<Box<HttpPeer>> {
     let cfg = state.config();
     let slot = match ctx.attempts.pending.take() {
         Some(s) => s,
@@ -97,7 +97,7 @@ const CREDENTIALS: [&str; 5] = [
 /// The request header as the replica gets it: no client credentials, the tenant's cache
 /// salt, the trace and request id, the replica's `Host`, and a chunked body (read whole)
 /// framed by its length. Records the prefix as routed there (the approximate index).
-pub fn stamp_request(
+pub(crate) fn stamp_request(
     state: &AppState,
     upstream: &mut RequestHeader,
     ctx: &RequestCtx,
@@ -178,7 +178,7 @@ pub fn stamp_request(
 /// with the completion bound (`super::bound`) in place of the client's first chunk (the
 /// body was read whole, so the retry buffer hands it over in one piece; any later piece of
 /// the same attempt is dropped).
-pub fn body(ctx: &mut RequestCtx, data: &mut Option<bytes::Bytes>) {
+pub(crate) fn body(ctx: &mut RequestCtx, data: &mut Option<bytes::Bytes>) {
     let Some(b) = &ctx.read.bounded_body else {
         return;
     };

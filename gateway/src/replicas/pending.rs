@@ -19,11 +19,11 @@ const TRUTH_ALPHA: f64 = 0.2;
 
 /// Prompt tokens sent to a replica whose response has not started.
 #[derive(Debug, Default)]
-pub struct PendingPrefill(AtomicU64);
+pub(crate) struct PendingPrefill(AtomicU64);
 
 impl PendingPrefill {
     /// Tokens pending now.
-    pub fn tokens(&self) -> u64 {
+    pub(crate) fn tokens(&self) -> u64 {
         self.0.load(Ordering::Acquire)
     }
 
@@ -44,7 +44,7 @@ impl PendingPrefill {
 /// The recent ratio of cached tokens an engine reported to those the index predicted,
 /// in `[0, 1]` (1 until a response says otherwise).
 #[derive(Debug)]
-pub struct CacheTruth(AtomicU64);
+pub(crate) struct CacheTruth(AtomicU64);
 
 impl Default for CacheTruth {
     fn default() -> Self {
@@ -54,19 +54,19 @@ impl Default for CacheTruth {
 
 impl CacheTruth {
     /// The current ratio.
-    pub fn ratio(&self) -> f64 {
+    pub(crate) fn ratio(&self) -> f64 {
         f64::from_bits(self.0.load(Ordering::Relaxed))
     }
 
     /// The cached tokens to expect of `predicted`.
-    pub fn expected(&self, predicted: u64) -> u64 {
+    pub(crate) fn expected(&self, predicted: u64) -> u64 {
         (predicted as f64 * self.ratio()).round() as u64
     }
 
     /// A response reported `actual` cached tokens where the index predicted `predicted`
     /// (nothing is learned from a prediction of none). Concurrent updates may lose one
     /// sample; the average does not need every one.
-    pub fn observe(&self, predicted: u64, actual: u64) {
+    pub(crate) fn observe(&self, predicted: u64, actual: u64) {
         if predicted == 0 {
             return;
         }

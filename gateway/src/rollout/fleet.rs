@@ -25,7 +25,7 @@ use std::time::Duration;
 
 /// Puts `cfg` in force on this gateway, as the owner of a new shared record, and writes
 /// the record; the caller starts its pre-warm.
-pub async fn create(
+pub(crate) async fn create(
     state: &Arc<AppState>,
     cfg: &RolloutConfig,
 ) -> Result<Arc<ModelRollout>, String> {
@@ -41,7 +41,7 @@ pub async fn create(
 }
 
 /// Ends `model`'s shared rollout everywhere.
-pub async fn delete(state: &AppState, model: &str) -> Result<(), String> {
+pub(crate) async fn delete(state: &AppState, model: &str) -> Result<(), String> {
     match state.fleet.as_ref() {
         Some(fleet) => fleet.delete_rollout(model).await,
         None => Ok(()),
@@ -49,7 +49,7 @@ pub async fn delete(state: &AppState, model: &str) -> Result<(), String> {
 }
 
 /// Follows the store when state is shared: one poll every `state.keys_poll_ms`.
-pub fn follow(state: &Arc<AppState>) {
+pub(crate) fn follow(state: &Arc<AppState>) {
     let Some(fleet) = state.fleet.clone() else {
         return;
     };

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 const WAIT_POLL: Duration = Duration::from_millis(250);
 
 /// Starts `m`'s pre-warm on the control runtime, if it wants one.
-pub fn start(state: &Arc<AppState>, m: Arc<ModelRollout>) {
+pub(crate) fn start(state: &Arc<AppState>, m: Arc<ModelRollout>) {
     if !m.wants_prewarm() {
         return;
     }

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 /// One model's rollout as the fleet's store holds it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Record {
+pub(crate) struct Record {
     /// What was set.
     pub cfg: RolloutConfig,
     /// Active, paused or aborted.
@@ -27,7 +27,7 @@ pub struct Record {
 }
 
 /// Writes `m`'s current record (state, progress) when it is shared.
-pub async fn publish(state: &AppState, m: &ModelRollout) -> Result<(), String> {
+pub(crate) async fn publish(state: &AppState, m: &ModelRollout) -> Result<(), String> {
     let (Some(fleet), Some((rev, _))) = (state.fleet.as_ref(), m.shared()) else {
         return Ok(());
     };

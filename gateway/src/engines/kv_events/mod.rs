@@ -27,17 +27,13 @@
 //! # }
 //! ```
 
-pub mod config;
-pub mod counters;
-pub mod rehash;
-pub mod replay;
-pub mod stream;
-pub mod subscribe;
-pub mod wire;
+pub(crate) mod config;
+pub(crate) mod counters;
+pub(crate) mod rehash;
+pub(crate) mod replay;
+pub(crate) mod stream;
+pub(crate) mod subscribe;
+pub(crate) mod wire;
 
-pub use config::ZmqEventsConfig;
-pub use counters::{CounterSnapshot, SubscriberCounters};
-pub use rehash::{EventMapper, SkipReason};
-pub use stream::EventStream;
-pub use subscribe::{run, ZmqSubscriber};
-pub use wire::{decode_batch, EngineBatch, EngineEvent, EngineHash, EngineLora, WireError};
+pub(crate) use config::ZmqEventsConfig;
+pub(crate) use subscribe::run;

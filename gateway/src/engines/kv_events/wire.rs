@@ -89,7 +89,7 @@ pub enum EngineEvent {
 
 /// One decoded payload: an `EventBatch`.
 #[derive(Clone, Debug, PartialEq)]
-pub struct EngineBatch {
+pub(crate) struct EngineBatch {
     /// The engine's timestamp (seconds since the epoch, as a float).
     pub ts: f64,
     /// The events, in order.
@@ -100,7 +100,7 @@ pub struct EngineBatch {
 
 /// Why a payload could not be decoded.
 #[derive(Debug, thiserror::Error)]
-pub enum WireError {
+pub(crate) enum WireError {
     /// Not valid msgpack, or nested deeper than allowed.
     #[error("payload is not readable msgpack: {0}")]
     Msgpack(#[from] rmpv::decode::Error),
@@ -155,7 +155,7 @@ impl<'a> Fields<'a> {
 
 /// Decodes one payload (the third frame of a published message, or the second of a
 /// replayed one).
-pub fn decode_batch(payload: &[u8]) -> Result<EngineBatch, WireError> {
+pub(crate) fn decode_batch(payload: &[u8]) -> Result<EngineBatch, WireError> {
     let mut rest = payload;
     let value = rmpv::decode::read_value_with_max_depth(&mut rest, MAX_DEPTH)?;
     if !rest.is_empty() {
