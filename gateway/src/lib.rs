@@ -11,12 +11,13 @@
 //! streams through, and settle the reservation with actual usage.
 //!
 //! # Layout
-//! Two planes meet only in the shared state:
+//! Two planes meet only in the state both hold in this process (not the fleet's state in
+//! Redis, which is [`fleet`]):
 //! - [`proxy`]: the data plane, one folder with the request's phases in the order they
 //!   run (accept, read, admit, prepare, route, send, response, finish).
 //! - [`control`]: the control plane: replica registration, the KV event followers, load
 //!   pollers and health probes, config reload. It imports nothing from [`proxy`].
-//! - Shared state: [`state`] (one `AppState`), [`replicas`] (the replica set, health,
+//! - In-process state: [`state`] (one `AppState`), [`replicas`] (the replica set, health,
 //!   in-flight slots), [`routing`] (prefix index and policy), [`tenants`] (keys, salts,
 //!   limits), [`metrics`], [`retry`] (the retry budget and backoff); [`outcome`]: what became
 //!   of one request, the value the data plane hands the shared sinks.
@@ -61,8 +62,10 @@ pub(crate) mod tenants;
 pub(crate) mod tokenize;
 pub(crate) mod trace;
 
-// The public surface: what the gateway binary, its examples and tests, and the other crates
-// of the workspace use. Everything else is crate-private.
+// The public surface, and all of it: what the gateway binary, its examples and tests, and
+// the other crates of the workspace use ([`config`], the config model, stays a public
+// module; `fuzzing` exists only with the `fuzzing` feature). Everything else is
+// crate-private.
 pub use config::{Config, EngineKind};
 pub use engines::kv_events::config::ZmqEventsConfig;
 pub use engines::kv_events::counters::{CounterSnapshot, SubscriberCounters};

@@ -6,7 +6,8 @@
 
 use super::error::AdminError;
 use crate::fleet::keys::KeyError;
-use crate::state::AppState;
+use crate::fleet::Fleet;
+use crate::tenants::TenantTable;
 
 impl From<KeyError> for AdminError {
     fn from(e: KeyError) -> Self {
@@ -32,12 +33,13 @@ pub(crate) enum KeyOp<'a> {
 
 /// Runs `op` on `tenant`'s keys: the status and JSON body of the answer.
 pub(crate) async fn handle(
-    state: &AppState,
+    fleet: Option<&Fleet>,
+    tenants: &TenantTable,
     tenant: &str,
     op: KeyOp<'_>,
 ) -> Result<(u16, serde_json::Value), AdminError> {
-    let fleet = state.fleet.as_ref().ok_or(KeyError::NoStore)?;
-    if state.tenants().get(tenant).is_none() {
+    let fleet = fleet.ok_or(KeyError::NoStore)?;
+    if tenants.get(tenant).is_none() {
         return Err(AdminError::NotFound(format!(
             "no tenant {tenant} in the config (tenants and their limits come from the config file)"
         )));

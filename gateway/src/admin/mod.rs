@@ -215,18 +215,42 @@ impl Admin {
                     .unwrap_or(100);
                 json(200, &self.state.router.recent(limit))
             }
-            ("GET", ["admin", "tenants", t, "keys"]) => {
-                keys_reply(keys::handle(&self.state, t, keys::KeyOp::List).await?)
-            }
-            ("POST", ["admin", "tenants", t, "keys"]) => {
-                keys_reply(keys::handle(&self.state, t, keys::KeyOp::Create).await?)
-            }
-            ("POST", ["admin", "tenants", t, "keys", k, "rotate"]) => {
-                keys_reply(keys::handle(&self.state, t, keys::KeyOp::Rotate(k)).await?)
-            }
-            ("DELETE", ["admin", "tenants", t, "keys", k]) => {
-                keys_reply(keys::handle(&self.state, t, keys::KeyOp::Revoke(k)).await?)
-            }
+            ("GET", ["admin", "tenants", t, "keys"]) => keys_reply(
+                keys::handle(
+                    self.state.fleet.as_deref(),
+                    &self.state.tenants(),
+                    t,
+                    keys::KeyOp::List,
+                )
+                .await?,
+            ),
+            ("POST", ["admin", "tenants", t, "keys"]) => keys_reply(
+                keys::handle(
+                    self.state.fleet.as_deref(),
+                    &self.state.tenants(),
+                    t,
+                    keys::KeyOp::Create,
+                )
+                .await?,
+            ),
+            ("POST", ["admin", "tenants", t, "keys", k, "rotate"]) => keys_reply(
+                keys::handle(
+                    self.state.fleet.as_deref(),
+                    &self.state.tenants(),
+                    t,
+                    keys::KeyOp::Rotate(k),
+                )
+                .await?,
+            ),
+            ("DELETE", ["admin", "tenants", t, "keys", k]) => keys_reply(
+                keys::handle(
+                    self.state.fleet.as_deref(),
+                    &self.state.tenants(),
+                    t,
+                    keys::KeyOp::Revoke(k),
+                )
+                .await?,
+            ),
             ("GET", ["admin", "rollouts"]) => json(200, &rollouts::list(&self.state)),
             ("PUT", ["admin", "rollouts", model]) => {
                 let body = read_body(http).await?;

@@ -104,7 +104,7 @@ pub(crate) async fn change(
         }
         Op::Abort => m.abort(),
     }
-    record::publish(state, &m)
+    record::publish(state.fleet.as_ref(), &m)
         .await
         .map_err(|e| AdminError::Unavailable(format!("changed here, not shared: {e}")))?;
     let s = m.status();

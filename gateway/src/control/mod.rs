@@ -1,6 +1,6 @@
 //! The control plane: everything that keeps the gateway's picture of its replicas current,
 //! off the request path and on its own runtime (`AppState::control`). It imports nothing
-//! from the data plane ([`crate::proxy`]); the two meet only in the shared state
+//! from the data plane ([`crate::proxy`]); the two meet only in the in-process state
 //! ([`crate::state`], [`crate::replicas`], [`crate::routing`]).
 //!
 //! # Layout

@@ -41,7 +41,7 @@ pub(crate) fn finish(state: &AppState, e: Option<&Error>, ctx: &mut RequestCtx) 
     log(ctx, &outcome);
     state
         .dashboard
-        .record(&outcome, now, || history_point(state));
+        .record(&outcome, now, || history_point(&state.metrics));
 }
 
 /// The access log: one `request` line per request.

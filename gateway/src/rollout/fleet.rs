@@ -32,7 +32,7 @@ pub(crate) async fn create(
     let fleet = state.fleet.as_ref().ok_or("no shared state")?;
     let m = state.rollouts.set(cfg);
     m.set_shared(rand::random::<u64>() | 1, fleet.tag(), true);
-    if let Err(e) = publish(state, &m).await {
+    if let Err(e) = publish(state.fleet.as_ref(), &m).await {
         // Not in force anywhere rather than here alone.
         state.rollouts.remove(&cfg.model);
         return Err(e);
