@@ -152,7 +152,7 @@ impl CachedTokenizer {
     }
 
     /// Encodes `text` as `ChatTokenizer::encode` does, through the piece cache.
-    pub fn encode(&self, text: &str, add_special: bool) -> Result<Vec<TokenId>, TextError> {
+    pub(crate) fn encode(&self, text: &str, add_special: bool) -> Result<Vec<TokenId>, TextError> {
         if self.splitter.is_none() {
             return self.inner.encode(text, add_special);
         }

@@ -30,7 +30,7 @@ const MAX_DEPTH: usize = 16;
 
 /// An engine's own id of one cached block: opaque, only ever compared.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum EngineHash {
+pub(crate) enum EngineHash {
     /// An integer hash (vLLM's u64, SGLang's signed 64-bit), kept exactly.
     Int(i128),
     /// A byte-string hash (newer vLLM: a digest).
@@ -39,7 +39,7 @@ pub enum EngineHash {
 
 /// The LoRA adapter a stored block was computed under.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EngineLora {
+pub(crate) struct EngineLora {
     /// `lora_id` (deprecated in vLLM, still sent).
     pub id: Option<i64>,
     /// `lora_name` (newer vLLM).
@@ -48,7 +48,7 @@ pub struct EngineLora {
 
 /// One KV cache event as the engine reported it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum EngineEvent {
+pub(crate) enum EngineEvent {
     /// `BlockStored`: blocks written, chained after `parent`.
     Stored {
         /// The engine's hashes of the new blocks, in chain order.
