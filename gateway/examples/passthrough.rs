@@ -2,7 +2,7 @@
 //! one upstream. `passthrough LISTEN_ADDR UPSTREAM_ADDR [THREADS] [one-send]`.
 //!
 //! With `one-send` it opens its upstream connections through the gateway's connector
-//! (`gateway::proxy::upstream`: each request header leaves together with its body), so the
+//! (`gateway::UpstreamConnector`: each request header leaves together with its body), so the
 //! benchmark can tell the gateway's I/O from its request logic.
 
 use async_trait::async_trait;
@@ -34,7 +34,7 @@ impl ProxyHttp for Passthrough {
     ) -> pingora_error::Result<Box<HttpPeer>> {
         let mut peer = HttpPeer::new(self.upstream.as_str(), false, String::new());
         if self.one_send {
-            gateway::proxy::upstream::mark(&mut peer);
+            gateway::mark_upstream(&mut peer);
         }
         Ok(Box::new(peer))
     }
@@ -64,7 +64,7 @@ fn main() -> anyhow::Result<()> {
         // The handler is never called: no client connection asks for a custom protocol.
         let mut proxy = ProxyServiceBuilder::new(&server.configuration, app)
             .custom(
-                gateway::proxy::upstream::Connector::new(),
+                gateway::UpstreamConnector::new(),
                 Arc::new(|_, _, _| Box::pin(async { None })),
             )
             .build();

@@ -5,8 +5,8 @@
 //! it, e.g. SmolLM2's) the system prompt is English text grown until it has TOKENS tokens;
 //! without one, the byte-level fixture is used (one token per byte).
 
-use gateway::routing::Router;
-use gateway::tokenize::CachedTokenizer;
+use gateway::CachedTokenizer;
+use gateway::Router;
 use router_policy::{ClusterView, PolicyConfig, ReplicaSnapshot, RouteRequest};
 use std::time::Instant;
 use warmpath_core::rng::{Draw, SeedableRng, Xoshiro256StarStar};

@@ -11,7 +11,7 @@ use warmpath_text::TextError;
 // indirection to every request's tokenization.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
-pub enum PromptEncoder {
+pub(crate) enum PromptEncoder {
     /// The engine's own tokenizer: hashes follow the hashing contract over real tokens.
     Tokens(CachedTokenizer),
     /// No tokenizer: hashes over text units, and prompt lengths estimated from them.
@@ -26,7 +26,10 @@ impl From<CachedTokenizer> for PromptEncoder {
 
 impl PromptEncoder {
     /// Units of a chat prompt.
-    pub fn encode_chat<M: ChatText>(&self, messages: &[M]) -> Result<Vec<TokenId>, TextError> {
+    pub(crate) fn encode_chat<M: ChatText>(
+        &self,
+        messages: &[M],
+    ) -> Result<Vec<TokenId>, TextError> {
         match self {
             PromptEncoder::Tokens(t) => t.encode_chat(messages),
             PromptEncoder::TextUnits => Ok(text_units::pack(&text_units::render_chat(
@@ -36,7 +39,7 @@ impl PromptEncoder {
     }
 
     /// Units of a text prompt (special tokens added as the engine adds them).
-    pub fn encode(&self, text: &str, add_special: bool) -> Result<Vec<TokenId>, TextError> {
+    pub(crate) fn encode(&self, text: &str, add_special: bool) -> Result<Vec<TokenId>, TextError> {
         match self {
             PromptEncoder::Tokens(t) => t.encode(text, add_special),
             PromptEncoder::TextUnits => Ok(text_units::pack(text.as_bytes())),
@@ -44,16 +47,8 @@ impl PromptEncoder {
     }
 
     /// Whether prompt lengths are real token counts (`false`: estimates from text units).
-    pub fn counts_tokens(&self) -> bool {
+    pub(crate) fn counts_tokens(&self) -> bool {
         matches!(self, PromptEncoder::Tokens(_))
-    }
-
-    /// The real tokenizer, if there is one.
-    pub fn tokenizer(&self) -> Option<&CachedTokenizer> {
-        match self {
-            PromptEncoder::Tokens(t) => Some(t),
-            PromptEncoder::TextUnits => None,
-        }
     }
 }
 

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 /// Which rate limit a tenant hit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LimitKind {
+pub(crate) enum LimitKind {
     /// Requests per minute.
     Requests,
     /// Tokens per minute.
@@ -15,7 +15,7 @@ pub enum LimitKind {
 
 impl LimitKind {
     /// Metric label.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             LimitKind::Requests => "requests",
             LimitKind::Tokens => "tokens",
@@ -26,7 +26,7 @@ impl LimitKind {
 
 /// Everything that can go wrong while the gateway handles a request.
 #[derive(Debug, thiserror::Error)]
-pub enum GatewayError {
+pub(crate) enum GatewayError {
     /// The body is not valid JSON or lacks required fields.
     #[error("invalid request body: {0}")]
     InvalidBody(String),
@@ -99,14 +99,11 @@ pub enum GatewayError {
     /// The replica did not answer in time.
     #[error("upstream timed out")]
     UpstreamTimeout,
-    /// A bug or an unexpected internal state.
-    #[error("internal error: {0}")]
-    Internal(String),
 }
 
 /// The parts of an HTTP error response.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ErrorResponse {
+pub(crate) struct ErrorResponse {
     /// HTTP status code.
     pub status: u16,
     /// Extra headers (Retry-After, ...).
@@ -117,7 +114,7 @@ pub struct ErrorResponse {
 
 impl GatewayError {
     /// HTTP status code of this error.
-    pub fn status(&self) -> u16 {
+    pub(crate) fn status(&self) -> u16 {
         match self {
             GatewayError::InvalidBody(_)
             | GatewayError::BadRequest(_)
@@ -132,12 +129,11 @@ impl GatewayError {
             GatewayError::Overloaded { .. } | GatewayError::NoReplica(_) => 503,
             GatewayError::Upstream(_) => 502,
             GatewayError::UpstreamTimeout => 504,
-            GatewayError::Internal(_) => 500,
         }
     }
 
     /// OpenAI `error.type`.
-    pub fn error_type(&self) -> &'static str {
+    pub(crate) fn error_type(&self) -> &'static str {
         match self.status() {
             401 => "authentication_error",
             403 => "permission_error",
@@ -149,7 +145,7 @@ impl GatewayError {
     }
 
     /// OpenAI `error.code`, a stable label also used in metrics.
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         match self {
             GatewayError::InvalidBody(_) => "invalid_body",
             GatewayError::BadRequest(_) => "bad_request",
@@ -171,13 +167,12 @@ impl GatewayError {
             GatewayError::NoReplica(_) => "no_replica",
             GatewayError::Upstream(_) => "upstream_error",
             GatewayError::UpstreamTimeout => "upstream_timeout",
-            GatewayError::Internal(_) => "internal_error",
         }
     }
 
     /// Whether the client should close the connection after this error (the request body
     /// may not have been read, or the framing cannot be trusted).
-    pub fn closes_connection(&self) -> bool {
+    pub(crate) fn closes_connection(&self) -> bool {
         matches!(
             self,
             GatewayError::AmbiguousFraming(_)
@@ -189,7 +184,7 @@ impl GatewayError {
     }
 
     /// OpenAI error JSON: `{"error":{"message","type","param","code"}}`.
-    pub fn to_json(&self) -> Vec<u8> {
+    pub(crate) fn to_json(&self) -> Vec<u8> {
         let v = serde_json::json!({
             "error": {
                 "message": self.to_string(),
@@ -202,7 +197,7 @@ impl GatewayError {
     }
 
     /// The complete HTTP response for this error.
-    pub fn response(&self) -> ErrorResponse {
+    pub(crate) fn response(&self) -> ErrorResponse {
         let mut headers = Vec::new();
         match self {
             GatewayError::RateLimited { retry_after, .. }
@@ -222,7 +217,7 @@ impl GatewayError {
     }
 
     /// The SSE event that ends a broken stream: an `error` object, never `[DONE]`.
-    pub fn to_sse_event(&self) -> Vec<u8> {
+    pub(crate) fn to_sse_event(&self) -> Vec<u8> {
         let mut out = b"data: ".to_vec();
         out.extend_from_slice(&self.to_json());
         out.extend_from_slice(b"\n\n");
@@ -231,7 +226,7 @@ impl GatewayError {
 }
 
 /// Retry-After in whole seconds, rounded up, at least 1.
-pub fn retry_after_secs(d: Duration) -> u64 {
+pub(crate) fn retry_after_secs(d: Duration) -> u64 {
     let ms = d.as_millis() as u64;
     ms.div_ceil(1000).max(1)
 }

@@ -17,45 +17,47 @@ use warmpath_protocol::replica_api::{
 };
 
 /// `x-warmpath-cache-salt` (gateway to replica).
-pub const CACHE_SALT: HeaderName = HeaderName::from_static(HEADER_CACHE_SALT);
+pub(crate) const CACHE_SALT: HeaderName = HeaderName::from_static(HEADER_CACHE_SALT);
 /// `x-warmpath-prefill-from` (gateway to a decode replica; never from a client).
-pub const PREFILL_FROM: HeaderName = HeaderName::from_static(HEADER_PREFILL_FROM);
+pub(crate) const PREFILL_FROM: HeaderName = HeaderName::from_static(HEADER_PREFILL_FROM);
 /// `x-warmpath-kv-transfer` (from a decode replica: how its KV fetch went).
-pub const KV_TRANSFER: HeaderName = HeaderName::from_static(HEADER_KV_TRANSFER);
+pub(crate) const KV_TRANSFER: HeaderName = HeaderName::from_static(HEADER_KV_TRANSFER);
 /// `x-warmpath-kv-tier-tokens` (from a replica with the shared KV tier: prompt tokens it
 /// loaded from the tier, counted among its cached tokens).
-pub const KV_TIER_TOKENS: HeaderName = HeaderName::from_static(HEADER_KV_TIER_TOKENS);
+pub(crate) const KV_TIER_TOKENS: HeaderName = HeaderName::from_static(HEADER_KV_TIER_TOKENS);
 /// `x-warmpath-replica` (to the client).
-pub const REPLICA: HeaderName = HeaderName::from_static(HEADER_REPLICA);
+pub(crate) const REPLICA: HeaderName = HeaderName::from_static(HEADER_REPLICA);
 /// `x-warmpath-predicted-cached-tokens` (to the client).
-pub const PREDICTED_CACHED: HeaderName = HeaderName::from_static(HEADER_PREDICTED_CACHED);
+pub(crate) const PREDICTED_CACHED: HeaderName = HeaderName::from_static(HEADER_PREDICTED_CACHED);
 /// `x-request-id` (both ways).
-pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// W3C `traceparent` (to the replica).
-pub const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+pub(crate) const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 /// `x-ratelimit-limit-requests`.
-pub const RATELIMIT_LIMIT_REQUESTS: HeaderName =
+pub(crate) const RATELIMIT_LIMIT_REQUESTS: HeaderName =
     HeaderName::from_static("x-ratelimit-limit-requests");
 /// `x-ratelimit-remaining-requests`.
-pub const RATELIMIT_REMAINING_REQUESTS: HeaderName =
+pub(crate) const RATELIMIT_REMAINING_REQUESTS: HeaderName =
     HeaderName::from_static("x-ratelimit-remaining-requests");
 /// `x-ratelimit-reset-requests`.
-pub const RATELIMIT_RESET_REQUESTS: HeaderName =
+pub(crate) const RATELIMIT_RESET_REQUESTS: HeaderName =
     HeaderName::from_static("x-ratelimit-reset-requests");
 /// `x-ratelimit-limit-tokens`.
-pub const RATELIMIT_LIMIT_TOKENS: HeaderName = HeaderName::from_static("x-ratelimit-limit-tokens");
+pub(crate) const RATELIMIT_LIMIT_TOKENS: HeaderName =
+    HeaderName::from_static("x-ratelimit-limit-tokens");
 /// `x-ratelimit-remaining-tokens`.
-pub const RATELIMIT_REMAINING_TOKENS: HeaderName =
+pub(crate) const RATELIMIT_REMAINING_TOKENS: HeaderName =
     HeaderName::from_static("x-ratelimit-remaining-tokens");
 /// `x-ratelimit-reset-tokens`.
-pub const RATELIMIT_RESET_TOKENS: HeaderName = HeaderName::from_static("x-ratelimit-reset-tokens");
+pub(crate) const RATELIMIT_RESET_TOKENS: HeaderName =
+    HeaderName::from_static("x-ratelimit-reset-tokens");
 
 /// Name/value pairs to add to a response.
-pub type HeaderPairs = Vec<(HeaderName, HeaderValue)>;
+pub(crate) type HeaderPairs = Vec<(HeaderName, HeaderValue)>;
 
 /// The request's header map, with Pingora's case map dropped first (see the module doc).
 /// The path must be valid UTF-8 (the gateway only forwards its own fixed API paths).
-pub fn caseless_request(req: &mut RequestHeader) -> &mut HeaderMap {
+pub(crate) fn caseless_request(req: &mut RequestHeader) -> &mut HeaderMap {
     if req.has_case() {
         let empty = RequestHeader::from(http::Request::new(()).into_parts().0);
         let parts: http::request::Parts = std::mem::replace(req, empty).into();
@@ -65,7 +67,7 @@ pub fn caseless_request(req: &mut RequestHeader) -> &mut HeaderMap {
 }
 
 /// The response's header map, with Pingora's case map dropped first (see the module doc).
-pub fn caseless_response(resp: &mut ResponseHeader) -> &mut HeaderMap {
+pub(crate) fn caseless_response(resp: &mut ResponseHeader) -> &mut HeaderMap {
     if resp.has_case() {
         let empty = ResponseHeader::from(http::Response::new(()).into_parts().0);
         let parts: http::response::Parts = std::mem::replace(resp, empty).into();
@@ -76,7 +78,7 @@ pub fn caseless_response(resp: &mut ResponseHeader) -> &mut HeaderMap {
 
 /// A header value from text the gateway produced (ids, formatted durations); an invalid
 /// value (never produced in practice) becomes empty rather than failing the response.
-pub fn text(s: &str) -> HeaderValue {
+pub(crate) fn text(s: &str) -> HeaderValue {
     HeaderValue::from_str(s).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 

@@ -11,12 +11,13 @@
 //! streams through, and settle the reservation with actual usage.
 //!
 //! # Layout
-//! Two planes meet only in the shared state:
+//! Two planes meet only in the state both hold in this process (not the fleet's state in
+//! Redis, which is [`fleet`]):
 //! - [`proxy`]: the data plane, one folder with the request's phases in the order they
 //!   run (accept, read, admit, prepare, route, send, response, finish).
 //! - [`control`]: the control plane: replica registration, the KV event followers, load
 //!   pollers and health probes, config reload. It imports nothing from [`proxy`].
-//! - Shared state: [`state`] (one `AppState`), [`replicas`] (the replica set, health,
+//! - In-process state: [`state`] (one `AppState`), [`replicas`] (the replica set, health,
 //!   in-flight slots), [`routing`] (prefix index and policy), [`tenants`] (keys, salts,
 //!   limits), [`metrics`], [`retry`] (the retry budget and backoff); [`outcome`]: what became
 //!   of one request, the value the data plane hands the shared sinks.
@@ -34,31 +35,45 @@
 //! - The admin listener: [`admin`] and the routing [`dashboard`]; [`logging`]; [`server`]
 //!   assembles and runs it all.
 
-pub mod admin;
-pub mod body;
+pub(crate) mod admin;
+pub(crate) mod body;
 pub mod config;
-pub mod control;
-pub mod dashboard;
-pub mod encoder;
-pub mod engines;
-pub mod error;
-pub mod fleet;
+pub(crate) mod control;
+pub(crate) mod dashboard;
+pub(crate) mod encoder;
+pub(crate) mod engines;
+pub(crate) mod error;
+pub(crate) mod fleet;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod headers;
-pub mod logging;
-pub mod metrics;
-pub mod outcome;
-pub mod proxy;
-pub mod replicas;
-pub mod retry;
-pub mod rollout;
-pub mod routing;
-pub mod server;
-pub mod state;
-pub mod tenants;
-pub mod tokenize;
-pub mod trace;
+pub(crate) mod headers;
+pub(crate) mod logging;
+pub(crate) mod metrics;
+pub(crate) mod outcome;
+pub(crate) mod proxy;
+pub(crate) mod replicas;
+pub(crate) mod retry;
+pub(crate) mod rollout;
+pub(crate) mod routing;
+pub(crate) mod server;
+pub(crate) mod state;
+pub(crate) mod tenants;
+pub(crate) mod tokenize;
+pub(crate) mod trace;
 
-pub use config::Config;
-pub use error::GatewayError;
+// The public surface, and all of it: what the gateway binary, its examples and tests, and
+// the other crates of the workspace use ([`config`], the config model, stays a public
+// module; `fuzzing` exists only with the `fuzzing` feature). Everything else is
+// crate-private.
+pub use config::{Config, EngineKind};
+pub use engines::kv_events::config::ZmqEventsConfig;
+pub use engines::kv_events::counters::{CounterSnapshot, SubscriberCounters};
+pub use engines::kv_events::rehash::EventMapper;
+pub use engines::kv_events::subscribe::ZmqSubscriber;
+pub use logging::init as init_logging;
+pub use proxy::upstream::{mark as mark_upstream, Connector as UpstreamConnector};
+pub use routing::Router;
+pub use server::run;
+pub use tenants::{derive_salt, hash_key};
+pub use tokenize::CachedTokenizer;

@@ -2,7 +2,7 @@
 
 use clap::Parser;
 use gateway::config::{self, Overrides};
-use gateway::server;
+
 use std::path::PathBuf;
 
 /// mimalloc: the request path allocates many small, short-lived objects (Pingora's headers
@@ -35,7 +35,7 @@ struct Cli {
 }
 
 fn main() -> anyhow::Result<()> {
-    gateway::logging::init();
+    gateway::init_logging();
     let cli = Cli::parse();
     let overrides = Overrides {
         listen: cli.listen,
@@ -48,5 +48,5 @@ fn main() -> anyhow::Result<()> {
         tracing::warn!("--no-auth: every request is accepted without an API key; use only on a trusted machine");
     }
     let cfg = config::load(cli.config.as_ref(), &overrides)?;
-    server::run(cfg, cli.config, overrides)
+    gateway::run(cfg, cli.config, overrides)
 }

@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Status recorded for a request that got no answer (the client left first), as nginx does.
-pub const CLIENT_CLOSED: u16 = 499;
+pub(crate) const CLIENT_CLOSED: u16 = 499;
 
 /// One finished request.
 #[derive(Debug)]
-pub struct Outcome<'a> {
+pub(crate) struct Outcome<'a> {
     /// Status the client got; [`CLIENT_CLOSED`] when it got none.
     pub status: u16,
     /// Error code: the gateway's own (`rate_limited`, ...) or Pingora's error type.
@@ -49,7 +49,7 @@ pub struct Outcome<'a> {
 
 impl<'a> Outcome<'a> {
     /// The replica's label (`r0`, ...); empty before any attempt.
-    pub fn replica_label(&self) -> &'a str {
+    pub(crate) fn replica_label(&self) -> &'a str {
         self.replica.map_or("", |r| r.label.as_str())
     }
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 /// Gateway-wide retry budget over a sliding one-second window (two buckets).
 #[derive(Debug)]
-pub struct RetryBudget {
+pub(crate) struct RetryBudget {
     inner: Mutex<Window>,
 }
 
@@ -23,7 +23,7 @@ struct Window {
 
 impl RetryBudget {
     /// An empty budget.
-    pub fn new(now: Instant) -> Self {
+    pub(crate) fn new(now: Instant) -> Self {
         Self {
             inner: Mutex::new(Window {
                 start: now,
@@ -55,14 +55,14 @@ impl RetryBudget {
     }
 
     /// Counts a first attempt.
-    pub fn record_request(&self, now: Instant) {
+    pub(crate) fn record_request(&self, now: Instant) {
         let mut w = self.inner.lock();
         Self::roll(&mut w, now);
         w.requests += 1;
     }
 
     /// Takes one retry from the budget, if any is left.
-    pub fn try_retry(&self, now: Instant, ratio: f64, floor_per_s: u32) -> bool {
+    pub(crate) fn try_retry(&self, now: Instant, ratio: f64, floor_per_s: u32) -> bool {
         let mut w = self.inner.lock();
         Self::roll(&mut w, now);
         let requests = w.requests + w.prev_requests;
@@ -80,7 +80,7 @@ impl RetryBudget {
 
 /// Full-jitter backoff before retry `attempt` (1 = first retry): uniform in
 /// `[0, min(max, base * 2^(attempt-1))]`, but never below `retry_after`.
-pub fn backoff(
+pub(crate) fn backoff(
     attempt: u32,
     base: Duration,
     max: Duration,

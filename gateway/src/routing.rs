@@ -32,7 +32,7 @@ impl std::fmt::Debug for Router {
 
 /// One routing decision as the admin API shows it.
 #[derive(Clone, Debug, Serialize)]
-pub struct DecisionRecord {
+pub(crate) struct DecisionRecord {
     /// Request id (the `x-request-id` value, shared with the request's headers).
     #[serde(serialize_with = "serialize_header")]
     pub request_id: http::HeaderValue,
@@ -83,12 +83,12 @@ impl Router {
     }
 
     /// Replaces the policy (config reload); the index is kept.
-    pub fn set_policy(&self, policy: &PolicyConfig) {
+    pub(crate) fn set_policy(&self, policy: &PolicyConfig) {
         self.inner.lock().policy = policy.build();
     }
 
     /// The running policy's name.
-    pub fn policy_name(&self) -> &'static str {
+    pub(crate) fn policy_name(&self) -> &'static str {
         self.inner.lock().policy.name()
     }
 
@@ -98,17 +98,17 @@ impl Router {
     }
 
     /// Where `replica`'s event stream should resume.
-    pub fn cursor(&self, replica: ReplicaId) -> Option<(Epoch, SeqNo)> {
+    pub(crate) fn cursor(&self, replica: ReplicaId) -> Option<(Epoch, SeqNo)> {
         self.inner.lock().index.cursor(replica)
     }
 
     /// Blocks the index believes `replica` holds (events only).
-    pub fn precise_blocks(&self, replica: ReplicaId) -> usize {
+    pub(crate) fn precise_blocks(&self, replica: ReplicaId) -> usize {
         self.inner.lock().index.precise_blocks(replica)
     }
 
     /// Drops everything known about a replica.
-    pub fn forget_replica(&self, replica: ReplicaId) {
+    pub(crate) fn forget_replica(&self, replica: ReplicaId) {
         self.inner.lock().index.remove_replica(replica);
     }
 
@@ -125,7 +125,7 @@ impl Router {
 
     /// Runs the policy for a pool that may split prefill and decode
     /// ([`router_policy::disagg::select`]; without `prefill` replicas it is [`Router::select`]).
-    pub fn select_split(
+    pub(crate) fn select_split(
         &self,
         cfg: &router_policy::DisaggConfig,
         req: &RouteRequest<'_>,
@@ -137,12 +137,12 @@ impl Router {
     }
 
     /// Records the final choice in the approximate index.
-    pub fn record_routed(&self, replica: ReplicaId, hashes: &[BlockHash], now: Millis) {
+    pub(crate) fn record_routed(&self, replica: ReplicaId, hashes: &[BlockHash], now: Millis) {
         self.inner.lock().index.record_routed(replica, hashes, now);
     }
 
     /// Appends to the decision log.
-    pub fn log_decision(&self, rec: DecisionRecord) {
+    pub(crate) fn log_decision(&self, rec: DecisionRecord) {
         if self.log_cap == 0 {
             return;
         }
@@ -154,14 +154,14 @@ impl Router {
     }
 
     /// Recent decisions, newest last.
-    pub fn recent(&self, limit: usize) -> Vec<DecisionRecord> {
+    pub(crate) fn recent(&self, limit: usize) -> Vec<DecisionRecord> {
         let log = self.log.lock();
         let skip = log.len().saturating_sub(limit);
         log.iter().skip(skip).cloned().collect()
     }
 
     /// Index statistics.
-    pub fn index_stats(&self) -> router_policy::IndexStats {
+    pub(crate) fn index_stats(&self) -> router_policy::IndexStats {
         self.inner.lock().index.stats()
     }
 }

@@ -37,7 +37,7 @@ pub fn run(cfg: Config, path: Option<PathBuf>, overrides: Overrides) -> anyhow::
     for m in state.rollouts.all() {
         crate::rollout::prewarm::start(&state, m);
     }
-    crate::rollout::shared::follow(&state);
+    crate::rollout::fleet::follow(&state);
     control.spawn(reload_on_sighup(state.clone(), path, overrides));
     crate::control::history::spawn(&state);
     control.spawn(drain::on_sigterm(Duration::from_secs(cfg.shutdown_grace_s)));

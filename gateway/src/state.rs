@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use warmpath_core::Millis;
 
 /// Everything the gateway shares across requests and tasks.
-pub struct AppState {
+pub(crate) struct AppState {
     config: RwLock<Arc<Config>>,
     tenants: RwLock<Arc<TenantTable>>,
     /// Replica set.
@@ -58,14 +58,14 @@ fn configured_models(config: &Config) -> impl Iterator<Item = &str> {
 
 impl AppState {
     /// State for a validated config; replicas are added separately.
-    pub fn new(config: Config, control: tokio::runtime::Handle) -> Arc<Self> {
+    pub(crate) fn new(config: Config, control: tokio::runtime::Handle) -> Arc<Self> {
         let tenants = TenantTable::build(&config, None);
         let router = Router::new(&config.policy, config.decision_log);
         let now = Instant::now();
         let metrics = Metrics::new();
         metrics.set_configured_models(configured_models(&config));
         let fleet = (config.state.backend == crate::config::StateBackend::Redis).then(|| {
-            crate::fleet::Fleet::start(config.state.clone(), control.clone(), metrics.state.clone())
+            crate::fleet::Fleet::start(config.state.clone(), control.clone(), metrics.fleet.clone())
         });
         if let Some(f) = &fleet {
             f.set_seed_keys(tenants.config_keys());
@@ -91,35 +91,35 @@ impl AppState {
     }
 
     /// The current configuration.
-    pub fn config(&self) -> Arc<Config> {
+    pub(crate) fn config(&self) -> Arc<Config> {
         self.config.read().clone()
     }
 
     /// The current tenant table.
-    pub fn tenants(&self) -> Arc<TenantTable> {
+    pub(crate) fn tenants(&self) -> Arc<TenantTable> {
         self.tenants.read().clone()
     }
 
     /// Milliseconds since start (the router's clock).
-    pub fn now_millis(&self) -> Millis {
+    pub(crate) fn now_millis(&self) -> Millis {
         self.millis_at(Instant::now())
     }
 
     /// [`Self::now_millis`] at an instant already read.
-    pub fn millis_at(&self, at: Instant) -> Millis {
+    pub(crate) fn millis_at(&self, at: Instant) -> Millis {
         Millis(at.saturating_duration_since(self.started).as_millis() as u64)
     }
 
     /// Replaces the configuration (a reload; [`crate::control::reload`]), and with it the
     /// model names metrics may use as labels.
-    pub fn set_config(&self, config: Config) {
+    pub(crate) fn set_config(&self, config: Config) {
         self.metrics
             .set_configured_models(configured_models(&config));
         *self.config.write() = Arc::new(config);
     }
 
     /// Replaces the tenant table (a reload).
-    pub fn set_tenants(&self, tenants: TenantTable) {
+    pub(crate) fn set_tenants(&self, tenants: TenantTable) {
         if let Some(f) = &self.fleet {
             f.set_seed_keys(tenants.config_keys());
         }
@@ -127,7 +127,7 @@ impl AppState {
     }
 
     /// Records the result of a request or probe against a replica's health.
-    pub fn report(&self, r: &Replica, ok: bool) {
+    pub(crate) fn report(&self, r: &Replica, ok: bool) {
         if ok {
             if r.health.lock().record_success() {
                 self.metrics

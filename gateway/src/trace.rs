@@ -5,7 +5,7 @@ use rand::RngCore;
 
 /// A `traceparent` for the upstream request.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TraceContext {
+pub(crate) struct TraceContext {
     trace_id: [u8; 16],
     span_id: [u8; 8],
     flags: u8,
@@ -13,7 +13,7 @@ pub struct TraceContext {
 
 impl TraceContext {
     /// A new trace (sampled).
-    pub fn new_root() -> Self {
+    pub(crate) fn new_root() -> Self {
         let mut rng = rand::thread_rng();
         let mut trace_id = [0u8; 16];
         let mut span_id = [0u8; 8];
@@ -28,7 +28,7 @@ impl TraceContext {
 
     /// Continues the trace of an incoming `traceparent` with a new span id; `None` if the
     /// header is malformed (version 00 layout, non-zero ids).
-    pub fn child_of(header: &str) -> Option<Self> {
+    pub(crate) fn child_of(header: &str) -> Option<Self> {
         let parts: Vec<&str> = header.trim().split('-').collect();
         if parts.len() < 4 || parts[0].len() != 2 || parts[0] == "ff" {
             return None;
@@ -64,7 +64,7 @@ impl TraceContext {
 
     /// The request id this trace names (its trace id), made once as a header value: one
     /// allocation, shared by every clone (upstream header, response header, decision log).
-    pub fn request_id(&self) -> RequestId {
+    pub(crate) fn request_id(&self) -> RequestId {
         let header =
             http::HeaderValue::from_maybe_shared(bytes::Bytes::from_owner(self.trace_id_digits()))
                 .unwrap_or_else(|_| http::HeaderValue::from_static(""));
@@ -82,13 +82,14 @@ impl TraceContext {
     }
 
     /// [`Self::header`] as a header value (hex digits and dashes: always valid).
-    pub fn header_value(&self) -> http::HeaderValue {
+    pub(crate) fn header_value(&self) -> http::HeaderValue {
         http::HeaderValue::from_bytes(&self.wire())
             .unwrap_or_else(|_| http::HeaderValue::from_static(""))
     }
 
     /// The `traceparent` header value naming our span as the parent.
-    pub fn header(&self) -> String {
+    #[cfg(test)]
+    pub(crate) fn header(&self) -> String {
         String::from_utf8_lossy(&self.wire()).into_owned()
     }
 }
@@ -96,14 +97,14 @@ impl TraceContext {
 /// A request's id (the W3C trace id) as its `x-request-id` header value, made once: it goes
 /// upstream, back to the client and into the decision log without being formatted again.
 #[derive(Clone, Debug)]
-pub struct RequestId {
+pub(crate) struct RequestId {
     /// The header value (32 hex digits).
     pub header: http::HeaderValue,
 }
 
 impl RequestId {
     /// The id as text (logs, the dashboard).
-    pub fn text(&self) -> &str {
+    pub(crate) fn text(&self) -> &str {
         self.header.to_str().unwrap_or_default()
     }
 }

@@ -214,7 +214,7 @@ mod tests {
         cfg.validate().expect("valid");
         assert!(cfg.replicas.is_empty());
         assert_eq!(cfg.pools.len(), 1);
-        assert_eq!(cfg.pools[0].engine, gateway::config::Engine::Vllm);
+        assert_eq!(cfg.pools[0].engine, gateway::config::EngineKind::Vllm);
         assert_eq!(cfg.targets().len(), 2);
         assert_eq!(
             FrontPool::tokenizer_yaml(Some(std::path::Path::new("/m/x.gguf"))),

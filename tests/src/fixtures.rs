@@ -1,7 +1,7 @@
 //! Config snippets, prompts and answer readers shared by the tests.
 
 use crate::http::HttpResponse;
-use gateway::tenants::hash_key;
+use gateway::hash_key;
 
 /// YAML for auth with the given tenants `(id, key, limits-yaml)`.
 pub fn auth_yaml(tenants: &[(&str, &str, &str)]) -> String {

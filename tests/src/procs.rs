@@ -173,7 +173,7 @@ impl GatewayProc {
         std::fs::create_dir_all(&dir)?;
         let config_path = dir.join("gateway.yaml");
         let admin = admin_key.map_or(String::new(), |k| {
-            format!("admin: {{key_sha256: {}}}\n", gateway::tenants::hash_key(k))
+            format!("admin: {{key_sha256: {}}}\n", gateway::hash_key(k))
         });
         let full = format!(
             "listen: 127.0.0.1:{port}\nadmin_listen: 127.0.0.1:{admin_port}\n{admin}{yaml}"

@@ -10,7 +10,7 @@
 //! (`<|im_end|>`, `<|im_start|>system`): both sides encode them as literal text (issue #25,
 //! role injection), and one test holds the replica's prompt token count to it.
 
-use gateway::tokenize::CachedTokenizer;
+use gateway::CachedTokenizer;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 use std::collections::HashSet;

@@ -16,7 +16,7 @@ fn tenants_yaml() -> String {
     for (id, regions) in [("eu-only", "[eu]"), ("us-only", "[us]"), ("anywhere", "[]")] {
         y.push_str(&format!(
             "  - id: {id}\n    api_key_sha256: [{}]\n    regions: {regions}\n",
-            gateway::tenants::hash_key(&format!("key-{id}"))
+            gateway::hash_key(&format!("key-{id}"))
         ));
     }
     y
@@ -89,7 +89,7 @@ fn residency_holds_home_comes_first_and_a_warmer_remote_prefix_spills() {
     }
     // `us` computes a 3,000-token prompt for the unpinned tenant (sent straight to it
     // with the tenant's cache salt); the gateway learns it from `us`'s KV events.
-    let salt = gateway::tenants::derive_salt(SECRET, "anywhere");
+    let salt = gateway::derive_salt(SECRET, "anywhere");
     let mut system = String::from("shared context: ");
     while system.len() < 3000 {
         system.push_str("the quick brown fox jumps over the lazy dog. ");

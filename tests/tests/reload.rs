@@ -74,7 +74,7 @@ fn sighup_reloads_tenants_and_rejects_bad_configs() {
 
 /// One tenant `t` with `keys` and `limits` (YAML flow mapping body).
 fn tenant_yaml(keys: &[&str], limits: &str) -> String {
-    let hashes: Vec<String> = keys.iter().map(|k| gateway::tenants::hash_key(k)).collect();
+    let hashes: Vec<String> = keys.iter().map(|k| gateway::hash_key(k)).collect();
     format!(
         "auth: {{enabled: true, salt_secret: e2e-salt-secret-0123456789}}\ntenants:\n  \
          - id: t\n    api_key_sha256: [{}]\n    limits: {{{limits}}}\n",

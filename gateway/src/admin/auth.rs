@@ -17,10 +17,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use subtle::ConstantTimeEq;
 
 /// Name of the dashboard's session cookie.
-pub const COOKIE: &str = "warmpath_admin";
+pub(crate) const COOKIE: &str = "warmpath_admin";
 
 /// Issues and checks dashboard sessions.
-pub struct Sessions {
+pub(crate) struct Sessions {
     secret: [u8; 32],
 }
 
@@ -32,7 +32,7 @@ impl Default for Sessions {
 
 impl Sessions {
     /// Sessions under a fresh random secret.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             secret: rand::random(),
         }
@@ -48,13 +48,13 @@ impl Sessions {
     }
 
     /// A session token valid until `now + ttl_s` (Unix seconds).
-    pub fn issue(&self, key_hash: &[u8; 32], now: u64, ttl_s: u64) -> String {
+    pub(crate) fn issue(&self, key_hash: &[u8; 32], now: u64, ttl_s: u64) -> String {
         let expires = now.saturating_add(ttl_s);
         format!("{expires}.{}", hex::encode(self.mac(key_hash, expires)))
     }
 
     /// Whether `token` is a session of `key_hash` that has not expired at `now`.
-    pub fn verify(&self, key_hash: &[u8; 32], token: &str, now: u64) -> bool {
+    pub(crate) fn verify(&self, key_hash: &[u8; 32], token: &str, now: u64) -> bool {
         let Some((expires, tag)) = token.split_once('.') else {
             return false;
         };
@@ -66,21 +66,21 @@ impl Sessions {
 }
 
 /// Unix seconds now.
-pub fn unix_now() -> u64 {
+pub(crate) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
 }
 
 /// The configured key hash; `None` when the admin listener is open (no key configured).
-pub fn stored_hash(cfg: &AdminConfig) -> Option<[u8; 32]> {
+pub(crate) fn stored_hash(cfg: &AdminConfig) -> Option<[u8; 32]> {
     let h = hex::decode(cfg.key_sha256.as_ref()?).ok()?;
     // A validated config holds 64 hex digits; anything else locks everyone out.
     Some(<[u8; 32]>::try_from(h.as_slice()).unwrap_or([0; 32]))
 }
 
 /// Whether `key` is the admin key (constant-time comparison of SHA-256 digests).
-pub fn key_matches(stored: &[u8; 32], key: &str) -> bool {
+pub(crate) fn key_matches(stored: &[u8; 32], key: &str) -> bool {
     let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
     bool::from(stored.ct_eq(&digest))
 }
@@ -100,7 +100,7 @@ fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 
 /// Checks the admin key (bearer token) or a dashboard session cookie; always passes when no
 /// key is configured.
-pub fn authenticate(
+pub(crate) fn authenticate(
     cfg: &AdminConfig,
     sessions: &Sessions,
     headers: &HeaderMap,
@@ -127,14 +127,14 @@ pub fn authenticate(
 }
 
 /// Whether `method` may change state (everything but GET, HEAD and OPTIONS).
-pub fn changes_state(method: &Method) -> bool {
+pub(crate) fn changes_state(method: &Method) -> bool {
     !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
 }
 
 /// Same-origin and JSON-only checks for a state-changing request: a browser's `Origin`
 /// (or `Sec-Fetch-Site`) must be this listener's own, and a body must be
 /// `application/json` (a cross-site page can send `text/plain` without a preflight).
-pub fn check_state_change(headers: &HeaderMap) -> Result<(), AdminError> {
+pub(crate) fn check_state_change(headers: &HeaderMap) -> Result<(), AdminError> {
     let text = |name: http::header::HeaderName| {
         headers
             .get(name)
@@ -175,12 +175,12 @@ fn is_json(content_type: &str) -> bool {
 }
 
 /// The `Set-Cookie` value of a new session.
-pub fn session_cookie(token: &str, ttl_s: u64) -> String {
+pub(crate) fn session_cookie(token: &str, ttl_s: u64) -> String {
     format!("{COOKIE}={token}; Path=/; Max-Age={ttl_s}; HttpOnly; SameSite=Strict")
 }
 
 /// The `Set-Cookie` value that ends a session.
-pub fn cleared_cookie() -> String {
+pub(crate) fn cleared_cookie() -> String {
     format!("{COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict")
 }
 

@@ -5,7 +5,7 @@ use http::Response;
 
 /// Everything an admin request can fail with.
 #[derive(Debug, thiserror::Error)]
-pub enum AdminError {
+pub(crate) enum AdminError {
     /// No admin key, a wrong one, or no valid dashboard session.
     #[error(
         "admin key required: send `Authorization: Bearer <admin key>` \
@@ -34,7 +34,7 @@ pub enum AdminError {
 
 impl AdminError {
     /// HTTP status.
-    pub fn status(&self) -> u16 {
+    pub(crate) fn status(&self) -> u16 {
         match self {
             AdminError::Unauthorized => 401,
             AdminError::CrossOrigin(_) => 403,
@@ -60,7 +60,7 @@ impl AdminError {
     }
 
     /// The response: OpenAI error JSON with the status; `WWW-Authenticate` on 401.
-    pub fn response(&self) -> Response<Vec<u8>> {
+    pub(crate) fn response(&self) -> Response<Vec<u8>> {
         let (kind, code) = self.kind();
         let body = serde_json::to_vec(&serde_json::json!({"error": {
             "message": self.to_string(), "type": kind, "param": null, "code": code,

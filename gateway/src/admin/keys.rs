@@ -6,7 +6,8 @@
 
 use super::error::AdminError;
 use crate::fleet::keys::KeyError;
-use crate::state::AppState;
+use crate::fleet::Fleet;
+use crate::tenants::TenantTable;
 
 impl From<KeyError> for AdminError {
     fn from(e: KeyError) -> Self {
@@ -19,7 +20,7 @@ impl From<KeyError> for AdminError {
 }
 
 /// What a key route asks.
-pub enum KeyOp<'a> {
+pub(crate) enum KeyOp<'a> {
     /// List.
     List,
     /// Create.
@@ -31,13 +32,14 @@ pub enum KeyOp<'a> {
 }
 
 /// Runs `op` on `tenant`'s keys: the status and JSON body of the answer.
-pub async fn handle(
-    state: &AppState,
+pub(crate) async fn handle(
+    fleet: Option<&Fleet>,
+    tenants: &TenantTable,
     tenant: &str,
     op: KeyOp<'_>,
 ) -> Result<(u16, serde_json::Value), AdminError> {
-    let fleet = state.fleet.as_ref().ok_or(KeyError::NoStore)?;
-    if state.tenants().get(tenant).is_none() {
+    let fleet = fleet.ok_or(KeyError::NoStore)?;
+    if tenants.get(tenant).is_none() {
         return Err(AdminError::NotFound(format!(
             "no tenant {tenant} in the config (tenants and their limits come from the config file)"
         )));

@@ -24,7 +24,7 @@ fn empty(status: u16) -> http::response::Builder {
 }
 
 /// The login page.
-pub fn page() -> Response<Vec<u8>> {
+pub(crate) fn page() -> Response<Vec<u8>> {
     Response::builder()
         .status(200)
         .header("content-type", "text/html; charset=utf-8")
@@ -35,7 +35,7 @@ pub fn page() -> Response<Vec<u8>> {
 }
 
 /// `303 See Other` to the login page.
-pub fn to_login() -> Response<Vec<u8>> {
+pub(crate) fn to_login() -> Response<Vec<u8>> {
     empty(303)
         .header("location", "/dashboard/login")
         .body(Vec::new())
@@ -44,7 +44,7 @@ pub fn to_login() -> Response<Vec<u8>> {
 
 /// Checks the key and starts a session (`204` with `Set-Cookie`); `401` for a wrong key.
 /// With no key configured the dashboard is open and no cookie is needed.
-pub async fn login(
+pub(crate) async fn login(
     cfg: &AdminConfig,
     sessions: &Sessions,
     http: &mut ServerSession,
@@ -72,7 +72,7 @@ pub async fn login(
 }
 
 /// Ends the browser's session (the cookie is cleared).
-pub fn logout() -> Response<Vec<u8>> {
+pub(crate) fn logout() -> Response<Vec<u8>> {
     empty(204)
         .header("set-cookie", auth::cleared_cookie())
         .body(Vec::new())

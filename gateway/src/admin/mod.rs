@@ -16,19 +16,19 @@
 //! - `body`: reading a bounded request body.
 //! - [`error`]: [`AdminError`] and its one mapping to status and OpenAI error JSON.
 
-pub mod auth;
+pub(crate) mod auth;
 mod body;
-pub mod error;
-pub mod keys;
-pub mod login;
-pub mod rollouts;
+pub(crate) mod error;
+pub(crate) mod keys;
+pub(crate) mod login;
+pub(crate) mod rollouts;
 
 use crate::control::register::{add_replica, remove_replica};
 use crate::state::AppState;
 use async_trait::async_trait;
 use auth::Sessions;
 use body::read_body;
-pub use error::AdminError;
+pub(crate) use error::AdminError;
 use http::Response;
 use pingora_core::apps::http_app::ServeHttp;
 use pingora_core::protocols::http::ServerSession;
@@ -38,14 +38,14 @@ use std::time::Instant;
 use warmpath_core::ReplicaId;
 
 /// The admin app.
-pub struct Admin {
+pub(crate) struct Admin {
     state: Arc<AppState>,
     sessions: Sessions,
 }
 
 impl Admin {
     /// Admin API over `state`.
-    pub fn new(state: Arc<AppState>) -> Self {
+    pub(crate) fn new(state: Arc<AppState>) -> Self {
         Self {
             state,
             sessions: Sessions::new(),
@@ -215,18 +215,42 @@ impl Admin {
                     .unwrap_or(100);
                 json(200, &self.state.router.recent(limit))
             }
-            ("GET", ["admin", "tenants", t, "keys"]) => {
-                keys_reply(keys::handle(&self.state, t, keys::KeyOp::List).await?)
-            }
-            ("POST", ["admin", "tenants", t, "keys"]) => {
-                keys_reply(keys::handle(&self.state, t, keys::KeyOp::Create).await?)
-            }
-            ("POST", ["admin", "tenants", t, "keys", k, "rotate"]) => {
-                keys_reply(keys::handle(&self.state, t, keys::KeyOp::Rotate(k)).await?)
-            }
-            ("DELETE", ["admin", "tenants", t, "keys", k]) => {
-                keys_reply(keys::handle(&self.state, t, keys::KeyOp::Revoke(k)).await?)
-            }
+            ("GET", ["admin", "tenants", t, "keys"]) => keys_reply(
+                keys::handle(
+                    self.state.fleet.as_deref(),
+                    &self.state.tenants(),
+                    t,
+                    keys::KeyOp::List,
+                )
+                .await?,
+            ),
+            ("POST", ["admin", "tenants", t, "keys"]) => keys_reply(
+                keys::handle(
+                    self.state.fleet.as_deref(),
+                    &self.state.tenants(),
+                    t,
+                    keys::KeyOp::Create,
+                )
+                .await?,
+            ),
+            ("POST", ["admin", "tenants", t, "keys", k, "rotate"]) => keys_reply(
+                keys::handle(
+                    self.state.fleet.as_deref(),
+                    &self.state.tenants(),
+                    t,
+                    keys::KeyOp::Rotate(k),
+                )
+                .await?,
+            ),
+            ("DELETE", ["admin", "tenants", t, "keys", k]) => keys_reply(
+                keys::handle(
+                    self.state.fleet.as_deref(),
+                    &self.state.tenants(),
+                    t,
+                    keys::KeyOp::Revoke(k),
+                )
+                .await?,
+            ),
             ("GET", ["admin", "rollouts"]) => json(200, &rollouts::list(&self.state)),
             ("PUT", ["admin", "rollouts", model]) => {
                 let body = read_body(http).await?;

@@ -12,12 +12,12 @@
 //! A rollout set here lasts until the next change here or to the same model's entry in
 //! the config file (a reload that leaves the entry as it was keeps it). With
 //! `state.backend: redis` it is shared: every gateway of the fleet follows it
-//! (`crate::rollout::shared`), and a change through any of them reaches all; Redis
+//! (`crate::rollout::fleet`), and a change through any of them reaches all; Redis
 //! unreachable, the change is refused with 503 (a pause or abort still applies here).
 
 use super::error::AdminError;
 use crate::config::{PrewarmConfig, RolloutConfig};
-use crate::rollout::{prewarm, record, shared};
+use crate::rollout::{fleet, prewarm, record};
 use crate::state::AppState;
 use router_policy::RolloutState;
 use serde::Deserialize;
@@ -37,7 +37,7 @@ struct Body {
 }
 
 /// What a rollout route asks.
-pub enum Op {
+pub(crate) enum Op {
     /// Pause.
     Pause,
     /// Resume.
@@ -48,7 +48,7 @@ pub enum Op {
 
 /// `GET /admin/rollouts`: the rollouts, and how many hot prefixes the gateway keeps per
 /// checkpoint (what a pre-warm can replay).
-pub fn list(state: &AppState) -> serde_json::Value {
+pub(crate) fn list(state: &AppState) -> serde_json::Value {
     serde_json::json!({
         "rollouts": state.rollouts.list(),
         "hot_prefixes": state.rollouts.hot.counts(),
@@ -56,7 +56,7 @@ pub fn list(state: &AppState) -> serde_json::Value {
 }
 
 /// `PUT /admin/rollouts/{model}`.
-pub async fn put(
+pub(crate) async fn put(
     state: &Arc<AppState>,
     model: &str,
     body: &[u8],
@@ -74,7 +74,7 @@ pub async fn put(
     cfg.validate("rollout")
         .map_err(|e| AdminError::BadRequest(e.to_string()))?;
     let m = if state.fleet.is_some() {
-        shared::create(state, &cfg)
+        fleet::create(state, &cfg)
             .await
             .map_err(|e| AdminError::Unavailable(format!("rollout not shared: {e}")))?
     } else {
@@ -86,7 +86,7 @@ pub async fn put(
 }
 
 /// `POST /admin/rollouts/{model}/{op}`.
-pub async fn change(
+pub(crate) async fn change(
     state: &Arc<AppState>,
     model: &str,
     op: Op,
@@ -104,7 +104,7 @@ pub async fn change(
         }
         Op::Abort => m.abort(),
     }
-    record::publish(state, &m)
+    record::publish(state.fleet.as_ref(), &m)
         .await
         .map_err(|e| AdminError::Unavailable(format!("changed here, not shared: {e}")))?;
     let s = m.status();
@@ -113,13 +113,13 @@ pub async fn change(
 }
 
 /// `DELETE /admin/rollouts/{model}`.
-pub async fn delete(state: &AppState, model: &str) -> Result<serde_json::Value, AdminError> {
+pub(crate) async fn delete(state: &AppState, model: &str) -> Result<serde_json::Value, AdminError> {
     if state
         .rollouts
         .get(model)
         .is_some_and(|m| m.shared().is_some())
     {
-        shared::delete(state, model)
+        fleet::delete(state, model)
             .await
             .map_err(|e| AdminError::Unavailable(format!("rollout not ended: {e}")))?;
     }

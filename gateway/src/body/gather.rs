@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 /// A body received so far.
 #[derive(Debug, Default)]
-pub struct Gathered {
+pub(crate) struct Gathered {
     /// The only chunk, while only one came.
     first: Option<Bytes>,
     /// Every chunk, copied, once a second one came.
@@ -17,19 +17,19 @@ pub struct Gathered {
 
 impl Gathered {
     /// Bytes received so far.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.first.as_ref().map_or(0, Bytes::len) + self.joined.len()
     }
 
     /// True before any byte came.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Adds `chunk` (kept as it is when it is the first; a caller that still needs its own
     /// passes a clone). When it is the second, the buffer is sized once for at least
     /// `expected` bytes (a Content-Length, say) so later chunks do not grow it again.
-    pub fn push(&mut self, chunk: Bytes, expected: impl FnOnce() -> usize) {
+    pub(crate) fn push(&mut self, chunk: Bytes, expected: impl FnOnce() -> usize) {
         if chunk.is_empty() {
             return;
         }
@@ -47,12 +47,12 @@ impl Gathered {
     }
 
     /// The bytes received, contiguous.
-    pub fn as_slice(&self) -> &[u8] {
+    pub(crate) fn as_slice(&self) -> &[u8] {
         self.first.as_deref().unwrap_or(&self.joined)
     }
 
     /// The bytes received, as one `Bytes` (the chunk itself when only one came).
-    pub fn into_bytes(self) -> Bytes {
+    pub(crate) fn into_bytes(self) -> Bytes {
         match self.first {
             Some(only) => only,
             None => self.joined.into(),

@@ -3,13 +3,13 @@
 
 /// Splits a byte stream into lines.
 #[derive(Default)]
-pub struct LineSplitter {
+pub(crate) struct LineSplitter {
     pending: Vec<u8>,
 }
 
 impl LineSplitter {
     /// Feeds bytes, returning the complete lines (without `\n`, `\r` trimmed).
-    pub fn push(&mut self, bytes: &[u8]) -> Vec<Vec<u8>> {
+    pub(crate) fn push(&mut self, bytes: &[u8]) -> Vec<Vec<u8>> {
         self.pending.extend_from_slice(bytes);
         let mut out = Vec::new();
         while let Some(pos) = self.pending.iter().position(|&b| b == b'\n') {

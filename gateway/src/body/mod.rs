@@ -10,9 +10,9 @@
 //! - [`gather`]: a body gathered from Pingora's chunks, copied only when split.
 //! - [`lines`]: a byte stream split into lines.
 
-pub mod gather;
-pub mod lines;
-pub mod request;
-pub mod response;
-pub mod scan;
-pub mod tail;
+pub(crate) mod gather;
+pub(crate) mod lines;
+pub(crate) mod request;
+pub(crate) mod response;
+pub(crate) mod scan;
+pub(crate) mod tail;

@@ -8,7 +8,10 @@ use super::error::ConfigError;
 use serde_yaml::Value;
 
 /// Expands every `${NAME}` in the string values of `v`, looking names up with `lookup`.
-pub fn expand(v: &mut Value, lookup: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+pub(crate) fn expand(
+    v: &mut Value,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), ConfigError> {
     walk(v, &mut String::new(), lookup)
 }
 

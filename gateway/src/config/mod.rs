@@ -9,16 +9,16 @@
 //! - [`env`]: `${NAME}` in string values, from the environment (secrets).
 //! - [`overrides`]: the command line on top of the file; [`load`].
 
-pub mod env;
-pub mod error;
-pub mod model;
-pub mod overrides;
-pub mod pools;
-pub mod rollout;
-pub mod state;
+pub(crate) mod env;
+pub(crate) mod error;
+pub(crate) mod model;
+pub(crate) mod overrides;
+pub(crate) mod pools;
+pub(crate) mod rollout;
+pub(crate) mod state;
 
 pub use model::*;
 pub use overrides::{load, Overrides};
-pub use pools::{Engine, KvEventsEndpoint, PoolConfig, Target, TokenizerSource};
+pub use pools::{EngineKind, KvEventsEndpoint, PoolConfig, Target, TokenizerSource};
 pub use rollout::{HotPrefixConfig, PrewarmConfig, RolloutConfig};
 pub use state::{StateBackend, StateConfig};

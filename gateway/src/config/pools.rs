@@ -28,7 +28,7 @@ use std::path::PathBuf;
 /// cache and load, and probes its health.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Engine {
+pub enum EngineKind {
     /// Warmpath's own replica: info, tokenizer, exact KV events and load from its control plane.
     Warmpath,
     /// vLLM: `/metrics` load, KV events over ZeroMQ when configured.
@@ -41,15 +41,15 @@ pub enum Engine {
     Openai,
 }
 
-impl Engine {
+impl EngineKind {
     /// The name used in the config, metrics and the dashboard.
     pub fn as_str(self) -> &'static str {
         match self {
-            Engine::Warmpath => "warmpath",
-            Engine::Vllm => "vllm",
-            Engine::Sglang => "sglang",
-            Engine::Llamacpp => "llamacpp",
-            Engine::Openai => "openai",
+            EngineKind::Warmpath => "warmpath",
+            EngineKind::Vllm => "vllm",
+            EngineKind::Sglang => "sglang",
+            EngineKind::Llamacpp => "llamacpp",
+            EngineKind::Openai => "openai",
         }
     }
 
@@ -57,14 +57,16 @@ impl Engine {
     /// OpenAI routes, so they are probed with a one-token request alone).
     pub fn health_path(self) -> Option<&'static str> {
         match self {
-            Engine::Warmpath | Engine::Vllm | Engine::Sglang | Engine::Llamacpp => Some("/health"),
-            Engine::Openai => None,
+            EngineKind::Warmpath | EngineKind::Vllm | EngineKind::Sglang | EngineKind::Llamacpp => {
+                Some("/health")
+            }
+            EngineKind::Openai => None,
         }
     }
 
     /// Whether the engine can publish KV events over ZeroMQ (vLLM's format).
     pub fn has_zmq_events(self) -> bool {
-        matches!(self, Engine::Vllm | Engine::Sglang)
+        matches!(self, EngineKind::Vllm | EngineKind::Sglang)
     }
 }
 
@@ -207,7 +209,7 @@ pub struct PoolConfig {
     /// Name, unique among pools; part of the default checkpoint id.
     pub name: String,
     /// The engine every upstream of the pool runs.
-    pub engine: Engine,
+    pub engine: EngineKind,
     /// The upstreams.
     pub upstreams: Vec<UpstreamConfig>,
     /// Model names clients use. Omitted: discovered from each upstream's `GET /v1/models`.
@@ -341,7 +343,7 @@ impl PoolConfig {
         if matches!(&self.checkpoint, Some(c) if c.is_empty()) {
             return Err(invalid(format!("{key}.checkpoint"), "must be non-empty"));
         }
-        if self.engine == Engine::Warmpath && self.tokenizer != TokenizerSource::None {
+        if self.engine == EngineKind::Warmpath && self.tokenizer != TokenizerSource::None {
             return Err(invalid(
                 format!("{key}.tokenizer"),
                 "a warmpath replica publishes its own tokenizer: leave `tokenizer` out",
@@ -356,7 +358,7 @@ impl PoolConfig {
 
 /// Checks every pool, and that pool names and upstream URLs are unique across the pools
 /// and the top-level `replicas` list.
-pub fn validate_pools(pools: &[PoolConfig], replicas: &[String]) -> Result<(), ConfigError> {
+pub(crate) fn validate_pools(pools: &[PoolConfig], replicas: &[String]) -> Result<(), ConfigError> {
     let mut names = std::collections::HashSet::new();
     let mut urls: std::collections::HashSet<String> = replicas
         .iter()
@@ -409,8 +411,10 @@ impl Target {
     }
 
     /// The engine it runs.
-    pub fn engine(&self) -> Engine {
-        self.pool.as_ref().map_or(Engine::Warmpath, |p| p.engine)
+    pub fn engine(&self) -> EngineKind {
+        self.pool
+            .as_ref()
+            .map_or(EngineKind::Warmpath, |p| p.engine)
     }
 
     /// The URL without a trailing `/`, as registered replicas report theirs.
@@ -420,7 +424,7 @@ impl Target {
 }
 
 /// The targets of a config: `replicas` first, then every pool's upstreams in order.
-pub fn targets(replicas: &[String], pools: &[PoolConfig]) -> Vec<Target> {
+pub(crate) fn targets(replicas: &[String], pools: &[PoolConfig]) -> Vec<Target> {
     let mut out: Vec<Target> = replicas.iter().map(|u| Target::warmpath(u)).collect();
     for p in pools {
         for u in &p.upstreams {
@@ -436,7 +440,7 @@ pub fn targets(replicas: &[String], pools: &[PoolConfig]) -> Vec<Target> {
 
 #[cfg(test)]
 mod tests {
-    use crate::config::{Config, Engine, TokenizerSource};
+    use crate::config::{Config, EngineKind, TokenizerSource};
 
     fn load(pools: &str) -> Result<Config, String> {
         let yaml = format!("auth: {{enabled: false}}\npools:\n{pools}");
@@ -455,7 +459,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.pools[0].tokenizer, TokenizerSource::None);
-        assert_eq!(c.pools[1].engine, Engine::Vllm);
+        assert_eq!(c.pools[1].engine, EngineKind::Vllm);
         let t = c.targets();
         assert_eq!(t.len(), 3);
         assert_eq!(

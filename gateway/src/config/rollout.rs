@@ -152,7 +152,7 @@ impl RolloutConfig {
 }
 
 /// Checks every rollout (one per model) and the hot-prefix table.
-pub fn validate_rollouts(
+pub(crate) fn validate_rollouts(
     rollouts: &[RolloutConfig],
     hot: &HotPrefixConfig,
 ) -> Result<(), ConfigError> {
@@ -183,7 +183,9 @@ pub fn validate_rollouts(
 }
 
 /// Checks `regions:`.
-pub fn validate_regions(regions: Option<&router_policy::Regions>) -> Result<(), ConfigError> {
+pub(crate) fn validate_regions(
+    regions: Option<&router_policy::Regions>,
+) -> Result<(), ConfigError> {
     if let Some(g) = regions {
         g.validate().map_err(|e| match e {
             router_policy::RouteError::InvalidConfig { key, reason } => {

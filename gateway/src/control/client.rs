@@ -14,7 +14,7 @@ use tokio::net::TcpStream;
 use crate::replicas::addr::ReplicaAddr;
 /// A control-plane request failure.
 #[derive(Debug, thiserror::Error)]
-pub enum ClientError {
+pub(crate) enum ClientError {
     /// Connect failed.
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
@@ -34,7 +34,7 @@ pub enum ClientError {
 
 /// A response with its whole body.
 #[derive(Debug)]
-pub struct Response {
+pub(crate) struct Response {
     /// Status code.
     pub status: u16,
     /// Body bytes.
@@ -58,7 +58,7 @@ impl Response {
 }
 
 /// An open response whose body is read incrementally. Dropping it closes the connection.
-pub struct BodyStream {
+pub(crate) struct BodyStream {
     body: hyper::body::Incoming,
 }
 
@@ -101,7 +101,7 @@ fn build(
 }
 
 /// Sends one request on a new connection and returns the status and the open body.
-pub async fn open(
+pub(crate) async fn open(
     addr: &ReplicaAddr,
     method: Method,
     path: &str,
@@ -111,7 +111,7 @@ pub async fn open(
 }
 
 /// [`open`] with extra request headers.
-pub async fn open_with(
+pub(crate) async fn open_with(
     addr: &ReplicaAddr,
     method: Method,
     path: &str,
@@ -134,20 +134,20 @@ pub async fn open_with(
 /// A kept-alive connection for a poller: one connection serves request after request, and
 /// is reopened after a failure or a close (a load poll every 200 ms would otherwise open
 /// five connections a second per replica).
-pub struct KeptAlive {
+pub(crate) struct KeptAlive {
     addr: ReplicaAddr,
     sender: Option<Sender>,
 }
 
 impl KeptAlive {
     /// No connection yet; the first request opens one.
-    pub fn new(addr: ReplicaAddr) -> Self {
+    pub(crate) fn new(addr: ReplicaAddr) -> Self {
         Self { addr, sender: None }
     }
 
     /// `GET path` parsed as JSON, within `timeout`. Non-2xx is an error; any failure drops
     /// the connection.
-    pub async fn get_json<T: serde::de::DeserializeOwned>(
+    pub(crate) async fn get_json<T: serde::de::DeserializeOwned>(
         &mut self,
         path: &str,
         timeout: Duration,
@@ -163,7 +163,7 @@ impl KeptAlive {
     }
 
     /// `GET path`'s body (a 2xx), within `timeout`; any failure drops the connection.
-    pub async fn get_body(
+    pub(crate) async fn get_body(
         &mut self,
         path: &str,
         timeout: Duration,
@@ -218,7 +218,7 @@ impl KeptAlive {
 impl BodyStream {
     /// The next piece of body, or `None` at the end. Cancel-safe: a dropped call loses
     /// nothing.
-    pub async fn next_chunk(&mut self) -> Result<Option<Bytes>, ClientError> {
+    pub(crate) async fn next_chunk(&mut self) -> Result<Option<Bytes>, ClientError> {
         while let Some(frame) = self.body.frame().await {
             // Trailers carry nothing the control plane reads.
             if let Ok(data) = frame?.into_data() {
@@ -229,7 +229,7 @@ impl BodyStream {
     }
 
     /// Reads the rest of the body, failing past `limit` bytes.
-    pub async fn read_all(mut self, limit: usize) -> Result<Vec<u8>, ClientError> {
+    pub(crate) async fn read_all(mut self, limit: usize) -> Result<Vec<u8>, ClientError> {
         let mut out = Vec::new();
         while let Some(c) = self.next_chunk().await? {
             if out.len() + c.len() > limit {
@@ -244,7 +244,7 @@ impl BodyStream {
 }
 
 /// One request with a deadline; the whole body is returned. Non-2xx is an error.
-pub async fn request(
+pub(crate) async fn request(
     addr: &ReplicaAddr,
     method: Method,
     path: &str,
@@ -264,7 +264,7 @@ pub async fn request(
 
 /// `POST path` with a JSON body and extra headers, with a deadline; the whole answer is
 /// returned. Non-2xx is an error.
-pub async fn post_json(
+pub(crate) async fn post_json(
     addr: &ReplicaAddr,
     path: &str,
     body: &[u8],
@@ -286,7 +286,7 @@ pub async fn post_json(
 const MAX_BODY: usize = 256 * 1024 * 1024;
 
 /// `GET path` parsed as JSON.
-pub async fn get_json<T: serde::de::DeserializeOwned>(
+pub(crate) async fn get_json<T: serde::de::DeserializeOwned>(
     addr: &ReplicaAddr,
     path: &str,
     timeout: Duration,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Starts the follower when state is shared and `state.share_routing` is on.
-pub fn spawn(state: &Arc<AppState>) {
+pub(crate) fn spawn(state: &Arc<AppState>) {
     let Some(fleet) = state.fleet.clone() else {
         return;
     };

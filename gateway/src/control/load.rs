@@ -4,7 +4,7 @@
 //! report, so the policies see only the gateway's own in-flight count for it.
 
 use super::client;
-use crate::config::Engine;
+use crate::config::EngineKind;
 use crate::engines::metrics::{self, MetricsDialect};
 use crate::replicas::Replica;
 use crate::state::AppState;
@@ -13,7 +13,7 @@ use std::time::Duration;
 use warmpath_protocol::replica_api::{ReplicaLoad, PATH_LOAD};
 
 /// Polls a Warmpath replica's load endpoint every `load_poll_ms`.
-pub async fn poll_load(state: Arc<AppState>, r: Arc<Replica>) {
+pub(crate) async fn poll_load(state: Arc<AppState>, r: Arc<Replica>) {
     let mut conn = client::KeptAlive::new(r.addr.clone());
     while !r.is_removed() {
         let every = Duration::from_millis(state.config().load_poll_ms);
@@ -29,19 +29,19 @@ pub async fn poll_load(state: Arc<AppState>, r: Arc<Replica>) {
 }
 
 /// The metric names an engine exports, if it has a dialect the gateway reads.
-pub fn dialect(engine: Engine) -> Option<MetricsDialect> {
+pub(crate) fn dialect(engine: EngineKind) -> Option<MetricsDialect> {
     match engine {
-        Engine::Vllm => Some(MetricsDialect::Vllm),
-        Engine::Sglang => Some(MetricsDialect::Sglang),
-        Engine::Llamacpp => Some(MetricsDialect::Llamacpp),
-        Engine::Warmpath | Engine::Openai => None,
+        EngineKind::Vllm => Some(MetricsDialect::Vllm),
+        EngineKind::Sglang => Some(MetricsDialect::Sglang),
+        EngineKind::Llamacpp => Some(MetricsDialect::Llamacpp),
+        EngineKind::Warmpath | EngineKind::Openai => None,
     }
 }
 
 /// Scrapes an engine's `/metrics` every `load_poll_ms` into its load report. After a
 /// failed scrape the load is reset to zero (stale numbers would steer traffic away
 /// forever); the in-flight count still reflects what this gateway sent.
-pub async fn poll_metrics(state: Arc<AppState>, r: Arc<Replica>) {
+pub(crate) async fn poll_metrics(state: Arc<AppState>, r: Arc<Replica>) {
     let Some(dialect) = dialect(r.upstream.engine) else {
         return;
     };

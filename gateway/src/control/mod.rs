@@ -1,11 +1,11 @@
 //! The control plane: everything that keeps the gateway's picture of its replicas current,
 //! off the request path and on its own runtime (`AppState::control`). It imports nothing
-//! from the data plane ([`crate::proxy`]); the two meet only in the shared state
+//! from the data plane ([`crate::proxy`]); the two meet only in the in-process state
 //! ([`crate::state`], [`crate::replicas`], [`crate::routing`]).
 //!
 //! # Layout
 //! - [`register`]: discover a replica (info, tokenizer), add it, remove it, retry a
-//!   configured one until it answers; [`engine`]: the same for an engine pool's upstream.
+//!   configured one until it answers; [`upstream`]: the same for an upstream of an engine pool (vLLM, SGLang, llama.cpp, any OpenAI server).
 //! - [`tasks`]: per replica, the KV event follower, and the start of its other tasks:
 //!   [`load`] (the load poller: a replica's load endpoint or an engine's `/metrics`) and
 //!   [`probe`] (the health prober); [`zmq`]: a vLLM or SGLang server's KV events.
@@ -13,13 +13,13 @@
 //! - [`history`]: the other gateways' routing decisions, from the fleet's shared history.
 //! - [`client`]: the control plane's HTTP client (hyper).
 
-pub mod client;
-pub mod engine;
-pub mod history;
-pub mod load;
-pub mod probe;
-pub mod register;
-pub mod register_error;
-pub mod reload;
-pub mod tasks;
-pub mod zmq;
+pub(crate) mod client;
+pub(crate) mod history;
+pub(crate) mod load;
+pub(crate) mod probe;
+pub(crate) mod register;
+pub(crate) mod register_error;
+pub(crate) mod reload;
+pub(crate) mod tasks;
+pub(crate) mod upstream;
+pub(crate) mod zmq;

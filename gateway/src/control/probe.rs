@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Probes `r` until it leaves the replica set, reporting each result to its health state.
-pub async fn probe(state: Arc<AppState>, r: Arc<Replica>) {
+pub(crate) async fn probe(state: Arc<AppState>, r: Arc<Replica>) {
     let body = serde_json::json!({
         "model": r.info.model, "prompt": "ping", "max_tokens": 1, "temperature": 0.0, "stream": false,
     })
@@ -67,14 +67,14 @@ pub async fn probe(state: Arc<AppState>, r: Arc<Replica>) {
 /// replica's generation probe already covers its health endpoint's checks.
 fn engine_health_path(r: &Replica) -> Option<&'static str> {
     match r.upstream.engine {
-        crate::config::Engine::Warmpath => None,
+        crate::config::EngineKind::Warmpath => None,
         e => e.health_path(),
     }
 }
 
 /// Whether this round sends the one-token generation (see the module doc).
 fn generation_probe_due(r: &Replica) -> bool {
-    if r.upstream.engine != crate::config::Engine::Llamacpp {
+    if r.upstream.engine != crate::config::EngineKind::Llamacpp {
         return true;
     }
     let view = r.health.lock().view(std::time::Instant::now());

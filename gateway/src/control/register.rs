@@ -4,7 +4,7 @@
 
 use super::client;
 use super::tasks;
-use crate::config::{Engine, Target, TokenizerConfig};
+use crate::config::{EngineKind, Target, TokenizerConfig};
 use crate::encoder::PromptEncoder;
 use crate::replicas::{Registry, Replica, ReplicaAddr};
 use crate::state::AppState;
@@ -15,11 +15,11 @@ use warmpath_core::ReplicaId;
 use warmpath_protocol::replica_api::{ReplicaInfo, PATH_INFO, PATH_TOKENIZER};
 use warmpath_text::TokenizerSpec;
 
-pub use super::register_error::RegisterError;
+pub(crate) use super::register_error::RegisterError;
 
 /// Discovers a replica's info and tokenizer and adds it to `registry` (the caller starts
 /// its background tasks).
-pub async fn discover(
+pub(crate) async fn discover(
     registry: &Registry,
     url: &str,
     tok_cfg: &TokenizerConfig,
@@ -63,19 +63,22 @@ pub async fn discover(
 }
 
 /// Registers a Warmpath replica and starts following it (KV events, load, health probes).
-pub async fn add_replica(state: &Arc<AppState>, url: &str) -> Result<Arc<Replica>, RegisterError> {
+pub(crate) async fn add_replica(
+    state: &Arc<AppState>,
+    url: &str,
+) -> Result<Arc<Replica>, RegisterError> {
     add_target(state, &Target::warmpath(url)).await
 }
 
 /// Registers an upstream of any engine and starts following it.
-pub async fn add_target(
+pub(crate) async fn add_target(
     state: &Arc<AppState>,
     target: &Target,
 ) -> Result<Arc<Replica>, RegisterError> {
     let tok = state.config().tokenizer.clone();
     let r = match target.engine() {
-        Engine::Warmpath => discover(&state.registry, &target.url, &tok).await?,
-        _ => super::engine::discover_engine(&state.registry, target, &tok).await?,
+        EngineKind::Warmpath => discover(&state.registry, &target.url, &tok).await?,
+        _ => super::upstream::discover_upstream(&state.registry, target, &tok).await?,
     };
     for m in &r.upstream.models {
         state.metrics.add_served_model(m);
@@ -85,7 +88,7 @@ pub async fn add_target(
 }
 
 /// Removes a replica from routing and the index; its tasks stop.
-pub fn remove_replica(state: &AppState, id: ReplicaId) -> bool {
+pub(crate) fn remove_replica(state: &AppState, id: ReplicaId) -> bool {
     let Some(r) = state.registry.remove(id, &state.router) else {
         return false;
     };
@@ -105,7 +108,7 @@ pub fn remove_replica(state: &AppState, id: ReplicaId) -> bool {
 }
 
 /// Registers `target`, retrying in the background until it succeeds or leaves the config.
-pub fn register_with_retry(state: Arc<AppState>, target: Target) {
+pub(crate) fn register_with_retry(state: Arc<AppState>, target: Target) {
     let control = state.control.clone();
     control.spawn(async move {
         let mut delay = Duration::from_millis(200);

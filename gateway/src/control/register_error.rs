@@ -5,7 +5,7 @@ use crate::replicas::InsertError;
 
 /// Registration failure.
 #[derive(Debug, thiserror::Error)]
-pub enum RegisterError {
+pub(crate) enum RegisterError {
     /// Bad URL, or one that does not make a valid header value.
     #[error("{0}")]
     Url(String),

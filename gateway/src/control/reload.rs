@@ -12,7 +12,7 @@ use std::sync::Arc;
 /// where unchanged), policy, limits, and upstreams (new URLs of `replicas` and every pool
 /// added, missing ones drained). An upstream that stays keeps what it registered with
 /// (its pool's tokenizer, models and checkpoint): remove and re-add it to change those.
-pub async fn reload(state: &Arc<AppState>, mut new: Config) {
+pub(crate) async fn reload(state: &Arc<AppState>, mut new: Config) {
     let old = state.config();
     if new.state != old.state {
         // The fleet's Redis connection is made once; tenants' fallback shares follow it.
@@ -68,7 +68,7 @@ pub async fn reload(state: &Arc<AppState>, mut new: Config) {
 }
 
 /// Reloads on every SIGHUP; a config that does not validate is logged and ignored.
-pub async fn reload_on_sighup(state: Arc<AppState>, path: Option<PathBuf>, o: Overrides) {
+pub(crate) async fn reload_on_sighup(state: Arc<AppState>, path: Option<PathBuf>, o: Overrides) {
     let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
         tracing::warn!("cannot install the SIGHUP handler; reload disabled");
         return;

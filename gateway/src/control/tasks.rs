@@ -4,7 +4,7 @@
 
 use super::client;
 use crate::body::lines::LineSplitter;
-use crate::config::Engine;
+use crate::config::EngineKind;
 use crate::replicas::Replica;
 use crate::state::AppState;
 use std::sync::atomic::Ordering;
@@ -17,8 +17,8 @@ use warmpath_protocol::replica_api::PATH_KV_EVENTS;
 /// Warmpath replica its own event stream and load endpoint; for another engine its ZeroMQ
 /// KV events when configured and its Prometheus metrics when scraped (otherwise the
 /// gateway's own in-flight counts stand in for its load).
-pub fn spawn_all(state: &Arc<AppState>, r: Arc<Replica>) {
-    if r.upstream.engine == Engine::Warmpath {
+pub(crate) fn spawn_all(state: &Arc<AppState>, r: Arc<Replica>) {
+    if r.upstream.engine == EngineKind::Warmpath {
         state.control.spawn(follow_events(state.clone(), r.clone()));
         state
             .control

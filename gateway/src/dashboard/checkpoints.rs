@@ -3,14 +3,15 @@
 //! checkpoint's cache warm up.
 
 use super::series::{ratio, series};
+use crate::metrics::Metrics;
+use crate::replicas::Registry;
 use crate::rollout::RolloutStatus;
-use crate::state::AppState;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// One (model, checkpoint) row.
 #[derive(Debug, Default, Serialize)]
-pub struct CheckpointRow {
+pub(crate) struct CheckpointRow {
     /// Model name.
     pub model: String,
     /// Checkpoint id.
@@ -31,8 +32,12 @@ pub struct CheckpointRow {
 
 /// The rows, by model then checkpoint: every checkpoint that served a request or has a
 /// replica.
-pub fn rows(state: &AppState, rollouts: &[RolloutStatus]) -> Vec<CheckpointRow> {
-    let r = &state.metrics.rollout;
+pub(crate) fn rows(
+    metrics: &Metrics,
+    registry: &Registry,
+    rollouts: &[RolloutStatus],
+) -> Vec<CheckpointRow> {
+    let r = &metrics.rollout;
     let mut rows: BTreeMap<(String, String), CheckpointRow> = BTreeMap::new();
     let key = |labels: &BTreeMap<String, String>| {
         let get = |k: &str| labels.get(k).cloned().unwrap_or_default();
@@ -47,9 +52,9 @@ pub fn rows(state: &AppState, rollouts: &[RolloutStatus]) -> Vec<CheckpointRow> 
     for (labels, v) in series(&r.checkpoint_cached_tokens) {
         rows.entry(key(&labels)).or_default().cached_tokens += v;
     }
-    for rep in state.registry.all() {
+    for rep in registry.all() {
         let k = (
-            state.metrics.model_label(&rep.info.model).to_string(),
+            metrics.model_label(&rep.info.model).to_string(),
             rep.info.checkpoint.to_string(),
         );
         rows.entry(k).or_default().replicas += 1;

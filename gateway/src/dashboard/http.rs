@@ -24,9 +24,9 @@ const APP_JS: &str = include_str!("app.js");
 const STYLE_CSS: &str = include_str!("style.css");
 
 /// Interval between two snapshot events.
-pub const TICK: Duration = Duration::from_secs(1);
+pub(crate) const TICK: Duration = Duration::from_secs(1);
 /// Events sent on one connection before it is closed (the client reconnects).
-pub const STREAM_TICKS: u32 = 300;
+pub(crate) const STREAM_TICKS: u32 = 300;
 
 fn reply(status: u16, content_type: &str, body: Vec<u8>) -> Response<Vec<u8>> {
     Response::builder()
@@ -39,7 +39,11 @@ fn reply(status: u16, content_type: &str, body: Vec<u8>) -> Response<Vec<u8>> {
 }
 
 /// Serves `GET /dashboard/<rest>`; `rest` is empty for the page itself.
-pub async fn respond(state: &AppState, http: &mut ServerSession, rest: &str) -> Response<Vec<u8>> {
+pub(crate) async fn respond(
+    state: &AppState,
+    http: &mut ServerSession,
+    rest: &str,
+) -> Response<Vec<u8>> {
     match rest {
         "" | "index.html" => reply(200, "text/html; charset=utf-8", INDEX_HTML.into()),
         "app.js" => reply(200, "text/javascript; charset=utf-8", APP_JS.into()),
@@ -66,7 +70,7 @@ pub async fn respond(state: &AppState, http: &mut ServerSession, rest: &str) -> 
 }
 
 /// One SSE `snapshot` event.
-pub fn event(state: &AppState) -> Bytes {
+pub(crate) fn event(state: &AppState) -> Bytes {
     let json = serde_json::to_string(&snapshot::build(state)).unwrap_or_else(|_| "{}".into());
     Bytes::from(format!("event: snapshot\ndata: {json}\n\n"))
 }

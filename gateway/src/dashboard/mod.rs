@@ -17,8 +17,8 @@
 //! - [`checkpoints`]: traffic and hit rate per checkpoint, and the rollouts in force.
 //! - [`http`]: the routes, including the SSE stream.
 
-pub mod checkpoints;
-pub mod http;
-pub mod recorder;
-pub mod series;
-pub mod snapshot;
+pub(crate) mod checkpoints;
+pub(crate) mod http;
+pub(crate) mod recorder;
+pub(crate) mod series;
+pub(crate) mod snapshot;

@@ -9,13 +9,13 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// History points kept (one per second at most: five minutes).
-pub const HISTORY_POINTS: usize = 300;
+pub(crate) const HISTORY_POINTS: usize = 300;
 /// Shortest interval between two history points.
 const SAMPLE_EVERY: Duration = Duration::from_secs(1);
 
 /// Token counters of one replica, as the gateway saw its responses.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct ReplicaTokens {
+pub(crate) struct ReplicaTokens {
     /// Responses that reported usage.
     pub responses_with_usage: u64,
     /// Prompt tokens of those responses.
@@ -30,7 +30,7 @@ pub struct ReplicaTokens {
 
 /// Token counters of one tenant.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct TenantTokens {
+pub(crate) struct TenantTokens {
     /// Prompt tokens (reported usage, else the gateway's own count).
     pub prompt_tokens: u64,
     /// Completion tokens (reported usage).
@@ -39,7 +39,7 @@ pub struct TenantTokens {
 
 /// Cumulative cached-token counters at one instant (a history point).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
-pub struct HistoryPoint {
+pub(crate) struct HistoryPoint {
     /// Unix time, milliseconds.
     pub unix_ms: u64,
     /// Prompt tokens predicted cached, since start.
@@ -62,7 +62,7 @@ struct Inner {
 
 /// Dashboard-only counters: what the Prometheus metrics do not break down.
 #[derive(Default)]
-pub struct Recorder {
+pub(crate) struct Recorder {
     inner: Mutex<Inner>,
 }
 
@@ -81,7 +81,7 @@ fn entry<'a, T: Default>(map: &'a mut BTreeMap<String, T>, key: &str) -> &'a mut
 }
 
 /// Unix time in milliseconds.
-pub fn unix_ms() -> u64 {
+pub(crate) fn unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
@@ -90,7 +90,7 @@ pub fn unix_ms() -> u64 {
 impl Recorder {
     /// Adds one finished request's numbers, then samples the history at `now` (not forced,
     /// as [`Self::sample`]), under one lock.
-    pub fn add(
+    pub(crate) fn add(
         &self,
         replica: Option<(&str, ReplicaTokens)>,
         tenant: Option<(&str, TenantTokens)>,
@@ -115,17 +115,17 @@ impl Recorder {
     }
 
     /// Per-replica counters, by replica label (`r0`, `r1`, ...).
-    pub fn replicas(&self) -> BTreeMap<String, ReplicaTokens> {
+    pub(crate) fn replicas(&self) -> BTreeMap<String, ReplicaTokens> {
         self.inner.lock().replicas.clone()
     }
 
     /// Per-tenant counters, by tenant id.
-    pub fn tenants(&self) -> BTreeMap<String, TenantTokens> {
+    pub(crate) fn tenants(&self) -> BTreeMap<String, TenantTokens> {
         self.inner.lock().tenants.clone()
     }
 
     /// Appends `point` unless the last one is under a second old (or `force`).
-    pub fn sample(&self, now: Instant, force: bool, point: impl FnOnce() -> HistoryPoint) {
+    pub(crate) fn sample(&self, now: Instant, force: bool, point: impl FnOnce() -> HistoryPoint) {
         let mut g = self.inner.lock();
         Self::sample_locked(&mut g, now, force, point);
     }
@@ -152,7 +152,12 @@ impl Recorder {
     /// Records one finished request (from the request's end, which read the clock at
     /// `now`): the replica's token counts when it reported usage, the tenant's tokens (the
     /// reported usage, else the gateway's prompt count once a response started).
-    pub fn record(&self, o: &Outcome<'_>, now: Instant, point: impl FnOnce() -> HistoryPoint) {
+    pub(crate) fn record(
+        &self,
+        o: &Outcome<'_>,
+        now: Instant,
+        point: impl FnOnce() -> HistoryPoint,
+    ) {
         let replica = match (o.usage, o.predicted_cached_tokens) {
             (Some(u), Some(predicted)) => Some(ReplicaTokens {
                 responses_with_usage: 1,
@@ -184,7 +189,7 @@ impl Recorder {
     }
 
     /// History points, oldest first.
-    pub fn history(&self) -> Vec<HistoryPoint> {
+    pub(crate) fn history(&self) -> Vec<HistoryPoint> {
         self.inner.lock().history.iter().copied().collect()
     }
 }

@@ -5,7 +5,7 @@ use prometheus::core::Collector;
 use std::collections::BTreeMap;
 
 /// `(labels, value)` of every series of an integer counter vector.
-pub fn series(c: &impl Collector) -> Vec<(BTreeMap<String, String>, u64)> {
+pub(crate) fn series(c: &impl Collector) -> Vec<(BTreeMap<String, String>, u64)> {
     let mut out = Vec::new();
     for fam in c.collect() {
         for m in fam.get_metric() {
@@ -21,7 +21,7 @@ pub fn series(c: &impl Collector) -> Vec<(BTreeMap<String, String>, u64)> {
 }
 
 /// Sums of every series by the value of `label`.
-pub fn sum_by(c: &impl Collector, label: &str) -> BTreeMap<String, u64> {
+pub(crate) fn sum_by(c: &impl Collector, label: &str) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
     for (labels, v) in series(c) {
         let key = labels.get(label).cloned().unwrap_or_default();
@@ -31,11 +31,11 @@ pub fn sum_by(c: &impl Collector, label: &str) -> BTreeMap<String, u64> {
 }
 
 /// The sum of every series.
-pub fn total(c: &impl Collector) -> u64 {
+pub(crate) fn total(c: &impl Collector) -> u64 {
     series(c).iter().map(|(_, v)| v).sum()
 }
 
 /// `num / den`, when `den` is not 0.
-pub fn ratio(num: u64, den: u64) -> Option<f64> {
+pub(crate) fn ratio(num: u64, den: u64) -> Option<f64> {
     (den > 0).then(|| num as f64 / den as f64)
 }

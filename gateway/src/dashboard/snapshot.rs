@@ -1,8 +1,9 @@
 //! The dashboard's JSON snapshot: replicas, totals, tenants, history, recent decisions,
 //! checkpoints and rollouts.
 
-use super::recorder::{unix_ms, HistoryPoint, ReplicaTokens};
+use super::recorder::{unix_ms, HistoryPoint, Recorder, ReplicaTokens};
 use super::series::{ratio, series, sum_by, total};
+use crate::metrics::Metrics;
 use crate::routing::DecisionRecord;
 use crate::state::AppState;
 use serde::Serialize;
@@ -11,11 +12,11 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 /// Decisions included in a snapshot.
-pub const DECISIONS: usize = 20;
+pub(crate) const DECISIONS: usize = 20;
 
 /// One replica's row.
 #[derive(Debug, Serialize)]
-pub struct ReplicaRow {
+pub(crate) struct ReplicaRow {
     /// Dense id.
     pub id: u32,
     /// Metric label (`r0`).
@@ -61,7 +62,7 @@ pub struct ReplicaRow {
 
 /// One tenant's row.
 #[derive(Debug, Default, Serialize)]
-pub struct TenantRow {
+pub(crate) struct TenantRow {
     /// Tenant id (`-` for unauthenticated requests).
     pub id: String,
     /// Requests (all statuses).
@@ -76,7 +77,7 @@ pub struct TenantRow {
 
 /// Gateway-wide totals.
 #[derive(Debug, Default, Serialize)]
-pub struct Totals {
+pub(crate) struct Totals {
     /// Requests, all statuses.
     pub requests: u64,
     /// Prompt tokens predicted cached.
@@ -103,7 +104,7 @@ pub struct Totals {
 
 /// Everything the page shows.
 #[derive(Debug, Serialize)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     /// Unix time, milliseconds.
     pub unix_ms: u64,
     /// The running policy.
@@ -125,8 +126,7 @@ pub struct Snapshot {
 }
 
 /// The current cumulative cached-token counters.
-pub fn history_point(state: &AppState) -> HistoryPoint {
-    let m = &state.metrics;
+pub(crate) fn history_point(m: &Metrics) -> HistoryPoint {
     HistoryPoint {
         unix_ms: unix_ms(),
         predicted: total(&m.predicted_cached_tokens),
@@ -137,14 +137,11 @@ pub fn history_point(state: &AppState) -> HistoryPoint {
 }
 
 /// Appends a history point (at most one a second unless `force`).
-pub fn sample_history(state: &AppState, force: bool) {
-    state
-        .dashboard
-        .sample(Instant::now(), force, || history_point(state));
+pub(crate) fn sample_history(recorder: &Recorder, m: &Metrics, force: bool) {
+    recorder.sample(Instant::now(), force, || history_point(m));
 }
 
-fn tenant_rows(state: &AppState) -> Vec<TenantRow> {
-    let m = &state.metrics;
+fn tenant_rows(m: &Metrics, recorder: &Recorder) -> Vec<TenantRow> {
     let mut rows: BTreeMap<String, TenantRow> = BTreeMap::new();
     let name = |t: &str| {
         if t.is_empty() {
@@ -165,7 +162,7 @@ fn tenant_rows(state: &AppState) -> Vec<TenantRow> {
         row.id = id;
         row.rejections += v;
     }
-    for (tenant, t) in state.dashboard.tenants() {
+    for (tenant, t) in recorder.tenants() {
         let row = rows.entry(tenant.clone()).or_default();
         row.id = tenant;
         row.prompt_tokens = t.prompt_tokens;
@@ -220,8 +217,8 @@ fn replica_rows(state: &AppState) -> Vec<ReplicaRow> {
 }
 
 /// Builds the snapshot (and records a history point when the last is a second old).
-pub fn build(state: &AppState) -> Snapshot {
-    sample_history(state, false);
+pub(crate) fn build(state: &AppState) -> Snapshot {
+    sample_history(&state.dashboard, &state.metrics, false);
     let m = &state.metrics;
     let (predicted, actual, tier, prompt) = (
         total(&m.predicted_cached_tokens),
@@ -249,10 +246,10 @@ pub fn build(state: &AppState) -> Snapshot {
             queued: m.queued.get(),
         },
         replicas: replica_rows(state),
-        tenants: tenant_rows(state),
+        tenants: tenant_rows(&state.metrics, &state.dashboard),
         history: state.dashboard.history(),
         decisions,
-        checkpoints: super::checkpoints::rows(state, &rollouts),
+        checkpoints: super::checkpoints::rows(&state.metrics, &state.registry, &rollouts),
         rollouts,
     }
 }

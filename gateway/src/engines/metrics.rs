@@ -35,13 +35,15 @@ mod scrape;
 #[cfg(test)]
 mod tests;
 
-pub use error::MetricsError;
-pub use load::{EngineLoad, Missing, PrefillCounters, PrefillRate, RATIO_SCALE_BLOCKS};
+pub(crate) use error::MetricsError;
+#[cfg(test)]
+use load::RATIO_SCALE_BLOCKS;
+pub(crate) use load::{EngineLoad, Missing, PrefillCounters, PrefillRate};
 use scrape::{Found, Scrape};
 
 /// Which engine's metric names to read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum MetricsDialect {
+pub(crate) enum MetricsDialect {
     /// vLLM (`vllm:` metrics), V0 and V1 engines.
     Vllm,
     /// SGLang (`sglang:` metrics).
@@ -52,7 +54,7 @@ pub enum MetricsDialect {
 
 impl MetricsDialect {
     /// The engine's name, as logs and errors write it.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Vllm => "vllm",
             Self::Sglang => "sglang",
@@ -62,7 +64,7 @@ impl MetricsDialect {
 }
 
 /// The load on one `/metrics` page of a `dialect` engine.
-pub fn parse_load(dialect: MetricsDialect, text: &str) -> Result<EngineLoad, MetricsError> {
+pub(crate) fn parse_load(dialect: MetricsDialect, text: &str) -> Result<EngineLoad, MetricsError> {
     let page = Scrape::parse(text)?;
     let mut r = Reader {
         page: &page,

@@ -7,6 +7,6 @@
 //! - [`kv_events`]: vLLM's and SGLang's KV cache events over ZeroMQ, re-hashed into
 //!   Warmpath's events.
 
-pub mod kv_events;
-pub mod metrics;
-pub mod tokenizer;
+pub(crate) mod kv_events;
+pub(crate) mod metrics;
+pub(crate) mod tokenizer;

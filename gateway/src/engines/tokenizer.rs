@@ -9,11 +9,11 @@ use warmpath_text::TokenizerSpec;
 /// Why a pool's tokenizer could not be built; the message names the file.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct TokenizerLoadError(String);
+pub(crate) struct TokenizerLoadError(String);
 
 /// The tokenizer spec a source describes (`None` for `tokenizer: none`), read by
 /// `warmpath-text` from the local files (a GGUF file's metadata only, never its weights).
-pub fn spec(source: &TokenizerSource) -> Result<Option<TokenizerSpec>, TokenizerLoadError> {
+pub(crate) fn spec(source: &TokenizerSource) -> Result<Option<TokenizerSpec>, TokenizerLoadError> {
     let Some(text_source) = source.to_text_source() else {
         return Ok(None);
     };
@@ -24,7 +24,7 @@ pub fn spec(source: &TokenizerSource) -> Result<Option<TokenizerSpec>, Tokenizer
 }
 
 /// The prompt encoder of a pool.
-pub fn encoder(
+pub(crate) fn encoder(
     source: &TokenizerSource,
     cfg: &TokenizerConfig,
 ) -> Result<PromptEncoder, TokenizerLoadError> {

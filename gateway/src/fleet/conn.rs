@@ -10,7 +10,7 @@ use std::time::Duration;
 
 /// A connection to the configured Redis.
 #[derive(Clone)]
-pub enum Conn {
+pub(crate) enum Conn {
     /// `state.url`.
     Single(ConnectionManager),
     /// `state.cluster`.
@@ -19,7 +19,7 @@ pub enum Conn {
 
 impl Conn {
     /// Connects to `cfg`'s Redis; every call on the result gives up after `timeout_ms`.
-    pub async fn connect(cfg: &StateConfig) -> RedisResult<Self> {
+    pub(crate) async fn connect(cfg: &StateConfig) -> RedisResult<Self> {
         let response = Duration::from_millis(cfg.timeout_ms);
         // Opening a TCP connection may take longer than a command; it never holds a request.
         let connect = response.max(Duration::from_millis(500));
@@ -43,7 +43,10 @@ impl Conn {
 
     /// Runs a script (EVALSHA, loading it once after a Redis restart); a Cluster routes it
     /// by its first key.
-    pub async fn invoke<T: FromRedisValue>(&self, call: &ScriptInvocation<'_>) -> RedisResult<T> {
+    pub(crate) async fn invoke<T: FromRedisValue>(
+        &self,
+        call: &ScriptInvocation<'_>,
+    ) -> RedisResult<T> {
         match self {
             Self::Single(c) => call.invoke_async(&mut c.clone()).await,
             Self::Cluster(c) => call.invoke_async(&mut c.clone()).await,
@@ -51,7 +54,7 @@ impl Conn {
     }
 
     /// Runs one command.
-    pub async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd) -> RedisResult<T> {
+    pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd) -> RedisResult<T> {
         match self {
             Self::Single(c) => cmd.query_async(&mut c.clone()).await,
             Self::Cluster(c) => cmd.query_async(&mut c.clone()).await,
@@ -59,7 +62,10 @@ impl Conn {
     }
 
     /// Runs a pipeline (atomic when built so; a Cluster needs all its keys in one slot).
-    pub async fn pipeline<T: FromRedisValue>(&self, pipe: &redis::Pipeline) -> RedisResult<T> {
+    pub(crate) async fn pipeline<T: FromRedisValue>(
+        &self,
+        pipe: &redis::Pipeline,
+    ) -> RedisResult<T> {
         match self {
             Self::Single(c) => pipe.query_async(&mut c.clone()).await,
             Self::Cluster(c) => pipe.query_async(&mut c.clone()).await,

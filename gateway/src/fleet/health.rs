@@ -2,19 +2,19 @@
 //! and one log line); from then on requests do not wait on Redis at all, and a probe
 //! retries every `probe_ms` until Redis answers, then marks it healthy again.
 
-use crate::metrics::StateMetrics;
+use crate::metrics::FleetMetrics;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The degraded flag and its metric.
 #[derive(Debug)]
-pub struct Health {
+pub(crate) struct Health {
     degraded: AtomicBool,
-    metrics: StateMetrics,
+    metrics: FleetMetrics,
 }
 
 impl Health {
     /// Starts degraded: nothing is known about Redis until the first connection.
-    pub fn new(metrics: StateMetrics) -> Self {
+    pub(crate) fn new(metrics: FleetMetrics) -> Self {
         metrics.degraded.set(1);
         Self {
             degraded: AtomicBool::new(true),
@@ -23,12 +23,12 @@ impl Health {
     }
 
     /// Whether requests should skip Redis.
-    pub fn is_degraded(&self) -> bool {
+    pub(crate) fn is_degraded(&self) -> bool {
         self.degraded.load(Ordering::Acquire)
     }
 
     /// Marks Redis unreachable; true when this call made the change (start a probe).
-    pub fn fail(&self, why: &dyn std::fmt::Display) -> bool {
+    pub(crate) fn fail(&self, why: &dyn std::fmt::Display) -> bool {
         self.metrics.errors.inc();
         if self.degraded.swap(true, Ordering::AcqRel) {
             return false;
@@ -39,7 +39,7 @@ impl Health {
     }
 
     /// Marks Redis reachable again.
-    pub fn recover(&self) {
+    pub(crate) fn recover(&self) {
         if self.degraded.swap(false, Ordering::AcqRel) {
             self.metrics.degraded.set(0);
             tracing::info!("shared state healthy: Redis reachable, shared limits in force");
@@ -47,7 +47,7 @@ impl Health {
     }
 
     /// The metrics this flag reports to.
-    pub fn metrics(&self) -> &StateMetrics {
+    pub(crate) fn metrics(&self) -> &FleetMetrics {
         &self.metrics
     }
 }

@@ -39,7 +39,7 @@ fn decode(bytes: &[u8]) -> Vec<BlockHash> {
 
 /// Where a gateway is in the stream: the last entry id it has read.
 #[derive(Debug, Default)]
-pub struct Cursor {
+pub(crate) struct Cursor {
     last: Option<String>,
 }
 
@@ -52,7 +52,7 @@ impl Fleet {
     /// fleet: queued for the background writer, never waited on; dropped when the queue is
     /// full or Redis is unreachable.
     /// `replica` gives the URL, built only when the decision is shared.
-    pub fn share_route(&self, replica: impl FnOnce() -> String, hashes: &[BlockHash]) {
+    pub(crate) fn share_route(&self, replica: impl FnOnce() -> String, hashes: &[BlockHash]) {
         if hashes.is_empty() || !self.cfg.share_routing || self.is_degraded() {
             return;
         }
@@ -99,7 +99,7 @@ impl Fleet {
 
     /// Reads the decisions other gateways shared since `cursor`: (replica URL, hashes).
     /// The first read starts at the stream's end.
-    pub async fn read_routes(
+    pub(crate) async fn read_routes(
         self: &Arc<Self>,
         cursor: &mut Cursor,
     ) -> Option<Vec<(String, Vec<BlockHash>)>> {

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 /// Why a key operation failed.
 #[derive(Debug, thiserror::Error)]
-pub enum KeyError {
+pub(crate) enum KeyError {
     /// Shared state is in memory.
     #[error("the keys API needs shared state: set `state.backend: redis`")]
     NoStore,
@@ -48,7 +48,7 @@ impl Fleet {
     }
 
     /// The key store as this gateway last read it.
-    pub fn key_view(&self) -> &KeyView {
+    pub(crate) fn key_view(&self) -> &KeyView {
         &self.keys
     }
 
@@ -68,7 +68,7 @@ impl Fleet {
     }
 
     /// Creates a key for `tenant`; returns the key (shown this once) and its record.
-    pub async fn create_key(&self, tenant: &str) -> Result<(String, StoredKey), KeyError> {
+    pub(crate) async fn create_key(&self, tenant: &str) -> Result<(String, StoredKey), KeyError> {
         let conn = self.conn_or_unavailable()?;
         let key = format!("wp-{}", hex::encode(rand::random::<[u8; 24]>()));
         let hash: [u8; 32] = Sha256::digest(key.as_bytes()).into();
@@ -94,7 +94,7 @@ impl Fleet {
     }
 
     /// Every key of `tenant` in the store.
-    pub async fn list_keys(&self, tenant: &str) -> Result<Vec<StoredKey>, KeyError> {
+    pub(crate) async fn list_keys(&self, tenant: &str) -> Result<Vec<StoredKey>, KeyError> {
         Ok(self
             .read_all()
             .await?
@@ -115,7 +115,7 @@ impl Fleet {
     }
 
     /// Revokes `tenant`'s key `key_id` everywhere.
-    pub async fn revoke_key(&self, tenant: &str, key_id: &str) -> Result<(), KeyError> {
+    pub(crate) async fn revoke_key(&self, tenant: &str, key_id: &str) -> Result<(), KeyError> {
         let conn = self.conn_or_unavailable()?;
         let found = self
             .read_all()
@@ -169,7 +169,7 @@ impl Fleet {
     }
 
     /// Sets the config's keys (tenant, SHA-256) to seed the store with.
-    pub fn set_seed_keys(&self, keys: Vec<(String, [u8; 32])>) {
+    pub(crate) fn set_seed_keys(&self, keys: Vec<(String, [u8; 32])>) {
         *self.seed.write() = keys;
     }
 

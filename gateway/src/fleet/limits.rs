@@ -9,7 +9,7 @@ use std::time::Duration;
 
 /// Which limit refused a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Refused {
+pub(crate) enum Refused {
     /// `max_concurrent`.
     Concurrency,
     /// `tokens_per_minute`.
@@ -20,7 +20,7 @@ pub enum Refused {
 
 /// What the shared limits decided, with what is left of them.
 #[derive(Debug)]
-pub struct Decision {
+pub(crate) struct Decision {
     /// `None`: admitted; otherwise the limit that refused.
     pub refused: Option<Refused>,
     /// How long to wait before retrying (refusals).
@@ -38,7 +38,7 @@ pub struct Decision {
 /// An admitted request's hold on the shared limits: its token reservation and its
 /// concurrency lease. Settle it with the tokens used; dropped unsettled, it gives back the
 /// whole reservation. Either way one script call runs in the background.
-pub struct Lease {
+pub(crate) struct Lease {
     fleet: Arc<Fleet>,
     tenant: Arc<str>,
     tokens_per_minute: u64,
@@ -58,7 +58,7 @@ impl std::fmt::Debug for Lease {
 
 impl Lease {
     /// Charges `actual` tokens instead of the reservation and ends the concurrency lease.
-    pub fn settle(&mut self, actual: u64) {
+    pub(crate) fn settle(&mut self, actual: u64) {
         if std::mem::replace(&mut self.settled, true) {
             return;
         }
@@ -96,7 +96,7 @@ impl Fleet {
     /// Admits one request that may use `tokens` tokens against `tenant`'s shared `limits`:
     /// one script call. `None` when Redis does not answer (the caller falls back to its
     /// local limiter).
-    pub async fn admit(
+    pub(crate) async fn admit(
         self: &Arc<Self>,
         tenant: &Arc<str>,
         limits: &TenantLimits,

@@ -28,18 +28,18 @@
 //! - [`history`]: the shared routing history (engines without KV events); [`routed`]:
 //!   the queue in front of its writer.
 
-pub mod conn;
-pub mod health;
-pub mod history;
-pub mod keys;
-pub mod limits;
-pub mod rollouts;
-pub mod routed;
-pub mod scripts;
-pub mod view;
+pub(crate) mod conn;
+pub(crate) mod health;
+pub(crate) mod history;
+pub(crate) mod keys;
+pub(crate) mod limits;
+pub(crate) mod rollouts;
+pub(crate) mod routed;
+pub(crate) mod scripts;
+pub(crate) mod view;
 
 use crate::config::StateConfig;
-use crate::metrics::StateMetrics;
+use crate::metrics::FleetMetrics;
 use conn::Conn;
 use health::Health;
 use parking_lot::RwLock;
@@ -49,7 +49,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// This gateway's handle on the fleet's shared state.
-pub struct Fleet {
+pub(crate) struct Fleet {
     cfg: StateConfig,
     conn: RwLock<Option<Conn>>,
     health: Health,
@@ -79,10 +79,10 @@ impl std::fmt::Debug for Fleet {
 impl Fleet {
     /// Starts connecting to `cfg`'s Redis in the background on `handle`; until the first
     /// connection the gateway is degraded.
-    pub fn start(
+    pub(crate) fn start(
         cfg: StateConfig,
         handle: tokio::runtime::Handle,
-        metrics: StateMetrics,
+        metrics: FleetMetrics,
     ) -> Arc<Self> {
         let (routes, routes_rx) = routed::queue();
         let fleet = Arc::new(Self {
@@ -105,17 +105,17 @@ impl Fleet {
     }
 
     /// The state configuration.
-    pub fn config(&self) -> &StateConfig {
+    pub(crate) fn config(&self) -> &StateConfig {
         &self.cfg
     }
 
     /// Whether Redis is unreachable now.
-    pub fn is_degraded(&self) -> bool {
+    pub(crate) fn is_degraded(&self) -> bool {
         self.health.is_degraded()
     }
 
     /// The shared-state metrics.
-    pub fn metrics(&self) -> &StateMetrics {
+    pub(crate) fn metrics(&self) -> &FleetMetrics {
         self.health.metrics()
     }
 

@@ -4,7 +4,7 @@
 //! # In Redis
 //! Under one hash tag (one Cluster slot, atomic pipelines):
 //! - `<prefix>:{rollouts}:all`: hash, model -> the rollout record (JSON, written and read by
-//!   `crate::rollout::shared`; opaque here);
+//!   `crate::rollout::fleet`; opaque here);
 //! - `<prefix>:{rollouts}:epoch`: counter bumped by every change.
 
 use super::Fleet;
@@ -17,7 +17,7 @@ impl Fleet {
     }
 
     /// This gateway's tag (16 hex digits), unique in the fleet.
-    pub fn tag(&self) -> &str {
+    pub(crate) fn tag(&self) -> &str {
         &self.tag
     }
 
@@ -38,7 +38,11 @@ impl Fleet {
     }
 
     /// Writes `model`'s rollout record and bumps the epoch, atomically.
-    pub async fn put_rollout(self: &Arc<Self>, model: &str, record: &str) -> Result<(), String> {
+    pub(crate) async fn put_rollout(
+        self: &Arc<Self>,
+        model: &str,
+        record: &str,
+    ) -> Result<(), String> {
         let mut pipe = redis::pipe();
         pipe.atomic()
             .hset(self.rollouts_key("all"), model, record)
@@ -49,7 +53,7 @@ impl Fleet {
     }
 
     /// Deletes `model`'s rollout record and bumps the epoch.
-    pub async fn delete_rollout(self: &Arc<Self>, model: &str) -> Result<(), String> {
+    pub(crate) async fn delete_rollout(self: &Arc<Self>, model: &str) -> Result<(), String> {
         let mut pipe = redis::pipe();
         pipe.atomic()
             .hdel(self.rollouts_key("all"), model)
@@ -61,7 +65,7 @@ impl Fleet {
 
     /// The records when the epoch moved past `seen` (with the new epoch); `None` when it
     /// did not, or Redis did not answer.
-    pub async fn read_rollouts(
+    pub(crate) async fn read_rollouts(
         self: &Arc<Self>,
         seen: Option<u64>,
     ) -> Option<(u64, HashMap<String, String>)> {

@@ -9,7 +9,7 @@ const QUEUE: usize = 4096;
 
 /// One routing decision to share.
 #[derive(Debug)]
-pub struct Routed {
+pub(crate) struct Routed {
     /// The replica's URL (ids are per gateway).
     pub replica: String,
     /// The prompt's block hashes.
@@ -17,6 +17,6 @@ pub struct Routed {
 }
 
 /// The writer's queue: the sender the fleet keeps, the receiver its writer drains.
-pub fn queue() -> (mpsc::Sender<Routed>, mpsc::Receiver<Routed>) {
+pub(crate) fn queue() -> (mpsc::Sender<Routed>, mpsc::Receiver<Routed>) {
     mpsc::channel(QUEUE)
 }

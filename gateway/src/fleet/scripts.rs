@@ -4,7 +4,7 @@
 use redis::Script;
 
 /// The two scripts, hashed once.
-pub struct Scripts {
+pub(crate) struct Scripts {
     /// `admit.lua`.
     pub admit: Script,
     /// `settle.lua`.
@@ -13,7 +13,7 @@ pub struct Scripts {
 
 impl Scripts {
     /// Loads the script texts.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             admit: Script::new(include_str!("admit.lua")),
             settle: Script::new(include_str!("settle.lua")),

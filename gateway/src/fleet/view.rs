@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 /// A key as stored (never the key itself).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct StoredKey {
+pub(crate) struct StoredKey {
     /// The tenant it authenticates.
     pub tenant: String,
     /// Public id: `k-` and the first 12 hex digits of its hash.
@@ -20,13 +20,13 @@ pub struct StoredKey {
 }
 
 /// The public id of the key whose SHA-256 is `hash`.
-pub fn key_id(hash: &[u8; 32]) -> String {
+pub(crate) fn key_id(hash: &[u8; 32]) -> String {
     format!("k-{}", &hex::encode(hash)[..12])
 }
 
 /// This gateway's copy of the store.
 #[derive(Debug, Default)]
-pub struct KeyView {
+pub(crate) struct KeyView {
     inner: RwLock<ViewState>,
 }
 
@@ -40,22 +40,22 @@ struct ViewState {
 
 impl KeyView {
     /// The epoch of the copy (a verified-key cache entry from another epoch is stale).
-    pub fn epoch(&self) -> u64 {
+    pub(crate) fn epoch(&self) -> u64 {
         self.inner.read().epoch
     }
 
     /// The tenant a key hash belongs to in the store.
-    pub fn tenant_of(&self, hash: &[u8; 32]) -> Option<Arc<str>> {
+    pub(crate) fn tenant_of(&self, hash: &[u8; 32]) -> Option<Arc<str>> {
         self.inner.read().keys.get(hash).cloned()
     }
 
     /// Whether a key hash was revoked.
-    pub fn is_revoked(&self, hash: &[u8; 32]) -> bool {
+    pub(crate) fn is_revoked(&self, hash: &[u8; 32]) -> bool {
         self.inner.read().revoked.contains(hash)
     }
 
     /// Replaces the copy with the store as read at `epoch`.
-    pub fn replace(
+    pub(crate) fn replace(
         &self,
         epoch: u64,
         keys: HashMap<[u8; 32], Arc<str>>,

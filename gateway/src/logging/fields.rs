@@ -11,7 +11,7 @@ use tracing_subscriber::fmt::format::{DefaultVisitor, Writer};
 
 /// The fields formatter for colour-free output.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct PlainFields;
+pub(crate) struct PlainFields;
 
 impl<'a> MakeVisitor<Writer<'a>> for PlainFields {
     type Visitor = PlainVisitor<'a>;
@@ -26,7 +26,7 @@ impl<'a> MakeVisitor<Writer<'a>> for PlainFields {
 }
 
 /// Writes one event's fields.
-pub struct PlainVisitor<'a> {
+pub(crate) struct PlainVisitor<'a> {
     writer: Writer<'a>,
     is_empty: bool,
     result: fmt::Result,

@@ -14,8 +14,8 @@
 //! ANSI colours only when stderr is a terminal: a log file or collector gets plain text,
 //! with fields written by [`fields::PlainFields`] (the same text, at a third of the cost).
 
-pub mod fields;
-pub mod redact;
+pub(crate) mod fields;
+pub(crate) mod redact;
 
 use parking_lot::Mutex;
 use std::io::{self, IsTerminal, Write};
@@ -25,9 +25,9 @@ use tracing::{Level, Metadata};
 use tracing_subscriber::fmt::MakeWriter;
 
 /// Buffered bytes that trigger a write.
-pub const FLUSH_BYTES: usize = 32 * 1024;
+pub(crate) const FLUSH_BYTES: usize = 32 * 1024;
 /// Longest time a batched line waits.
-pub const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
+pub(crate) const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
 
 struct Inner {
     pending: Vec<u8>,
@@ -51,13 +51,13 @@ impl Inner {
 
 /// Where log lines go; a `MakeWriter` for `tracing_subscriber::fmt`. Clones share the buffer.
 #[derive(Clone)]
-pub struct LogSink {
+pub(crate) struct LogSink {
     inner: Arc<Mutex<Inner>>,
 }
 
 impl LogSink {
     /// A sink writing to `out`; it writes every line at once until batching is turned on.
-    pub fn new(out: Box<dyn Write + Send>) -> Self {
+    pub(crate) fn new(out: Box<dyn Write + Send>) -> Self {
         Self {
             inner: Arc::new(Mutex::new(Inner {
                 pending: Vec::with_capacity(FLUSH_BYTES + 1024),
@@ -68,7 +68,7 @@ impl LogSink {
     }
 
     /// Turns batching of INFO and more verbose lines on or off; off writes the buffer first.
-    pub fn set_batching(&self, on: bool) {
+    pub(crate) fn set_batching(&self, on: bool) {
         let mut g = self.inner.lock();
         g.batching = on;
         if !on {
@@ -77,7 +77,7 @@ impl LogSink {
     }
 
     /// Writes what is buffered.
-    pub fn flush(&self) -> io::Result<()> {
+    pub(crate) fn flush(&self) -> io::Result<()> {
         self.inner.lock().write_pending()
     }
 
@@ -94,7 +94,7 @@ impl LogSink {
 }
 
 /// One event's writer.
-pub struct LineWriter<'a> {
+pub(crate) struct LineWriter<'a> {
     sink: &'a LogSink,
     urgent: bool,
 }
@@ -160,7 +160,7 @@ pub fn init() {
 
 /// Batches stderr lines while `on` (the gateway is serving); off writes the buffer. A no-op
 /// when [`init`] did not install the stderr sink (tests, embedders).
-pub fn serving(on: bool) {
+pub(crate) fn serving(on: bool) {
     if let Some(sink) = STDERR.get() {
         sink.set_batching(on);
     }

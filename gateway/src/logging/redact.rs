@@ -20,7 +20,7 @@ use std::borrow::Cow;
 use std::sync::OnceLock;
 
 /// What a secret is replaced with.
-pub const REDACTED: &str = "[REDACTED]";
+pub(crate) const REDACTED: &str = "[REDACTED]";
 
 /// Names whose value is a credential.
 const NAMES: &[&str] = &[
@@ -125,7 +125,7 @@ fn secret_after(line: &[u8], start: usize, end: usize) -> Option<(usize, usize)>
 }
 
 /// `line` with every credential replaced by [`REDACTED`]; borrowed when there is none.
-pub fn redact(line: &[u8]) -> Cow<'_, [u8]> {
+pub(crate) fn redact(line: &[u8]) -> Cow<'_, [u8]> {
     let m = matcher();
     let mut out: Option<Vec<u8>> = None;
     let mut copied = 0;

@@ -6,7 +6,7 @@ use prometheus::{IntCounterVec, Opts, Registry};
 
 /// Handles on the disaggregation series.
 #[derive(Clone, Debug)]
-pub struct DisaggMetrics {
+pub(crate) struct DisaggMetrics {
     /// Split requests by prefill replica and transfer outcome (`ok`, `partial`, `failed`,
     /// `skipped`).
     pub transfers: IntCounterVec,
@@ -14,7 +14,7 @@ pub struct DisaggMetrics {
 
 impl DisaggMetrics {
     /// Creates the series and registers them in `registry`.
-    pub fn register(registry: &Registry) -> Self {
+    pub(crate) fn register(registry: &Registry) -> Self {
         let transfers = IntCounterVec::new(
             Opts::new(
                 "kv_transfers_total",

@@ -21,7 +21,7 @@ const MAX_SERIES: usize = 16_384;
 
 /// `N` labels per series. Clones share the series, as prometheus' vectors do.
 #[derive(Clone)]
-pub struct CounterFamily<const N: usize> {
+pub(crate) struct CounterFamily<const N: usize> {
     inner: Arc<Inner<N>>,
 }
 
@@ -57,7 +57,7 @@ impl<const N: usize> Children<N> {
 impl<const N: usize> CounterFamily<N> {
     /// A family `name` with `help` and the label names `labels` (validated as prometheus
     /// validates them).
-    pub fn new(name: &str, help: &str, labels: [&str; N]) -> prometheus::Result<Self> {
+    pub(crate) fn new(name: &str, help: &str, labels: [&str; N]) -> prometheus::Result<Self> {
         let desc = Desc::new(
             name.to_string(),
             help.to_string(),
@@ -74,7 +74,7 @@ impl<const N: usize> CounterFamily<N> {
     }
 
     /// The series for `values` (in the order of the label names), created on first use.
-    pub fn with_label_values(&self, values: [&str; N]) -> IntCounter {
+    pub(crate) fn with_label_values(&self, values: [&str; N]) -> IntCounter {
         let inner = &*self.inner;
         let key = inner.hasher.hash_one(values);
         if let Some(c) = inner.children.read().find(key, values) {

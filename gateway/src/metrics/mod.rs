@@ -3,13 +3,13 @@
 
 mod disagg;
 mod family;
+mod fleet;
 mod rollout;
-mod state;
 
-pub use disagg::DisaggMetrics;
-pub use family::CounterFamily;
-pub use rollout::RolloutMetrics;
-pub use state::StateMetrics;
+pub(crate) use disagg::DisaggMetrics;
+pub(crate) use family::CounterFamily;
+pub(crate) use fleet::FleetMetrics;
+pub(crate) use rollout::RolloutMetrics;
 
 use parking_lot::RwLock;
 use prometheus::{
@@ -57,7 +57,7 @@ impl<K: std::hash::Hash + Eq, V: Clone> SeriesCache<K, V> {
 
 /// The per-model series the end of every request touches.
 #[derive(Clone)]
-pub struct ModelSeries {
+pub(crate) struct ModelSeries {
     /// `predicted_cached_tokens_total{model}`.
     pub predicted_cached_tokens: IntCounter,
     /// `actual_cached_tokens_total{model}`.
@@ -72,7 +72,7 @@ pub struct ModelSeries {
 
 /// The per-tenant token series the end of every request with usage touches.
 #[derive(Clone)]
-pub struct TenantSeries {
+pub(crate) struct TenantSeries {
     /// `tenant_tokens_total{tenant, kind="prompt"}`.
     pub prompt: IntCounter,
     /// `tenant_tokens_total{tenant, kind="completion"}`.
@@ -85,7 +85,7 @@ use crate::body::request::Endpoint;
 use crate::outcome::Outcome;
 
 /// Every metric the gateway exports.
-pub struct Metrics {
+pub(crate) struct Metrics {
     registry: Registry,
     /// Requests by tenant, model, replica and status.
     pub requests: CounterFamily<4>,
@@ -117,10 +117,6 @@ pub struct Metrics {
     pub connections_refused: IntCounter,
     /// Streams ended with a gateway error event.
     pub stream_errors: IntCounterVec,
-    /// Time from request arrival to the upstream request being sent.
-    pub added_latency: HistogramVec,
-    /// Time in tokenize + hash + route.
-    pub route_latency: HistogramVec,
     /// Requests queued for a replica slot.
     pub queued: IntGauge,
     /// KV events applied, by observation.
@@ -132,7 +128,7 @@ pub struct Metrics {
     /// `route_latency_seconds{stage="select"}`.
     pub route_select: Histogram,
     /// The shared-state (Redis) series.
-    pub state: StateMetrics,
+    pub fleet: FleetMetrics,
     /// Rollout and region series.
     pub rollout: RolloutMetrics,
     /// Prefill/decode split series.
@@ -146,7 +142,7 @@ pub struct Metrics {
 
 /// The label a model name the gateway does not know gets: clients choose the `model` of a
 /// request, so only configured or served names become label values.
-pub const OTHER_MODEL: &str = "other";
+pub(crate) const OTHER_MODEL: &str = "other";
 
 /// Model names that may be label values: those named in tenants' allowlists (replaced on
 /// reload) and those replicas serve (added at registration).
@@ -158,7 +154,7 @@ struct KnownModels {
 
 impl Metrics {
     /// Creates and registers every metric.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let registry =
             Registry::new_custom(Some("warmpath_gateway".into()), None).unwrap_or_default();
         let cv = |name: &str, help: &str, labels: &[&str]| {
@@ -211,7 +207,7 @@ impl Metrics {
             lat_buckets,
         );
         Self {
-            state: StateMetrics::register(&registry),
+            fleet: FleetMetrics::register(&registry),
             rollout: RolloutMetrics::register(&registry),
             disagg: DisaggMetrics::register(&registry),
             route_tokenize_hash: route_latency.with_label_values(&["tokenize_hash"]),
@@ -225,8 +221,6 @@ impl Metrics {
             tenants: SeriesCache::new(),
             known_models: KnownModels::default(),
             requests,
-            added_latency,
-            route_latency,
             routing_branches: cv(
                 "routing_decisions_total",
                 "Routing decisions by policy and branch",
@@ -303,7 +297,7 @@ impl Metrics {
     }
 
     /// The per-tenant token series.
-    pub fn tenant(&self, tenant: &str) -> TenantSeries {
+    pub(crate) fn tenant(&self, tenant: &str) -> TenantSeries {
         self.tenants.get(
             tenant,
             || tenant.to_string(),
@@ -318,7 +312,7 @@ impl Metrics {
     }
 
     /// `added_latency_seconds{endpoint}`.
-    pub fn added_latency_for(&self, endpoint: Endpoint) -> &Histogram {
+    pub(crate) fn added_latency_for(&self, endpoint: Endpoint) -> &Histogram {
         match endpoint {
             Endpoint::Chat => &self.added_latency_by_endpoint[0],
             Endpoint::Completions => &self.added_latency_by_endpoint[1],
@@ -326,7 +320,7 @@ impl Metrics {
     }
 
     /// `routing_decisions_total{policy, branch}`.
-    pub fn routing_branch(&self, policy: &'static str, branch: Branch) -> IntCounter {
+    pub(crate) fn routing_branch(&self, policy: &'static str, branch: Branch) -> IntCounter {
         self.branches.get(
             &(policy, branch),
             || (policy, branch),
@@ -338,7 +332,7 @@ impl Metrics {
     }
 
     /// Replaces the configured model names (tenants' allowlists; `*` is not a name).
-    pub fn set_configured_models<'a>(&self, models: impl IntoIterator<Item = &'a str>) {
+    pub(crate) fn set_configured_models<'a>(&self, models: impl IntoIterator<Item = &'a str>) {
         let set = models
             .into_iter()
             .filter(|m| *m != "*")
@@ -348,14 +342,14 @@ impl Metrics {
     }
 
     /// Adds a model name a replica serves.
-    pub fn add_served_model(&self, model: &str) {
+    pub(crate) fn add_served_model(&self, model: &str) {
         if !self.known_models.served.read().contains(model) {
             self.known_models.served.write().insert(model.to_string());
         }
     }
 
     /// `model` when configured or served, else [`OTHER_MODEL`].
-    pub fn model_label<'a>(&self, model: &'a str) -> &'a str {
+    pub(crate) fn model_label<'a>(&self, model: &'a str) -> &'a str {
         let k = &self.known_models;
         if k.served.read().contains(model) || k.configured.read().contains(model) {
             model
@@ -365,7 +359,7 @@ impl Metrics {
     }
 
     /// The per-model cached-token series.
-    pub fn model(&self, model: &str) -> ModelSeries {
+    pub(crate) fn model(&self, model: &str) -> ModelSeries {
         self.models.get(
             model,
             || model.to_string(),
@@ -380,7 +374,13 @@ impl Metrics {
     }
 
     /// `requests_total{tenant, model, replica, status}`.
-    pub fn request(&self, tenant: &str, model: &str, replica: &str, status: u16) -> IntCounter {
+    pub(crate) fn request(
+        &self,
+        tenant: &str,
+        model: &str,
+        replica: &str,
+        status: u16,
+    ) -> IntCounter {
         let mut digits = itoa::Buffer::new();
         self.requests
             .with_label_values([tenant, model, replica, digits.format(status)])
@@ -388,7 +388,7 @@ impl Metrics {
 
     /// Counts one finished request: `requests_total`, the tenant's token series, and the
     /// model's predicted against reported cached tokens.
-    pub fn record(&self, o: &Outcome<'_>) {
+    pub(crate) fn record(&self, o: &Outcome<'_>) {
         let tenant = o.tenant.unwrap_or("");
         let model = self.model_label(o.model);
         self.request(tenant, model, o.replica_label(), o.status)
@@ -430,14 +430,14 @@ impl Metrics {
     }
 
     /// `rollout_prewarm_total{model, outcome}`.
-    pub fn rollout_prewarm(&self, model: &str, outcome: &str) -> IntCounter {
+    pub(crate) fn rollout_prewarm(&self, model: &str, outcome: &str) -> IntCounter {
         self.rollout
             .prewarm
             .with_label_values(&[self.model_label(model), outcome])
     }
 
     /// Text exposition format.
-    pub fn render(&self) -> Vec<u8> {
+    pub(crate) fn render(&self) -> Vec<u8> {
         let mut out = Vec::new();
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
         out

@@ -9,7 +9,7 @@ use prometheus::{GaugeVec, IntCounterVec, Opts, Registry};
 
 /// Handles on the rollout and region series.
 #[derive(Clone, Debug)]
-pub struct RolloutMetrics {
+pub(crate) struct RolloutMetrics {
     /// Requests answered, by model and the checkpoint that served them.
     pub checkpoint_requests: IntCounterVec,
     /// Prompt tokens of requests with reported usage, by model and checkpoint.
@@ -26,7 +26,7 @@ pub struct RolloutMetrics {
 
 impl RolloutMetrics {
     /// Creates the series and registers them in `registry`.
-    pub fn register(registry: &Registry) -> Self {
+    pub(crate) fn register(registry: &Registry) -> Self {
         let cv = |name: &str, help: &str, labels: &[&str]| {
             let c = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
             registry

@@ -6,12 +6,12 @@
 use super::ctx::Admission;
 use crate::error::GatewayError;
 use crate::state::AppState;
-use crate::tenants::{limits, shared, Tenant};
+use crate::tenants::{fleet_limits, limits, Tenant};
 use std::sync::Arc;
 use std::time::Instant;
 
 /// The tenant whose key is in `authorization` (the header's value), kept in `admission`.
-pub fn authenticate(
+pub(crate) fn authenticate(
     state: &AppState,
     admission: &mut Admission,
     authorization: Option<&[u8]>,
@@ -26,7 +26,7 @@ pub fn authenticate(
 /// limits at `now`: the fleet's shared limits when state is in Redis (one round trip), this
 /// gateway's own limiter otherwise or while Redis is unreachable. The permit and the
 /// rate-limit headers go into `admission`, the headers on refusal too.
-pub async fn reserve(
+pub(crate) async fn reserve(
     state: &AppState,
     admission: &mut Admission,
     tenant: &Tenant,
@@ -35,7 +35,7 @@ pub async fn reserve(
 ) -> Result<(), GatewayError> {
     let shared = match &state.fleet {
         Some(fleet) => {
-            let decided = shared::reserve(fleet, tenant, tokens).await;
+            let decided = fleet_limits::reserve(fleet, tenant, tokens).await;
             if decided.is_none() {
                 fleet.metrics().fallback_admissions.inc();
             }

@@ -13,7 +13,7 @@ use bytes::Bytes;
 /// `null` and gets the value; with none present `"max_tokens"` is added as the object's
 /// first member (both endpoints read it; chat reads `max_completion_tokens` first). `None`
 /// when the body is not an object the rewrite can read (never for a parsed body).
-pub fn bounded_body(body: &[u8], endpoint: Endpoint, max_tokens: u32) -> Option<Bytes> {
+pub(crate) fn bounded_body(body: &[u8], endpoint: Endpoint, max_tokens: u32) -> Option<Bytes> {
     let value = itoa::Buffer::new().format(max_tokens).as_bytes().to_vec();
     let names: [&[u8]; 2] = match endpoint {
         Endpoint::Chat => [b"max_tokens", b"max_completion_tokens"],

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 /// Per-request state across phases.
 #[derive(Debug)]
-pub struct RequestCtx {
+pub(crate) struct RequestCtx {
     /// Request id (the W3C trace id), as text and header value.
     pub id: RequestId,
     /// Trace context propagated upstream.
@@ -43,7 +43,7 @@ pub struct RequestCtx {
 
 /// What the read phase learnt of the request.
 #[derive(Debug)]
-pub struct Read {
+pub(crate) struct Read {
     /// A gateway control endpoint (`/health`, `/ready`): not API traffic, so kept out of
     /// request metrics, logs and the dashboard.
     pub control: bool,
@@ -60,7 +60,7 @@ pub struct Read {
 
 /// The authenticated tenant and what its limits granted.
 #[derive(Debug, Default)]
-pub struct Admission {
+pub(crate) struct Admission {
     /// Authenticated tenant.
     pub tenant: Option<Arc<Tenant>>,
     /// Token reservation, settled when the request ends.
@@ -72,7 +72,7 @@ pub struct Admission {
 /// The attempts upstream: which replicas are left to try, the slot each holds, and what
 /// the next one must honour.
 #[derive(Debug, Default)]
-pub struct Attempts {
+pub(crate) struct Attempts {
     /// Replicas in try order, and how many were tried.
     pub order: TryOrder,
     /// A slot already held for the next attempt (admission's, or a stale connection's).
@@ -92,7 +92,7 @@ pub struct Attempts {
 
 /// The response as the client sees it.
 #[derive(Debug, Default)]
-pub struct Seen {
+pub(crate) struct Seen {
     /// The response header went downstream: no more retries.
     pub started: bool,
     /// Status sent (0 while none).
@@ -116,7 +116,7 @@ fn no_model() -> Arc<str> {
 
 impl RequestCtx {
     /// A fresh context with a new root trace.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let trace = TraceContext::new_root();
         Self {
             id: trace.request_id(),
@@ -137,19 +137,19 @@ impl RequestCtx {
     }
 
     /// Continues the client's trace (`traceparent`): the request id becomes its trace id.
-    pub fn continue_trace(&mut self, trace: TraceContext) {
+    pub(crate) fn continue_trace(&mut self, trace: TraceContext) {
         self.id = trace.request_id();
         self.trace = trace;
     }
 
     /// Whether the client asked for server-sent events.
-    pub fn is_stream(&self) -> bool {
+    pub(crate) fn is_stream(&self) -> bool {
         self.plan.as_ref().is_some_and(|p| p.stream)
     }
 
     /// Whether another attempt may follow: nothing sent downstream yet, attempts left, and
     /// a replica left to try.
-    pub fn can_retry(&self, max_attempts: u32) -> bool {
+    pub(crate) fn can_retry(&self, max_attempts: u32) -> bool {
         !self.seen.started && self.attempts.count < max_attempts && !self.attempts.order.done()
     }
 }

@@ -26,14 +26,14 @@ use tokio::sync::Notify;
 
 /// Whether upstream connections have been cut, and who to wake when they are.
 #[derive(Debug)]
-pub struct Drain {
+pub(crate) struct Drain {
     cut: AtomicBool,
     notify: Notify,
 }
 
 impl Drain {
     /// Not cut.
-    pub const fn new() -> Self {
+    pub(crate) const fn new() -> Self {
         Self {
             cut: AtomicBool::new(false),
             notify: Notify::const_new(),
@@ -41,13 +41,13 @@ impl Drain {
     }
 
     /// Cuts every upstream connection (reads pending now fail too).
-    pub fn cut(&self) {
+    pub(crate) fn cut(&self) {
         self.cut.store(true, Ordering::Release);
         self.notify.notify_waiters();
     }
 
     /// Whether [`Self::cut`] has run.
-    pub fn is_cut(&self) -> bool {
+    pub(crate) fn is_cut(&self) -> bool {
         self.cut.load(Ordering::Acquire)
     }
 }
@@ -59,16 +59,16 @@ impl Default for Drain {
 }
 
 /// The process's drain.
-pub static DRAIN: Drain = Drain::new();
+pub(crate) static DRAIN: Drain = Drain::new();
 
 /// When, after `SIGTERM`, upstream connections are cut: the grace period less a quarter
 /// of it, at most 1 s, so that the error events are written before Pingora stops.
-pub fn cut_after(grace: Duration) -> Duration {
+pub(crate) fn cut_after(grace: Duration) -> Duration {
     grace.saturating_sub((grace / 4).min(Duration::from_secs(1)))
 }
 
 /// Waits for `SIGTERM`, then cuts [`DRAIN`] at [`cut_after`] the grace period.
-pub async fn on_sigterm(grace: Duration) {
+pub(crate) async fn on_sigterm(grace: Duration) {
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
         Ok(s) => s,
         Err(e) => {
@@ -89,7 +89,7 @@ pub async fn on_sigterm(grace: Duration) {
 }
 
 /// An upstream connection whose reads fail once its [`Drain`] is cut.
-pub struct CutStream {
+pub(crate) struct CutStream {
     inner: Stream,
     drain: &'static Drain,
     /// Wakes a read pending when the cut comes.
@@ -107,7 +107,7 @@ impl std::fmt::Debug for CutStream {
 
 impl CutStream {
     /// `inner`, cut with `drain`.
-    pub fn new(inner: Stream, drain: &'static Drain) -> Self {
+    pub(crate) fn new(inner: Stream, drain: &'static Drain) -> Self {
         Self {
             inner,
             drain,

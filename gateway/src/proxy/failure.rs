@@ -12,7 +12,11 @@ use pingora_proxy::Session;
 use std::time::Duration;
 
 /// A connect failed: the replica's fault; retried on the next replica if one is allowed.
-pub fn connect_failed(state: &AppState, ctx: &mut RequestCtx, mut e: Box<Error>) -> Box<Error> {
+pub(crate) fn connect_failed(
+    state: &AppState,
+    ctx: &mut RequestCtx,
+    mut e: Box<Error>,
+) -> Box<Error> {
     if let Some(slot) = ctx.attempts.slot.take() {
         state.report(slot.replica(), false);
     }
@@ -26,7 +30,7 @@ pub fn connect_failed(state: &AppState, ctx: &mut RequestCtx, mut e: Box<Error>)
 
 /// An error while proxying: a stale pooled connection is retried once on the same replica;
 /// an upstream error counts against the replica and is retried elsewhere while allowed.
-pub fn proxy_failed(
+pub(crate) fn proxy_failed(
     state: &AppState,
     ctx: &mut RequestCtx,
     mut e: Box<Error>,
@@ -71,7 +75,7 @@ pub fn proxy_failed(
 /// No attempt left: a stream under way ends with an error event; a client still waiting
 /// gets the error as OpenAI JSON; a client that left gets nothing. Returns the status sent
 /// (0 when none).
-pub async fn answer(
+pub(crate) async fn answer(
     state: &AppState,
     session: &mut Session,
     e: &Error,
@@ -112,7 +116,7 @@ pub async fn answer(
 
 /// The client's connection failed or closed, or the client stopped reading (a write made
 /// no progress for `timeouts.client_write_ms`): nobody is left to answer.
-pub fn client_gone(e: &Error) -> bool {
+pub(crate) fn client_gone(e: &Error) -> bool {
     client_side(e)
         && matches!(
             e.etype(),
@@ -125,7 +129,7 @@ pub fn client_gone(e: &Error) -> bool {
 
 /// The error arose on the client's side of the proxy (its connection gone, or anything
 /// else it did): never held against a replica's health.
-pub fn client_side(e: &Error) -> bool {
+pub(crate) fn client_side(e: &Error) -> bool {
     e.esource() == &ErrorSource::Downstream
 }
 

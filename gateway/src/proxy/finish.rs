@@ -11,7 +11,7 @@ use pingora_error::Error;
 use std::time::Instant;
 
 /// Runs in Pingora's logging phase, once per request.
-pub fn finish(state: &AppState, e: Option<&Error>, ctx: &mut RequestCtx) {
+pub(crate) fn finish(state: &AppState, e: Option<&Error>, ctx: &mut RequestCtx) {
     if ctx.read.control {
         return;
     }
@@ -41,7 +41,7 @@ pub fn finish(state: &AppState, e: Option<&Error>, ctx: &mut RequestCtx) {
     log(ctx, &outcome);
     state
         .dashboard
-        .record(&outcome, now, || history_point(state));
+        .record(&outcome, now, || history_point(&state.metrics));
 }
 
 /// The access log: one `request` line per request.
@@ -63,7 +63,7 @@ fn log(ctx: &RequestCtx, o: &Outcome<'_>) {
 }
 
 /// The outcome of `ctx`, which ended with `e` (if it failed), at `now`.
-pub fn outcome<'a>(ctx: &'a RequestCtx, e: Option<&Error>, now: Instant) -> Outcome<'a> {
+pub(crate) fn outcome<'a>(ctx: &'a RequestCtx, e: Option<&Error>, now: Instant) -> Outcome<'a> {
     let prompt_tokens = ctx.plan.as_ref().map_or(0, |p| u64::from(p.prompt_tokens));
     let tracker = ctx.seen.tracker.as_ref();
     let charged_tokens = match tracker {

@@ -22,20 +22,20 @@
 //! them; [`respond`] writes the answers the gateway gives itself. The request's state is
 //! one [`ctx::RequestCtx`], whose parts each belong to one phase.
 
-pub mod accept;
-pub mod admit;
-pub mod bound;
-pub mod ctx;
-pub mod drain;
-pub mod failure;
-pub mod finish;
-pub mod prepare;
-pub mod read;
-pub mod request;
-pub mod respond;
-pub mod response;
-pub mod route;
-pub mod send;
-pub mod service;
-pub mod upstream;
+pub(crate) mod accept;
+pub(crate) mod admit;
+pub(crate) mod bound;
+pub(crate) mod ctx;
+pub(crate) mod drain;
+pub(crate) mod failure;
+pub(crate) mod finish;
+pub(crate) mod prepare;
+pub(crate) mod read;
+pub(crate) mod request;
+pub(crate) mod respond;
+pub(crate) mod response;
+pub(crate) mod route;
+pub(crate) mod send;
+pub(crate) mod service;
+pub(crate) mod upstream;
 mod wrapped;

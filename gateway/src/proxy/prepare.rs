@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use warmpath_core::{block_hashes, BlockHash, BlockSize, CheckpointId, TokenId};
 
 /// Tokenizes `prompt` with the checkpoint's tokenizer.
-pub fn tokenize(replica: &Replica, prompt: &Prompt) -> Result<Vec<TokenId>, GatewayError> {
+pub(crate) fn tokenize(replica: &Replica, prompt: &Prompt) -> Result<Vec<TokenId>, GatewayError> {
     let r = match prompt {
         Prompt::Chat(msgs) => replica.tokenizer.encode_chat(msgs),
         Prompt::Text(t) => replica.tokenizer.encode(t, true),
@@ -29,7 +29,7 @@ pub fn tokenize(replica: &Replica, prompt: &Prompt) -> Result<Vec<TokenId>, Gate
 /// A request tokenized and hashed, not yet routed: enough to reserve tokens against the
 /// tenant's limits before anything is decided or recorded.
 #[derive(Debug)]
-pub struct Prepared {
+pub(crate) struct Prepared {
     /// The checkpoint the request will be served from.
     pub checkpoint: CheckpointId,
     /// The replicas serving it now.
@@ -49,7 +49,7 @@ pub struct Prepared {
 
 /// Tokenizes and hashes the prompt of `req` for `tenant` (allowlist checked), starting at
 /// `now`. Nothing is routed or recorded yet.
-pub fn prepare(
+pub(crate) fn prepare(
     state: &AppState,
     tenant: &Tenant,
     req: &ParsedRequest,

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 /// What a request asks for, from its method and path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Target {
+pub(crate) enum Target {
     /// A generation endpoint, forwarded to a replica.
     Generate(Endpoint),
     /// `GET /v1/models`, answered by the gateway for the tenant.
@@ -25,7 +25,7 @@ pub enum Target {
 }
 
 /// The route table; anything else is a 404.
-pub fn target(session: &Session) -> Result<Target, GatewayError> {
+pub(crate) fn target(session: &Session) -> Result<Target, GatewayError> {
     let req = session.req_header();
     Ok(match (req.method.as_str(), req.uri.path()) {
         ("POST", "/v1/chat/completions") => Target::Generate(Endpoint::Chat),
@@ -43,7 +43,7 @@ pub fn target(session: &Session) -> Result<Target, GatewayError> {
 }
 
 /// Checks size and framing; returns the `Authorization` value, found in the same pass.
-pub fn check_framing(
+pub(crate) fn check_framing(
     session: &Session,
     max_body: usize,
     max_header: usize,
@@ -158,7 +158,7 @@ fn raw_has_content_length(raw: &[u8]) -> bool {
 
 /// The whole request body, at most `max` bytes, within `timeout`. A body that arrives in
 /// one chunk (the usual case) is returned as that chunk, not copied.
-pub async fn read_body(
+pub(crate) async fn read_body(
     session: &mut Session,
     max: usize,
     timeout: Duration,
@@ -229,7 +229,7 @@ fn read_now(session: &mut Session) -> Option<pingora_error::Result<Option<bytes:
 /// `GET /ready`: 200 once at least one registered replica is routable (healthy, not
 /// draining, its model known), else 503, so supervisors and scripts wait for a gateway that
 /// can serve rather than one that merely listens.
-pub fn readiness(state: &AppState) -> (u16, &'static [u8]) {
+pub(crate) fn readiness(state: &AppState) -> (u16, &'static [u8]) {
     let now = std::time::Instant::now();
     let ready = state.registry.all().iter().any(|r| r.routable(now));
     if ready {

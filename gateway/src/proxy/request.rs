@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What the request phase concluded.
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Forward to the planned replica.
     Forward,
     /// Already answered locally with this status.
@@ -30,7 +30,7 @@ pub enum Verdict {
 
 /// Runs the request phase; on [`Verdict::Forward`] the ctx holds the plan and a slot. An
 /// error is answered here (OpenAI error JSON) and recorded in the ctx's [`super::ctx::Seen`].
-pub async fn run(
+pub(crate) async fn run(
     state: &AppState,
     session: &mut Session,
     ctx: &mut RequestCtx,
@@ -118,7 +118,7 @@ async fn intake(
 /// limits (reserve prompt + completion tokens), route, admission (an in-flight slot), and
 /// only then record the routing decision, so a request rejected by its limits (429) or shed
 /// (503) is never counted or logged as routed. On `Ok` the ctx holds the plan and a slot.
-pub async fn decide(
+pub(crate) async fn decide(
     state: &AppState,
     ctx: &mut RequestCtx,
     tenant: &Arc<Tenant>,

@@ -8,7 +8,7 @@ use pingora_http::ResponseHeader;
 use pingora_proxy::Session;
 
 /// Writes a complete JSON response. `close` ends the connection after it.
-pub async fn json(
+pub(crate) async fn json(
     session: &mut Session,
     status: u16,
     body: Vec<u8>,
@@ -33,7 +33,7 @@ pub async fn json(
 }
 
 /// Writes `err` as an OpenAI error response with its extra headers.
-pub async fn error(
+pub(crate) async fn error(
     session: &mut Session,
     err: &GatewayError,
     extra: &[(HeaderName, HeaderValue)],
@@ -58,7 +58,7 @@ pub async fn error(
 }
 
 /// The `/v1/models` list.
-pub fn models_body(models: &[String]) -> Vec<u8> {
+pub(crate) fn models_body(models: &[String]) -> Vec<u8> {
     let data: Vec<serde_json::Value> = models
         .iter()
         .map(|m| serde_json::json!({"id": m, "object": "model", "created": 0, "owned_by": "warmpath"}))

@@ -17,13 +17,13 @@ use std::time::Duration;
 
 /// The longest cooldown a replica's `Retry-After` can impose: a bound on what one answer
 /// (a bug, or a replica gone wrong) can take out of rotation.
-pub const MAX_COOLDOWN: Duration = Duration::from_secs(60);
+pub(crate) const MAX_COOLDOWN: Duration = Duration::from_secs(60);
 
 /// The replica's status: a 429 or 503 with `Retry-After` (seconds) cools the replica down
 /// (no request is routed there before it passes); a retryable status (429, 502-504)
 /// becomes an error Pingora retries on another replica while a retry is allowed; anything
 /// else, or no retry left, starts the response.
-pub fn upstream_status(
+pub(crate) fn upstream_status(
     state: &AppState,
     resp: &ResponseHeader,
     ctx: &mut RequestCtx,
@@ -106,7 +106,7 @@ fn transfer_outcome(state: &AppState, resp: &ResponseHeader, ctx: &RequestCtx) {
 
 /// The gateway's headers on the client's response: the replica, the predicted cached
 /// tokens (each when configured), the rate-limit headers and the request id.
-pub fn stamp_response(state: &AppState, resp: &mut ResponseHeader, ctx: &RequestCtx) {
+pub(crate) fn stamp_response(state: &AppState, resp: &mut ResponseHeader, ctx: &RequestCtx) {
     let cfg = state.config();
     let h = headers::caseless_response(resp);
     h.reserve(ctx.admission.rate_headers.len() + 3);
@@ -135,7 +135,7 @@ pub fn stamp_response(state: &AppState, resp: &mut ResponseHeader, ctx: &Request
 
 /// Watches one body chunk; at the end of a stream without `[DONE]` (or with an error
 /// event), appends the terminal error event.
-pub fn watch_body(
+pub(crate) fn watch_body(
     state: &AppState,
     body: &mut Option<Bytes>,
     end_of_stream: bool,

@@ -19,7 +19,7 @@ use warmpath_core::{BlockHash, BlockSize, CheckpointId, TokenId};
 
 /// Everything decided about a request before it is forwarded.
 #[derive(Debug)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// Endpoint.
     pub endpoint: Endpoint,
     /// Model name.
@@ -51,7 +51,7 @@ pub struct Plan {
 
 impl Plan {
     /// Cached prompt tokens predicted for `replica`.
-    pub fn predicted_cached_tokens(&self, replica: &Replica) -> u32 {
+    pub(crate) fn predicted_cached_tokens(&self, replica: &Replica) -> u32 {
         let blocks = if replica.id == self.decision.replica {
             self.decision.predicted_cached_blocks
         } else {
@@ -67,19 +67,19 @@ impl Plan {
 /// The replicas a request may be sent to, in the order to try them (the policy's choice,
 /// then its fallbacks), and how many have been tried.
 #[derive(Debug, Default)]
-pub struct TryOrder {
+pub(crate) struct TryOrder {
     replicas: Vec<Arc<Replica>>,
     tried: usize,
 }
 
 impl TryOrder {
     /// `replicas` in try order, none tried yet.
-    pub fn new(replicas: Vec<Arc<Replica>>) -> Self {
+    pub(crate) fn new(replicas: Vec<Arc<Replica>>) -> Self {
         Self { replicas, tried: 0 }
     }
 
     /// Whether every replica has been tried.
-    pub fn done(&self) -> bool {
+    pub(crate) fn done(&self) -> bool {
         self.tried >= self.replicas.len()
     }
 
@@ -87,7 +87,12 @@ impl TryOrder {
     /// half-open) at `now` and has a free in-flight slot (below `max`). It moves up to
     /// the tried ones; the ones it passed stay untried for a later attempt. `None` when
     /// no untried replica has room.
-    pub fn next_replica(&mut self, registry: &Registry, max: u32, now: Instant) -> Option<Slot> {
+    pub(crate) fn next_replica(
+        &mut self,
+        registry: &Registry,
+        max: u32,
+        now: Instant,
+    ) -> Option<Slot> {
         let (i, slot) = self.replicas[self.tried..]
             .iter()
             .enumerate()
@@ -104,7 +109,7 @@ impl TryOrder {
 
 /// Runs the policy over a prepared request: the plan and the replicas in try order.
 /// Records nothing: [`record`] does, once the request holds a slot.
-pub fn route(
+pub(crate) fn route(
     state: &AppState,
     tenant: &Tenant,
     prepared: Prepared,
@@ -177,7 +182,12 @@ pub fn route(
 /// Records a routed request's decision: the routing-branch counter, the stage latencies,
 /// a spill out of the gateway's region, the prompt in the hot-prefix history and the
 /// admin decision log. Requests rejected by limits or shed never get here.
-pub fn record(state: &AppState, plan: &Plan, tenant: &Tenant, request_id: &http::HeaderValue) {
+pub(crate) fn record(
+    state: &AppState,
+    plan: &Plan,
+    tenant: &Tenant,
+    request_id: &http::HeaderValue,
+) {
     let m = &state.metrics;
     if let Some(note) = &plan.decision.explanation.region {
         if let (Some(to), Some(reason)) = (&note.spilled_to, note.reason) {
@@ -222,7 +232,7 @@ pub fn record(state: &AppState, plan: &Plan, tenant: &Tenant, request_id: &http:
 /// is full, waits in the bounded global queue; 503 when the queue is full or the wait
 /// times out. Nothing reaches a replica until a slot is held. `decided` is the clock read
 /// that ended the policy, reused for the first try.
-pub async fn hold_slot(
+pub(crate) async fn hold_slot(
     state: &AppState,
     order: &mut TryOrder,
     decided: Instant,

@@ -5,7 +5,7 @@
 
 use super::ctx::RequestCtx;
 use super::upstream;
-use crate::config::Engine;
+use crate::config::EngineKind;
 use crate::headers;
 use crate::retry::backoff;
 use crate::state::AppState;
@@ -20,7 +20,7 @@ fn internal(msg: &'static str) -> Box<Error> {
 }
 
 /// The peer of the next attempt, holding its slot in the ctx.
-pub async fn peer(state: &AppState, ctx: &mut RequestCtx) -> Result<Box<HttpPeer>> {
+pub(crate) async fn peer(state: &AppState, ctx: &mut RequestCtx) -> Result<Box<HttpPeer>> {
     let cfg = state.config();
     let slot = match ctx.attempts.pending.take() {
         Some(s) => s,
@@ -97,7 +97,7 @@ const CREDENTIALS: [&str; 5] = [
 /// The request header as the replica gets it: no client credentials, the tenant's cache
 /// salt, the trace and request id, the replica's `Host`, and a chunked body (read whole)
 /// framed by its length. Records the prefix as routed there (the approximate index).
-pub fn stamp_request(
+pub(crate) fn stamp_request(
     state: &AppState,
     upstream: &mut RequestHeader,
     ctx: &RequestCtx,
@@ -134,7 +134,7 @@ pub fn stamp_request(
         h.insert(http::header::HOST, r.host_header.clone());
         // Warmpath's replica reports its queue exactly: only other engines need the
         // gateway's own count (`crate::replicas::pending`), so the default path pays nothing.
-        if r.upstream.engine != Engine::Warmpath {
+        if r.upstream.engine != EngineKind::Warmpath {
             let predicted = u64::from(plan.predicted_cached_tokens(r));
             let cached = r.cache_truth.expected(predicted);
             slot.prefill_sent(u64::from(plan.prompt_tokens).saturating_sub(cached));
@@ -144,7 +144,7 @@ pub fn stamp_request(
             .prefill
             .as_ref()
             .filter(|p| {
-                p.id != r.id && r.info.role.decodes() && r.upstream.engine == Engine::Warmpath
+                p.id != r.id && r.info.role.decodes() && r.upstream.engine == EngineKind::Warmpath
             })
             .and_then(|p| Some((p, HeaderValue::from_str(&p.addr.url()).ok()?)));
         // The replica that computes the prompt is recorded as holding it. In a split that is
@@ -160,7 +160,7 @@ pub fn stamp_request(
         }
         // An engine without KV events is known only by where requests went: tell the fleet.
         if let Some(fleet) = &state.fleet {
-            if r.upstream.engine != Engine::Warmpath && r.upstream.kv_events.is_none() {
+            if r.upstream.engine != EngineKind::Warmpath && r.upstream.kv_events.is_none() {
                 fleet.share_route(|| r.addr.url(), &plan.hashes);
             }
         }
@@ -178,7 +178,7 @@ pub fn stamp_request(
 /// with the completion bound (`super::bound`) in place of the client's first chunk (the
 /// body was read whole, so the retry buffer hands it over in one piece; any later piece of
 /// the same attempt is dropped).
-pub fn body(ctx: &mut RequestCtx, data: &mut Option<bytes::Bytes>) {
+pub(crate) fn body(ctx: &mut RequestCtx, data: &mut Option<bytes::Bytes>) {
     let Some(b) = &ctx.read.bounded_body else {
         return;
     };

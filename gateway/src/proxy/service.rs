@@ -19,13 +19,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The proxy service.
-pub struct Gateway {
+pub(crate) struct Gateway {
     state: Arc<AppState>,
 }
 
 impl Gateway {
     /// A proxy over `state`.
-    pub fn new(state: Arc<AppState>) -> Self {
+    pub(crate) fn new(state: Arc<AppState>) -> Self {
         Self { state }
     }
 }

@@ -3,7 +3,7 @@
 
 /// Where a replica listens, parsed from `http://host:port`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ReplicaAddr {
+pub(crate) struct ReplicaAddr {
     /// Host name or IP.
     pub host: String,
     /// TCP port.
@@ -12,7 +12,7 @@ pub struct ReplicaAddr {
 
 impl ReplicaAddr {
     /// Parses `http://host:port` (a trailing `/` is allowed; TLS is not supported).
-    pub fn parse(url: &str) -> Result<Self, String> {
+    pub(crate) fn parse(url: &str) -> Result<Self, String> {
         let rest = url
             .strip_prefix("http://")
             .ok_or_else(|| format!("{url:?}: only http:// replica URLs are supported"))?;
@@ -34,12 +34,12 @@ impl ReplicaAddr {
     }
 
     /// `host:port`.
-    pub fn authority(&self) -> String {
+    pub(crate) fn authority(&self) -> String {
         format!("{}:{}", self.host, self.port)
     }
 
     /// `http://host:port`.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}", self.authority())
     }
 }

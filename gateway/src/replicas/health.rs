@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 /// Where a replica stands.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Phase {
+pub(crate) enum Phase {
     /// Taking traffic.
     #[default]
     Healthy,
@@ -28,7 +28,7 @@ pub enum Phase {
 
 /// Health state of one replica.
 #[derive(Clone, Debug, Default)]
-pub struct HealthState {
+pub(crate) struct HealthState {
     phase: Phase,
     consecutive_failures: u32,
     ejections: u32,
@@ -38,7 +38,7 @@ pub struct HealthState {
 
 /// What a failure did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FailureOutcome {
+pub(crate) enum FailureOutcome {
     /// Counted; still routable.
     Counted,
     /// The replica was ejected now.
@@ -49,7 +49,7 @@ pub enum FailureOutcome {
 
 /// Health for the admin API.
 #[derive(Clone, Debug, Serialize)]
-pub struct HealthView {
+pub(crate) struct HealthView {
     /// `healthy`, `ejected` or `half_open`.
     pub state: &'static str,
     /// Consecutive failures.
@@ -62,7 +62,7 @@ pub struct HealthView {
 
 impl HealthState {
     /// Whether routing may pick the replica now: healthy or half-open, and not cooling down.
-    pub fn routable(&self, now: Instant) -> bool {
+    pub(crate) fn routable(&self, now: Instant) -> bool {
         let admitted = match self.phase {
             Phase::Healthy => true,
             Phase::Ejected { until } => now >= until,
@@ -71,19 +71,19 @@ impl HealthState {
     }
 
     /// Ejected and not yet half-open (a cooldown is not an ejection).
-    pub fn is_ejected(&self, now: Instant) -> bool {
+    pub(crate) fn is_ejected(&self, now: Instant) -> bool {
         matches!(self.phase, Phase::Ejected { until } if now < until)
     }
 
     /// Within a cooldown the replica asked for.
-    pub fn cooling_down(&self, now: Instant) -> bool {
+    pub(crate) fn cooling_down(&self, now: Instant) -> bool {
         self.cooldown_until.is_some_and(|t| now < t)
     }
 
     /// The replica asked for no requests for `wait` (`Retry-After` on a 429 or 503): none
     /// is routed to it before `now + wait`. A later, longer cooldown extends it; a shorter
     /// one never cuts it.
-    pub fn cool_down(&mut self, now: Instant, wait: Duration) {
+    pub(crate) fn cool_down(&mut self, now: Instant, wait: Duration) {
         let until = now + wait;
         if self.cooldown_until.is_none_or(|t| t < until) {
             self.cooldown_until = Some(until);
@@ -92,7 +92,7 @@ impl HealthState {
 
     /// Records a success: resets the failure count and re-admits a half-open replica.
     /// Returns true when this re-admitted it.
-    pub fn record_success(&mut self) -> bool {
+    pub(crate) fn record_success(&mut self) -> bool {
         self.consecutive_failures = 0;
         let readmitted = matches!(self.phase, Phase::Ejected { .. });
         self.phase = Phase::Healthy;
@@ -100,7 +100,7 @@ impl HealthState {
     }
 
     /// Records a failure at `now`. `may_eject` is false when the ejection cap is reached.
-    pub fn record_failure(
+    pub(crate) fn record_failure(
         &mut self,
         now: Instant,
         threshold: u32,
@@ -127,7 +127,7 @@ impl HealthState {
     }
 
     /// Admin view.
-    pub fn view(&self, now: Instant) -> HealthView {
+    pub(crate) fn view(&self, now: Instant) -> HealthView {
         let state = match self.phase {
             Phase::Healthy => "healthy",
             Phase::Ejected { until } if now < until => "ejected",
@@ -145,7 +145,7 @@ impl HealthState {
 }
 
 /// How many replicas may be ejected at once out of `total`: `ratio` of them, at least one.
-pub fn max_ejected(total: usize, ratio: f64) -> usize {
+pub(crate) fn max_ejected(total: usize, ratio: f64) -> usize {
     ((total as f64 * ratio).floor() as usize).max(1)
 }
 

@@ -9,13 +9,12 @@
 //! - [`registry`]: the set, the tokenizer per checkpoint, in-flight slots.
 //! - [`health`]: passive ejection and half-open re-admission.
 
-pub mod addr;
-pub mod health;
-pub mod pending;
-pub mod registry;
-pub mod replica;
+pub(crate) mod addr;
+pub(crate) mod health;
+pub(crate) mod pending;
+pub(crate) mod registry;
+pub(crate) mod replica;
 
-pub use addr::ReplicaAddr;
-pub use health::{HealthState, HealthView};
-pub use registry::{Registry, Slot};
-pub use replica::{InsertError, Replica, UpstreamMeta};
+pub(crate) use addr::ReplicaAddr;
+pub(crate) use registry::{Registry, Slot};
+pub(crate) use replica::{InsertError, Replica, UpstreamMeta};

@@ -19,11 +19,11 @@ const TRUTH_ALPHA: f64 = 0.2;
 
 /// Prompt tokens sent to a replica whose response has not started.
 #[derive(Debug, Default)]
-pub struct PendingPrefill(AtomicU64);
+pub(crate) struct PendingPrefill(AtomicU64);
 
 impl PendingPrefill {
     /// Tokens pending now.
-    pub fn tokens(&self) -> u64 {
+    pub(crate) fn tokens(&self) -> u64 {
         self.0.load(Ordering::Acquire)
     }
 
@@ -44,7 +44,7 @@ impl PendingPrefill {
 /// The recent ratio of cached tokens an engine reported to those the index predicted,
 /// in `[0, 1]` (1 until a response says otherwise).
 #[derive(Debug)]
-pub struct CacheTruth(AtomicU64);
+pub(crate) struct CacheTruth(AtomicU64);
 
 impl Default for CacheTruth {
     fn default() -> Self {
@@ -54,19 +54,19 @@ impl Default for CacheTruth {
 
 impl CacheTruth {
     /// The current ratio.
-    pub fn ratio(&self) -> f64 {
+    pub(crate) fn ratio(&self) -> f64 {
         f64::from_bits(self.0.load(Ordering::Relaxed))
     }
 
     /// The cached tokens to expect of `predicted`.
-    pub fn expected(&self, predicted: u64) -> u64 {
+    pub(crate) fn expected(&self, predicted: u64) -> u64 {
         (predicted as f64 * self.ratio()).round() as u64
     }
 
     /// A response reported `actual` cached tokens where the index predicted `predicted`
     /// (nothing is learned from a prediction of none). Concurrent updates may lose one
     /// sample; the average does not need every one.
-    pub fn observe(&self, predicted: u64, actual: u64) {
+    pub(crate) fn observe(&self, predicted: u64, actual: u64) {
         if predicted == 0 {
             return;
         }
@@ -115,7 +115,7 @@ mod tests {
     /// Warmpath replica's carries its own report.
     #[test]
     fn pending_tokens_stand_in_for_the_queue_only_for_other_engines() {
-        use crate::config::Engine;
+        use crate::config::EngineKind;
         use crate::encoder::PromptEncoder;
         use crate::replicas::{Registry, ReplicaAddr, UpstreamMeta};
         use std::sync::Arc;
@@ -134,7 +134,7 @@ mod tests {
             device: "cpu".into(),
             role: Default::default(),
         };
-        let add = |port: u16, engine: Engine| {
+        let add = |port: u16, engine: EngineKind| {
             let meta = UpstreamMeta {
                 engine,
                 ..UpstreamMeta::warmpath("m")
@@ -143,8 +143,8 @@ mod tests {
             reg.insert_upstream(addr, info.clone(), Arc::new(PromptEncoder::TextUnits), meta)
                 .unwrap()
         };
-        let engine = add(9, Engine::Llamacpp);
-        let own = add(10, Engine::Warmpath);
+        let engine = add(9, EngineKind::Llamacpp);
+        let own = add(10, EngineKind::Warmpath);
         let now = std::time::Instant::now();
         let a = reg.try_acquire(&engine, 8).unwrap();
         let b = reg.try_acquire(&engine, 8).unwrap();

@@ -17,7 +17,7 @@ use warmpath_protocol::replica_api::ReplicaInfo;
 /// A held in-flight slot on a replica, with the prompt tokens it counts as pending there;
 /// released on drop.
 #[derive(Debug)]
-pub struct Slot {
+pub(crate) struct Slot {
     replica: Arc<Replica>,
     freed: Arc<Notify>,
     prefill: AtomicU64,
@@ -25,20 +25,20 @@ pub struct Slot {
 
 impl Slot {
     /// The replica this slot is on.
-    pub fn replica(&self) -> &Arc<Replica> {
+    pub(crate) fn replica(&self) -> &Arc<Replica> {
         &self.replica
     }
 
     /// The request went upstream with `tokens` prompt tokens to prefill: they count as
     /// the replica's pending prefill until [`Self::prefill_done`] (or the drop).
-    pub fn prefill_sent(&self, tokens: u64) {
+    pub(crate) fn prefill_sent(&self, tokens: u64) {
         let before = self.prefill.swap(tokens, Ordering::AcqRel);
         self.replica.pending_prefill.sub(before);
         self.replica.pending_prefill.add(tokens);
     }
 
     /// The response started: the prompt is no longer pending.
-    pub fn prefill_done(&self) {
+    pub(crate) fn prefill_done(&self) {
         let n = self.prefill.swap(0, Ordering::AcqRel);
         self.replica.pending_prefill.sub(n);
     }
@@ -53,7 +53,7 @@ impl Drop for Slot {
 }
 
 /// All replicas.
-pub struct Registry {
+pub(crate) struct Registry {
     replicas: RwLock<Vec<Arc<Replica>>>,
     next_id: AtomicU32,
     tokenizers: Mutex<HashMap<CheckpointId, Arc<PromptEncoder>>>,
@@ -76,7 +76,7 @@ impl Default for Registry {
 
 impl Registry {
     /// An empty registry.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             replicas: RwLock::new(Vec::new()),
             next_id: AtomicU32::new(0),
@@ -86,23 +86,23 @@ impl Registry {
     }
 
     /// Every registered replica (draining included).
-    pub fn all(&self) -> Vec<Arc<Replica>> {
+    pub(crate) fn all(&self) -> Vec<Arc<Replica>> {
         self.replicas.read().clone()
     }
 
     /// The replica with id `id`.
-    pub fn get(&self, id: ReplicaId) -> Option<Arc<Replica>> {
+    pub(crate) fn get(&self, id: ReplicaId) -> Option<Arc<Replica>> {
         self.replicas.read().iter().find(|r| r.id == id).cloned()
     }
 
     /// The tokenizer already built for `checkpoint`, if a replica of it registered before.
-    pub fn tokenizer(&self, checkpoint: &CheckpointId) -> Option<Arc<PromptEncoder>> {
+    pub(crate) fn tokenizer(&self, checkpoint: &CheckpointId) -> Option<Arc<PromptEncoder>> {
         self.tokenizers.lock().get(checkpoint).cloned()
     }
 
     /// Keeps `t` as the tokenizer of `checkpoint` unless one is there already; returns the
     /// one kept, shared by every replica of the checkpoint.
-    pub fn share_tokenizer(
+    pub(crate) fn share_tokenizer(
         &self,
         checkpoint: &CheckpointId,
         t: PromptEncoder,
@@ -115,12 +115,12 @@ impl Registry {
     }
 
     /// Whether a replica at `addr` is registered.
-    pub fn contains(&self, addr: &ReplicaAddr) -> bool {
+    pub(crate) fn contains(&self, addr: &ReplicaAddr) -> bool {
         self.replicas.read().iter().any(|r| &r.addr == addr)
     }
 
     /// Registers a Warmpath replica whose info and tokenizer are already known (no discovery).
-    pub fn insert(
+    pub(crate) fn insert(
         &self,
         addr: ReplicaAddr,
         info: ReplicaInfo,
@@ -131,7 +131,7 @@ impl Registry {
     }
 
     /// Registers a replica of any engine whose info and encoder are already known.
-    pub fn insert_upstream(
+    pub(crate) fn insert_upstream(
         &self,
         addr: ReplicaAddr,
         info: ReplicaInfo,
@@ -153,7 +153,7 @@ impl Registry {
     }
 
     /// Stops sending new requests to a replica; in-flight ones finish.
-    pub fn drain(&self, id: ReplicaId) -> bool {
+    pub(crate) fn drain(&self, id: ReplicaId) -> bool {
         match self.get(id) {
             Some(r) => {
                 r.draining.store(true, Ordering::Release);
@@ -164,7 +164,7 @@ impl Registry {
     }
 
     /// Removes a replica: it leaves routing and the index; its tasks stop.
-    pub fn remove(&self, id: ReplicaId, router: &Router) -> Option<Arc<Replica>> {
+    pub(crate) fn remove(&self, id: ReplicaId, router: &Router) -> Option<Arc<Replica>> {
         let mut list = self.replicas.write();
         let pos = list.iter().position(|r| r.id == id)?;
         let r = list.remove(pos);
@@ -175,7 +175,7 @@ impl Registry {
     }
 
     /// Models served by at least one replica, sorted.
-    pub fn models(&self) -> Vec<String> {
+    pub(crate) fn models(&self) -> Vec<String> {
         let mut m: Vec<String> = self
             .replicas
             .read()
@@ -190,7 +190,7 @@ impl Registry {
     /// The replicas that may serve `model` now: one checkpoint (the one with the most
     /// routable replicas; ties go to the lexically greatest id, i.e. usually the newest),
     /// not draining. `None` when no replica serves the model at all.
-    pub fn candidates(
+    pub(crate) fn candidates(
         &self,
         model: &str,
         now: std::time::Instant,
@@ -225,7 +225,11 @@ impl Registry {
     }
 
     /// The replicas serving `model` on `checkpoint` (a rollout's choice), not draining.
-    pub fn on_checkpoint(&self, model: &str, checkpoint: &CheckpointId) -> Vec<Arc<Replica>> {
+    pub(crate) fn on_checkpoint(
+        &self,
+        model: &str,
+        checkpoint: &CheckpointId,
+    ) -> Vec<Arc<Replica>> {
         self.replicas
             .read()
             .iter()
@@ -239,7 +243,7 @@ impl Registry {
     }
 
     /// Takes an in-flight slot on `r` if it is below `max`.
-    pub fn try_acquire(&self, r: &Arc<Replica>, max: u32) -> Option<Slot> {
+    pub(crate) fn try_acquire(&self, r: &Arc<Replica>, max: u32) -> Option<Slot> {
         let prev = r.in_flight.fetch_add(1, Ordering::AcqRel);
         let slot = Slot {
             replica: r.clone(),
@@ -254,14 +258,14 @@ impl Registry {
     }
 
     /// Waits until some slot is released (or `timeout` passes).
-    pub async fn wait_for_free_slot(&self, timeout: Duration) -> bool {
+    pub(crate) async fn wait_for_free_slot(&self, timeout: Duration) -> bool {
         tokio::time::timeout(timeout, self.freed.notified())
             .await
             .is_ok()
     }
 
     /// Counts replicas currently ejected.
-    pub fn ejected_count(&self, now: std::time::Instant) -> usize {
+    pub(crate) fn ejected_count(&self, now: std::time::Instant) -> usize {
         self.replicas
             .read()
             .iter()
@@ -270,13 +274,8 @@ impl Registry {
     }
 
     /// Number of registered replicas.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.replicas.read().len()
-    }
-
-    /// True when no replica is registered.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

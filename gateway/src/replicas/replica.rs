@@ -4,7 +4,7 @@
 use super::addr::ReplicaAddr;
 use super::health::HealthState;
 use super::pending::{CacheTruth, PendingPrefill};
-use crate::config::{Engine, KvEventsEndpoint};
+use crate::config::{EngineKind, KvEventsEndpoint};
 use crate::encoder::PromptEncoder;
 use http::HeaderValue;
 use parking_lot::Mutex;
@@ -16,7 +16,7 @@ use warmpath_protocol::replica_api::{ReplicaInfo, ReplicaLoad};
 
 /// Why a replica could not join the set.
 #[derive(Debug, thiserror::Error)]
-pub enum InsertError {
+pub(crate) enum InsertError {
     /// Its address does not make a valid header value.
     #[error("{0}")]
     Url(String),
@@ -27,9 +27,9 @@ pub enum InsertError {
 
 /// What kind of server a replica is and how the gateway follows it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct UpstreamMeta {
+pub(crate) struct UpstreamMeta {
     /// The engine it runs.
-    pub engine: Engine,
+    pub engine: EngineKind,
     /// Every model name it serves (`info.model` first).
     pub models: Vec<String>,
     /// Its pool, if it came from one.
@@ -42,9 +42,9 @@ pub struct UpstreamMeta {
 
 impl UpstreamMeta {
     /// A Warmpath replica serving `model`.
-    pub fn warmpath(model: &str) -> Self {
+    pub(crate) fn warmpath(model: &str) -> Self {
         Self {
-            engine: Engine::Warmpath,
+            engine: EngineKind::Warmpath,
             models: vec![model.to_string()],
             pool: None,
             kv_events: None,
@@ -55,7 +55,7 @@ impl UpstreamMeta {
 
 /// One registered replica.
 #[derive(Debug)]
-pub struct Replica {
+pub(crate) struct Replica {
     /// Dense id, assigned at registration.
     pub id: ReplicaId,
     /// Where it listens.
@@ -94,7 +94,7 @@ pub struct Replica {
 
 impl Replica {
     /// A replica with fresh load, health and in-flight state.
-    pub fn new(
+    pub(crate) fn new(
         id: ReplicaId,
         addr: ReplicaAddr,
         info: ReplicaInfo,
@@ -129,27 +129,27 @@ impl Replica {
     }
 
     /// Whether it left the replica set (its background tasks stop).
-    pub fn is_removed(&self) -> bool {
+    pub(crate) fn is_removed(&self) -> bool {
         self.removed.load(Ordering::Acquire)
     }
 
     /// Whether it serves `model` (any of its names).
-    pub fn serves(&self, model: &str) -> bool {
+    pub(crate) fn serves(&self, model: &str) -> bool {
         self.info.model == model || self.upstream.models.iter().any(|m| m == model)
     }
 
     /// Requests in flight from this gateway.
-    pub fn in_flight(&self) -> u32 {
+    pub(crate) fn in_flight(&self) -> u32 {
         self.in_flight.load(Ordering::Acquire)
     }
 
     /// Whether a request may be sent here now: not draining, and healthy or half-open.
-    pub fn routable(&self, now: std::time::Instant) -> bool {
+    pub(crate) fn routable(&self, now: std::time::Instant) -> bool {
         !self.draining.load(Ordering::Acquire) && self.health.lock().routable(now)
     }
 
     /// The snapshot a policy sees.
-    pub fn snapshot(&self, now: std::time::Instant) -> ReplicaSnapshot {
+    pub(crate) fn snapshot(&self, now: std::time::Instant) -> ReplicaSnapshot {
         let load = self.load.lock().clone();
         let health = if self.draining.load(Ordering::Acquire) {
             Health::Draining
@@ -167,7 +167,7 @@ impl Replica {
             waiting: load.waiting,
             // Warmpath's replica reports its queue exactly; for other engines the prompt
             // tokens this gateway sent and that are not answered yet stand in for it.
-            queued_prefill_tokens: if self.upstream.engine == Engine::Warmpath {
+            queued_prefill_tokens: if self.upstream.engine == EngineKind::Warmpath {
                 load.queued_prefill_tokens
             } else {
                 load.queued_prefill_tokens

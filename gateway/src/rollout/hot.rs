@@ -15,7 +15,7 @@ const MAX_CHECKPOINTS: usize = 16;
 
 /// One prefix to replay: its tokens and the tenant's cache-salt header.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Replay {
+pub(crate) struct Replay {
     /// The prompt tokens to prefill.
     pub tokens: Vec<TokenId>,
     /// The tenant's cache salt, as sent to replicas.
@@ -26,7 +26,7 @@ pub struct Replay {
 
 /// Hot prefixes per checkpoint.
 #[derive(Default)]
-pub struct HotTable {
+pub(crate) struct HotTable {
     capacity: usize,
     max_tokens: usize,
     by_checkpoint: Mutex<HashMap<CheckpointId, HotPrefixes<HeaderValue>>>,
@@ -34,7 +34,7 @@ pub struct HotTable {
 
 impl HotTable {
     /// A table keeping `cfg.capacity` keys per checkpoint.
-    pub fn new(cfg: &HotPrefixConfig) -> Self {
+    pub(crate) fn new(cfg: &HotPrefixConfig) -> Self {
         Self {
             capacity: cfg.capacity,
             max_tokens: cfg.max_tokens,
@@ -43,7 +43,7 @@ impl HotTable {
     }
 
     /// Counts one request of `checkpoint` with conversation key `key`.
-    pub fn record(
+    pub(crate) fn record(
         &self,
         checkpoint: &CheckpointId,
         key: u64,
@@ -63,7 +63,12 @@ impl HotTable {
     }
 
     /// The `n` hottest prefixes of `checkpoint` of at least `min_tokens` tokens.
-    pub fn top(&self, checkpoint: &CheckpointId, n: usize, min_tokens: usize) -> Vec<Replay> {
+    pub(crate) fn top(
+        &self,
+        checkpoint: &CheckpointId,
+        n: usize,
+        min_tokens: usize,
+    ) -> Vec<Replay> {
         let g = self.by_checkpoint.lock();
         g.get(checkpoint).map_or_else(Vec::new, |h| {
             h.top(n, min_tokens)
@@ -78,12 +83,12 @@ impl HotTable {
     }
 
     /// Forgets `checkpoint` (its last replica left).
-    pub fn forget(&self, checkpoint: &CheckpointId) {
+    pub(crate) fn forget(&self, checkpoint: &CheckpointId) {
         self.by_checkpoint.lock().remove(checkpoint);
     }
 
     /// Keys held per checkpoint, by checkpoint id.
-    pub fn counts(&self) -> std::collections::BTreeMap<String, usize> {
+    pub(crate) fn counts(&self) -> std::collections::BTreeMap<String, usize> {
         self.by_checkpoint
             .lock()
             .iter()
@@ -92,7 +97,8 @@ impl HotTable {
     }
 
     /// Keys held for `checkpoint`.
-    pub fn len(&self, checkpoint: &CheckpointId) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self, checkpoint: &CheckpointId) -> usize {
         self.by_checkpoint
             .lock()
             .get(checkpoint)

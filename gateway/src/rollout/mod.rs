@@ -9,17 +9,17 @@
 //! - [`hot`]: the hot prefixes of every checkpoint, recorded from the gateway's own traffic.
 //! - [`prewarm`]: replays the old checkpoint's hottest prefixes (prefill only) to every
 //!   replica of the new one; the share ramps with the fraction replayed.
-//! - [`shared`]: with `state.backend: redis`, rollouts set through any gateway's admin API
+//! - [`fleet`]: with `state.backend: redis`, rollouts set through any gateway's admin API
 //!   live in Redis and every gateway follows them; the gateway that set one pre-warms and
 //!   publishes its progress ([`record`]), so every gateway ramps alike.
 //!
 //! Without a rollout for a model, the registry's rule applies: the checkpoint with the
 //! most routable replicas serves it.
 
-pub mod hot;
-pub mod prewarm;
-pub mod record;
-pub mod shared;
+pub(crate) mod fleet;
+pub(crate) mod hot;
+pub(crate) mod prewarm;
+pub(crate) mod record;
 
 use crate::config::{PrewarmConfig, RolloutConfig};
 use parking_lot::{Mutex, RwLock};
@@ -32,7 +32,7 @@ use warmpath_core::CheckpointId;
 
 /// How far a rollout's pre-warm is.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
-pub struct Progress {
+pub(crate) struct Progress {
     /// The replay task found the new checkpoint's replicas and planned its work.
     pub started: bool,
     /// Replays planned (prefixes x replicas of `to`).
@@ -73,7 +73,7 @@ impl Runtime {
 
 /// A rollout as the admin API and the dashboard show it.
 #[derive(Clone, Debug, Serialize)]
-pub struct RolloutStatus {
+pub(crate) struct RolloutStatus {
     /// The model.
     pub model: String,
     /// Old checkpoint.
@@ -95,7 +95,7 @@ pub struct RolloutStatus {
 }
 
 /// One model's rollout in force.
-pub struct ModelRollout {
+pub(crate) struct ModelRollout {
     /// The model.
     pub model: String,
     /// The config it was put in force with.
@@ -137,7 +137,7 @@ impl ModelRollout {
 
     /// The checkpoint for a conversation with sticky key `key`, and the other one (the
     /// fallback when the first has no routable replica).
-    pub fn choose(&self, key: u64) -> (CheckpointId, CheckpointId) {
+    pub(crate) fn choose(&self, key: u64) -> (CheckpointId, CheckpointId) {
         let g = self.inner.lock();
         let share = g.rollout.share(g.ramp());
         let first = g.rollout.checkpoint_for(key, share).clone();
@@ -150,54 +150,54 @@ impl ModelRollout {
     }
 
     /// The two checkpoints, `(from, to)`.
-    pub fn checkpoints(&self) -> (CheckpointId, CheckpointId) {
+    pub(crate) fn checkpoints(&self) -> (CheckpointId, CheckpointId) {
         let g = self.inner.lock();
         (g.rollout.from.clone(), g.rollout.to.clone())
     }
 
     /// The current generation.
-    pub fn generation(&self) -> u64 {
+    pub(crate) fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
     }
 
     /// The pre-warm settings.
-    pub fn prewarm(&self) -> PrewarmConfig {
+    pub(crate) fn prewarm(&self) -> PrewarmConfig {
         self.inner.lock().prewarm.clone()
     }
 
     /// Whether a pre-warm should run: not aborted (a paused rollout keeps warming; the
     /// pause only holds the share), pre-warm on, not finished.
-    pub fn wants_prewarm(&self) -> bool {
+    pub(crate) fn wants_prewarm(&self) -> bool {
         let g = self.inner.lock();
         g.rollout.state != RolloutState::Aborted && g.prewarm.top_n > 0 && !g.progress.finished
     }
 
     /// Records pre-warm progress (from the replay task of generation `generation` only).
-    pub fn update(&self, generation: u64, f: impl FnOnce(&mut Progress)) {
+    pub(crate) fn update(&self, generation: u64, f: impl FnOnce(&mut Progress)) {
         if self.generation() == generation {
             f(&mut self.inner.lock().progress);
         }
     }
 
     /// The fleet record's id and whether this gateway owns the pre-warm, when shared.
-    pub fn shared(&self) -> Option<(u64, bool)> {
+    pub(crate) fn shared(&self) -> Option<(u64, bool)> {
         let s = self.shared.lock();
         (s.0 != 0).then_some((s.0, s.1))
     }
 
     /// The tag of the gateway running a shared rollout's pre-warm.
-    pub fn owner_tag(&self) -> String {
+    pub(crate) fn owner_tag(&self) -> String {
         self.shared.lock().2.clone()
     }
 
     /// Marks it shared through the fleet's store as record `rev`, pre-warmed by the
     /// gateway tagged `owner_tag` (this one when `mine`).
-    pub fn set_shared(&self, rev: u64, owner_tag: &str, mine: bool) {
+    pub(crate) fn set_shared(&self, rev: u64, owner_tag: &str, mine: bool) {
         *self.shared.lock() = (rev, mine, owner_tag.to_string());
     }
 
     /// State, paused share and progress, as the fleet's record carries them.
-    pub fn parts(&self) -> (RolloutState, f64, Progress) {
+    pub(crate) fn parts(&self) -> (RolloutState, f64, Progress) {
         let g = self.inner.lock();
         (g.rollout.state, g.rollout.paused_share, g.progress)
     }
@@ -205,7 +205,7 @@ impl ModelRollout {
     /// Takes another gateway's change (from the fleet's record): its state, and its
     /// pre-warm progress when this gateway does not run the pre-warm. Returns true when it
     /// resumed from an abort (the owner restarts its pre-warm).
-    pub fn apply_remote(
+    pub(crate) fn apply_remote(
         &self,
         state: RolloutState,
         paused_share: f64,
@@ -233,7 +233,7 @@ impl ModelRollout {
     }
 
     /// Pauses at the current share.
-    pub fn pause(&self) {
+    pub(crate) fn pause(&self) {
         let mut g = self.inner.lock();
         let ramp = g.ramp();
         g.rollout.pause(ramp);
@@ -242,7 +242,7 @@ impl ModelRollout {
     /// Resumes. After a pause the ramp goes on from where it is (the pre-warm kept running
     /// while paused), so no conversation moves back. After an abort the time ramp starts
     /// again; returns true then, and the caller restarts an unfinished pre-warm.
-    pub fn resume(&self) -> bool {
+    pub(crate) fn resume(&self) -> bool {
         let mut g = self.inner.lock();
         let aborted = g.rollout.state == RolloutState::Aborted;
         g.rollout.resume();
@@ -253,19 +253,20 @@ impl ModelRollout {
     }
 
     /// Every conversation back to `from`; a running pre-warm stops.
-    pub fn abort(&self) {
+    pub(crate) fn abort(&self) {
         self.inner.lock().rollout.abort();
         self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
     /// The share of conversations on `to` now, `[0, 1]`.
-    pub fn share(&self) -> f64 {
+    #[cfg(test)]
+    pub(crate) fn share(&self) -> f64 {
         let g = self.inner.lock();
         g.rollout.share(g.ramp())
     }
 
     /// The admin view.
-    pub fn status(&self) -> RolloutStatus {
+    pub(crate) fn status(&self) -> RolloutStatus {
         let g = self.inner.lock();
         let ramp = g.ramp();
         RolloutStatus {
@@ -284,7 +285,7 @@ impl ModelRollout {
 
 /// The rollouts in force, and the history they pre-warm from.
 #[derive(Default)]
-pub struct Rollouts {
+pub(crate) struct Rollouts {
     models: RwLock<HashMap<String, Arc<ModelRollout>>>,
     generations: AtomicU64,
     /// Hot prefixes per checkpoint.
@@ -293,7 +294,7 @@ pub struct Rollouts {
 
 impl Rollouts {
     /// No rollouts; hot prefixes kept as `hot` says.
-    pub fn new(hot: &crate::config::HotPrefixConfig) -> Self {
+    pub(crate) fn new(hot: &crate::config::HotPrefixConfig) -> Self {
         Self {
             hot: hot::HotTable::new(hot),
             ..Self::default()
@@ -301,7 +302,7 @@ impl Rollouts {
     }
 
     /// The rollout of `model`, if one is in force.
-    pub fn get(&self, model: &str) -> Option<Arc<ModelRollout>> {
+    pub(crate) fn get(&self, model: &str) -> Option<Arc<ModelRollout>> {
         let m = self.models.read();
         if m.is_empty() {
             return None;
@@ -311,7 +312,7 @@ impl Rollouts {
 
     /// Puts `cfg` in force for its model (replacing any rollout of it; a running pre-warm
     /// of the old one stops). Returns it, for the caller to start its pre-warm.
-    pub fn set(&self, cfg: &RolloutConfig) -> Arc<ModelRollout> {
+    pub(crate) fn set(&self, cfg: &RolloutConfig) -> Arc<ModelRollout> {
         let generation = self.generations.fetch_add(1 << 32, Ordering::AcqRel) + (1 << 32);
         let m = Arc::new(ModelRollout::new(cfg, generation));
         if let Some(old) = self.models.write().insert(cfg.model.clone(), m.clone()) {
@@ -321,7 +322,7 @@ impl Rollouts {
     }
 
     /// Ends `model`'s rollout (the registry's rule applies again). False when none.
-    pub fn remove(&self, model: &str) -> bool {
+    pub(crate) fn remove(&self, model: &str) -> bool {
         match self.models.write().remove(model) {
             Some(old) => {
                 old.generation.fetch_add(1, Ordering::AcqRel);
@@ -334,7 +335,7 @@ impl Rollouts {
     /// Applies the config's rollouts after a reload: new or changed entries are put in
     /// force, entries gone from the file end; unchanged ones (and what the admin API did to
     /// them) stay. Returns the ones put in force.
-    pub fn apply_config(
+    pub(crate) fn apply_config(
         &self,
         new: &[RolloutConfig],
         previous: &[RolloutConfig],
@@ -351,12 +352,12 @@ impl Rollouts {
     }
 
     /// Every rollout in force.
-    pub fn all(&self) -> Vec<Arc<ModelRollout>> {
+    pub(crate) fn all(&self) -> Vec<Arc<ModelRollout>> {
         self.models.read().values().cloned().collect()
     }
 
     /// Every rollout's status, by model.
-    pub fn list(&self) -> Vec<RolloutStatus> {
+    pub(crate) fn list(&self) -> Vec<RolloutStatus> {
         let mut v: Vec<RolloutStatus> = self.models.read().values().map(|m| m.status()).collect();
         v.sort_by(|a, b| a.model.cmp(&b.model));
         v

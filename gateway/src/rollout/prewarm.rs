@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 const WAIT_POLL: Duration = Duration::from_millis(250);
 
 /// Starts `m`'s pre-warm on the control runtime, if it wants one.
-pub fn start(state: &Arc<AppState>, m: Arc<ModelRollout>) {
+pub(crate) fn start(state: &Arc<AppState>, m: Arc<ModelRollout>) {
     if !m.wants_prewarm() {
         return;
     }
@@ -71,7 +71,7 @@ async fn run(state: Arc<AppState>, m: Arc<ModelRollout>) {
             ..super::Progress::default()
         };
     });
-    if let Err(e) = super::record::publish(&state, &m).await {
+    if let Err(e) = super::record::publish(state.fleet.as_ref(), &m).await {
         tracing::warn!(error = %e, "rollout pre-warm plan not shared");
     }
     tracing::info!(model = %m.model, %from, %to, prefixes = prefixes.len(),
@@ -100,7 +100,7 @@ async fn run(state: Arc<AppState>, m: Arc<ModelRollout>) {
                                 pr.done += 1;
                                 pr.failed += u64::from(!ok);
                             });
-                            if let Err(e) = super::record::publish(&state, &m).await {
+                            if let Err(e) = super::record::publish(state.fleet.as_ref(), &m).await {
                                 tracing::debug!(error = %e, "rollout progress not shared");
                             }
                         }
@@ -115,7 +115,7 @@ async fn run(state: Arc<AppState>, m: Arc<ModelRollout>) {
         let _ = t.await;
     }
     m.update(generation, |p| p.finished = true);
-    if let Err(e) = super::record::publish(&state, &m).await {
+    if let Err(e) = super::record::publish(state.fleet.as_ref(), &m).await {
         tracing::warn!(error = %e, "rollout pre-warm end not shared");
     }
     let s = m.status();

@@ -4,14 +4,15 @@
 
 use super::{ModelRollout, Progress};
 use crate::config::RolloutConfig;
-use crate::state::AppState;
+use crate::fleet::Fleet;
 use router_policy::RolloutState;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// One model's rollout as the fleet's store holds it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Record {
+pub(crate) struct Record {
     /// What was set.
     pub cfg: RolloutConfig,
     /// Active, paused or aborted.
@@ -27,8 +28,8 @@ pub struct Record {
 }
 
 /// Writes `m`'s current record (state, progress) when it is shared.
-pub async fn publish(state: &AppState, m: &ModelRollout) -> Result<(), String> {
-    let (Some(fleet), Some((rev, _))) = (state.fleet.as_ref(), m.shared()) else {
+pub(crate) async fn publish(fleet: Option<&Arc<Fleet>>, m: &ModelRollout) -> Result<(), String> {
+    let (Some(fleet), Some((rev, _))) = (fleet, m.shared()) else {
         return Ok(());
     };
     let (st, paused_share, progress) = m.parts();

@@ -17,7 +17,7 @@ mod carry;
 
 /// A tenant's limiter state.
 #[derive(Debug)]
-pub struct TenantLimiter {
+pub(crate) struct TenantLimiter {
     limits: TenantLimits,
     requests: Option<DefaultDirectRateLimiter>,
     tokens: Option<Mutex<TokenBucket>>,
@@ -29,7 +29,7 @@ pub struct TenantLimiter {
 
 /// OpenAI-style `x-ratelimit-*` header values after an admission decision.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct RateHeaders {
+pub(crate) struct RateHeaders {
     /// Header name/value pairs.
     pub headers: HeaderPairs,
 }
@@ -37,7 +37,7 @@ pub struct RateHeaders {
 /// Tokens reserved by an admitted request; settle with the actual usage at the end.
 /// Dropping an unsettled permit refunds the whole reservation.
 #[derive(Debug)]
-pub struct Permit {
+pub(crate) struct Permit {
     tokens_of: Option<Arc<TenantLimiter>>,
     reserved: u64,
     settled: bool,
@@ -48,7 +48,7 @@ pub struct Permit {
 
 impl Permit {
     /// A permit for `reserved` tokens the fleet's shared limits granted (`lease`).
-    pub fn shared(lease: Option<crate::fleet::limits::Lease>, reserved: u64) -> Self {
+    pub(crate) fn shared(lease: Option<crate::fleet::limits::Lease>, reserved: u64) -> Self {
         Self {
             tokens_of: None,
             reserved,
@@ -59,19 +59,20 @@ impl Permit {
     }
 
     /// Tokens reserved.
-    pub fn reserved(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn reserved(&self) -> u64 {
         self.reserved
     }
 
     /// Charges `actual` tokens instead of the reservation (refund or debt).
-    pub fn settle(&mut self, actual: u64) {
+    pub(crate) fn settle(&mut self, actual: u64) {
         if !self.settled {
             self.settle_at(actual, Instant::now());
         }
     }
 
     /// [`Self::settle`] with the clock already read (the end of a request reads it once).
-    pub fn settle_at(&mut self, actual: u64, now: Instant) {
+    pub(crate) fn settle_at(&mut self, actual: u64, now: Instant) {
         if self.settled {
             return;
         }
@@ -98,7 +99,7 @@ impl Drop for Permit {
 
 impl TenantLimiter {
     /// Limiter for `limits` (0 = unlimited).
-    pub fn new(limits: &TenantLimits) -> Self {
+    pub(crate) fn new(limits: &TenantLimits) -> Self {
         let requests = NonZeroU32::new(limits.requests_per_minute).map(|rpm| {
             let burst = NonZeroU32::new(limits.request_burst).unwrap_or(NonZeroU32::MIN);
             RateLimiter::direct(Quota::per_minute(rpm).allow_burst(burst))
@@ -116,12 +117,13 @@ impl TenantLimiter {
     }
 
     /// The configured limits.
-    pub fn limits(&self) -> &TenantLimits {
+    pub(crate) fn limits(&self) -> &TenantLimits {
         &self.limits
     }
 
     /// Concurrent requests now.
-    pub fn in_flight(&self) -> u32 {
+    #[cfg(test)]
+    pub(crate) fn in_flight(&self) -> u32 {
         self.in_flight.load(Ordering::Acquire)
     }
 }
@@ -131,7 +133,7 @@ impl TenantLimiter {
 /// per minute. A refusal spends nothing: the token reservation is taken back when the
 /// request limit then refuses (governor cannot refund, the token bucket can). A request
 /// that needs more tokens than the bucket ever holds is a 400, not a 429 it could retry.
-pub fn reserve(
+pub(crate) fn reserve(
     l: &Arc<TenantLimiter>,
     tenant: &str,
     tokens: u64,
@@ -268,7 +270,7 @@ pub(crate) fn format_secs(d: Duration) -> http::HeaderValue {
 
 /// Why the token bucket refused a reservation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TokenRefusal {
+pub(crate) enum TokenRefusal {
     /// The tokens are available after this wait.
     Wait(Duration),
     /// More tokens than the bucket holds when full: no wait makes them available.
@@ -279,7 +281,7 @@ pub enum TokenRefusal {
 /// with burst = one minute's worth, plus refunds. May go negative (debt) when a request
 /// used more than it reserved.
 #[derive(Debug)]
-pub struct TokenBucket {
+pub(crate) struct TokenBucket {
     capacity: f64,
     per_sec: f64,
     level: f64,
@@ -288,7 +290,7 @@ pub struct TokenBucket {
 
 impl TokenBucket {
     /// A full bucket of `per_minute` tokens.
-    pub fn new(per_minute: u64, now: Instant) -> Self {
+    pub(crate) fn new(per_minute: u64, now: Instant) -> Self {
         let capacity = per_minute as f64;
         Self {
             capacity,
@@ -306,7 +308,7 @@ impl TokenBucket {
 
     /// Takes `n` tokens, or says how long until they are available, or that they never
     /// will be (more than the capacity).
-    pub fn reserve(&mut self, n: u64, now: Instant) -> Result<(), TokenRefusal> {
+    pub(crate) fn reserve(&mut self, n: u64, now: Instant) -> Result<(), TokenRefusal> {
         self.refill(now);
         let n = n as f64;
         if n > self.capacity {
@@ -323,19 +325,19 @@ impl TokenBucket {
     }
 
     /// Replaces a reservation with the actual usage.
-    pub fn settle(&mut self, reserved: u64, actual: u64, now: Instant) {
+    pub(crate) fn settle(&mut self, reserved: u64, actual: u64, now: Instant) {
         self.refill(now);
         self.level = (self.level + reserved as f64 - actual as f64).min(self.capacity);
     }
 
     /// Whole tokens available now.
-    pub fn available(&mut self, now: Instant) -> u64 {
+    pub(crate) fn available(&mut self, now: Instant) -> u64 {
         self.refill(now);
         self.level.max(0.0) as u64
     }
 
     /// Time until the bucket is full.
-    pub fn time_to_full(&mut self, now: Instant) -> Duration {
+    pub(crate) fn time_to_full(&mut self, now: Instant) -> Duration {
         self.refill(now);
         Duration::from_secs_f64(((self.capacity - self.level) / self.per_sec).max(0.0))
     }

@@ -15,10 +15,10 @@
 //! # Layout
 //! - this module: the tenant table, authentication, salts and root seeds.
 //! - [`limits`]: each tenant's limiter and the reservation a request holds.
-//! - [`shared`]: admission on the fleet's shared limits (Redis), as a permit or a 429.
+//! - [`fleet_limits`]: admission on the fleet's shared limits (Redis), as a permit or a 429.
 
-pub mod limits;
-pub mod shared;
+pub(crate) mod fleet_limits;
+pub(crate) mod limits;
 
 use crate::config::{Config, StateBackend, StateConfig, TenantConfig, TenantLimits};
 use crate::error::GatewayError;
@@ -35,11 +35,11 @@ use subtle::ConstantTimeEq;
 use warmpath_core::{CacheSalt, CheckpointId, HashNamespace, RegionId, RootSeed};
 
 /// Tenant id used when authentication is off.
-pub const LOCAL_TENANT: &str = "local";
+pub(crate) const LOCAL_TENANT: &str = "local";
 
 /// One authenticated tenant.
 #[derive(Debug)]
-pub struct Tenant {
+pub(crate) struct Tenant {
     /// Tenant id.
     pub id: Arc<str>,
     /// Allowed models (`*` = all).
@@ -87,7 +87,7 @@ impl Tenant {
 
     /// The root seed of this tenant's block hashes for `checkpoint` (the shared hashing
     /// contract: checkpoint and salt in the seed).
-    pub fn root_seed(&self, checkpoint: &CheckpointId) -> RootSeed {
+    pub(crate) fn root_seed(&self, checkpoint: &CheckpointId) -> RootSeed {
         let mut seeds = self.seeds.lock();
         if let Some((_, s)) = seeds.iter().find(|(c, _)| c == checkpoint) {
             return *s;
@@ -103,14 +103,14 @@ impl Tenant {
     }
 
     /// Whether this tenant may use `model`.
-    pub fn allows(&self, model: &str) -> bool {
+    pub(crate) fn allows(&self, model: &str) -> bool {
         self.models.iter().any(|m| m == "*" || m == model)
     }
 }
 
 /// All tenants, built from config.
 #[derive(Debug)]
-pub struct TenantTable {
+pub(crate) struct TenantTable {
     auth: bool,
     tenants: Vec<Arc<Tenant>>,
     /// Keys that matched a stored hash, by their keyed SipHash (see the module docs).
@@ -147,7 +147,7 @@ impl Hasher for PrfHasher {
 /// The limits this gateway enforces alone. In memory mode, the tenant's limits. With
 /// shared state, its fallback share for when Redis is away: each limit divided by the
 /// fleet's `gateway_count`, rounded up so no limit falls to zero (which means unlimited).
-pub fn local_share(limits: &TenantLimits, state: &StateConfig) -> TenantLimits {
+pub(crate) fn local_share(limits: &TenantLimits, state: &StateConfig) -> TenantLimits {
     let n = match state.backend {
         StateBackend::Memory => return limits.clone(),
         StateBackend::Redis => state.gateway_count.max(1),
@@ -188,7 +188,7 @@ impl TenantTable {
     /// tenant's limiter state: the tenant itself when nothing changed, its limiter when
     /// only keys, models or salt did, and a limiter carrying its state over
     /// ([`TenantLimiter::carried_from`]) when its limits changed.
-    pub fn build(cfg: &Config, previous: Option<&TenantTable>) -> TenantTable {
+    pub(crate) fn build(cfg: &Config, previous: Option<&TenantTable>) -> TenantTable {
         let secret = cfg.auth.salt_secret.as_str();
         let mut tenants = Vec::new();
         if !cfg.auth.enabled {
@@ -252,7 +252,11 @@ impl TenantTable {
     }
 
     /// Authenticates an `Authorization` header value against the config's keys.
-    pub fn authenticate(&self, authorization: Option<&[u8]>) -> Result<Arc<Tenant>, GatewayError> {
+    #[cfg(test)]
+    pub(crate) fn authenticate(
+        &self,
+        authorization: Option<&[u8]>,
+    ) -> Result<Arc<Tenant>, GatewayError> {
         self.authenticate_with(authorization, None)
     }
 
@@ -260,7 +264,7 @@ impl TenantTable {
     /// shared state, the key store as this gateway last read it (`keys`): a key the store
     /// revoked is refused even when the config lists it, and a key the store added works
     /// for its tenant when the config has that tenant.
-    pub fn authenticate_with(
+    pub(crate) fn authenticate_with(
         &self,
         authorization: Option<&[u8]>,
         keys: Option<&KeyView>,
@@ -308,7 +312,7 @@ impl TenantTable {
     }
 
     /// The config's keys as (tenant, SHA-256), to seed a shared key store.
-    pub fn config_keys(&self) -> Vec<(String, [u8; 32])> {
+    pub(crate) fn config_keys(&self) -> Vec<(String, [u8; 32])> {
         self.tenants
             .iter()
             .flat_map(|t| t.key_hashes.iter().map(|h| (t.id.to_string(), *h)))
@@ -316,7 +320,7 @@ impl TenantTable {
     }
 
     /// The tenant with id `id`.
-    pub fn get(&self, id: &str) -> Option<&Arc<Tenant>> {
+    pub(crate) fn get(&self, id: &str) -> Option<&Arc<Tenant>> {
         self.tenants.iter().find(|t| *t.id == *id)
     }
 
@@ -331,11 +335,6 @@ impl TenantTable {
     #[cfg(test)]
     fn verified_len(&self) -> usize {
         self.verified.read().len()
-    }
-
-    /// Tenants, for metrics and admin.
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<Tenant>> {
-        self.tenants.iter()
     }
 }
 

@@ -16,9 +16,9 @@
 mod chat_text;
 mod skeleton;
 
-pub use chat_text::ChatText;
+pub(crate) use chat_text::ChatText;
 
-pub use skeleton::SKELETON_MIN_BYTES;
+pub(crate) use skeleton::SKELETON_MIN_BYTES;
 use skeleton::{straddles, Frame, Part, Skeleton};
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
@@ -152,7 +152,7 @@ impl CachedTokenizer {
     }
 
     /// Encodes `text` as `ChatTokenizer::encode` does, through the piece cache.
-    pub fn encode(&self, text: &str, add_special: bool) -> Result<Vec<TokenId>, TextError> {
+    pub(crate) fn encode(&self, text: &str, add_special: bool) -> Result<Vec<TokenId>, TextError> {
         if self.splitter.is_none() {
             return self.inner.encode(text, add_special);
         }
@@ -311,7 +311,7 @@ impl CachedTokenizer {
 }
 
 /// Largest chat (bytes of roles and contents) cached whole by [`CachedTokenizer::encode_chat`].
-pub const PROMPT_CACHE_MAX_BYTES: usize = 4096;
+pub(crate) const PROMPT_CACHE_MAX_BYTES: usize = 4096;
 
 /// The cache key of a whole chat: a 128-bit hash of its messages, length-prefixed so no two
 /// message lists share an encoding, and domain-separated from the keys of text pieces.

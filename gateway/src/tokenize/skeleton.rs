@@ -22,7 +22,7 @@ use warmpath_text::{ChatMessage, ChatTokenizer, TextError};
 use xxhash_rust::xxh3::Xxh3;
 
 /// A long chat goes through a skeleton when one of its contents is at least this long.
-pub const SKELETON_MIN_BYTES: usize = 1024;
+pub(crate) const SKELETON_MIN_BYTES: usize = 1024;
 
 /// Marks a placeholder; a chat whose roles or short contents contain it is rendered whole.
 const MARK: char = '\u{E000}';

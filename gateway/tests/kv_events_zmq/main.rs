@@ -7,7 +7,7 @@
 mod engine;
 
 use engine::{FakeEngine, TOPIC};
-use gateway::engines::kv_events::{SubscriberCounters, ZmqEventsConfig, ZmqSubscriber};
+use gateway::{SubscriberCounters, ZmqEventsConfig, ZmqSubscriber};
 use router_policy::{IndexConfig, PrefixIndex};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -47,7 +47,7 @@ struct Gateway {
     snapshots: Vec<Epoch>,
     counters: Arc<SubscriberCounters>,
     stop: Arc<AtomicBool>,
-    task: tokio::task::JoinHandle<gateway::engines::kv_events::CounterSnapshot>,
+    task: tokio::task::JoinHandle<gateway::CounterSnapshot>,
 }
 
 impl Gateway {
@@ -163,7 +163,7 @@ impl Gateway {
         self.wait_until("the batch", |g| g.next_seq() > seq).await;
     }
 
-    async fn stop(self) -> gateway::engines::kv_events::CounterSnapshot {
+    async fn stop(self) -> gateway::CounterSnapshot {
         self.stop.store(true, Ordering::Relaxed);
         tokio::time::timeout(WAIT, self.task)
             .await

@@ -21,7 +21,9 @@
 mod read;
 mod types;
 
-pub use types::{Endpoint, Message, ParsedRequest, Prompt};
+#[cfg(test)]
+use types::Message;
+pub(crate) use types::{Endpoint, ParsedRequest, Prompt};
 
 use crate::error::GatewayError;
 
@@ -30,7 +32,7 @@ fn bad(msg: impl Into<String>) -> GatewayError {
 }
 
 /// Parses the body of `endpoint`.
-pub fn parse(endpoint: Endpoint, body: &[u8]) -> Result<ParsedRequest<'_>, GatewayError> {
+pub(crate) fn parse(endpoint: Endpoint, body: &[u8]) -> Result<ParsedRequest<'_>, GatewayError> {
     let fields = read::fields(endpoint, body).map_err(GatewayError::InvalidBody)?;
     if let Some((name, why)) = fields.refused {
         return Err(bad(format!("`{name}` {why}")));

@@ -7,7 +7,7 @@ use warmpath_core::TokenId;
 
 /// Which OpenAI endpoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Endpoint {
+pub(crate) enum Endpoint {
     /// `POST /v1/chat/completions`.
     Chat,
     /// `POST /v1/completions`.
@@ -16,7 +16,7 @@ pub enum Endpoint {
 
 impl Endpoint {
     /// Metric label.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Endpoint::Chat => "chat",
             Endpoint::Completions => "completions",
@@ -26,7 +26,7 @@ impl Endpoint {
 
 /// One chat message of a request, borrowed from the body where it can be.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Message<'a> {
+pub(crate) struct Message<'a> {
     /// `system`, `user`, `assistant`, ...
     pub role: Cow<'a, str>,
     /// Message text (the text of every part, concatenated, for an array of parts).
@@ -35,7 +35,7 @@ pub struct Message<'a> {
 
 impl<'a> Message<'a> {
     /// A message from its parts.
-    pub fn new(role: impl Into<Cow<'a, str>>, content: impl Into<Cow<'a, str>>) -> Self {
+    pub(crate) fn new(role: impl Into<Cow<'a, str>>, content: impl Into<Cow<'a, str>>) -> Self {
         Self {
             role: role.into(),
             content: content.into(),
@@ -54,7 +54,7 @@ impl ChatText for Message<'_> {
 
 /// The prompt, as the gateway tokenizes it.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Prompt<'a> {
+pub(crate) enum Prompt<'a> {
     /// Chat messages (rendered with the template).
     Chat(Vec<Message<'a>>),
     /// Completion prompt text.
@@ -65,7 +65,7 @@ pub enum Prompt<'a> {
 
 /// The fields of a request the gateway uses, borrowing from the body.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ParsedRequest<'a> {
+pub(crate) struct ParsedRequest<'a> {
     /// Model name.
     pub model: Cow<'a, str>,
     /// SSE streaming requested.

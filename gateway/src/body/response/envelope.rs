@@ -7,7 +7,7 @@ use crate::body::tail::last_members;
 
 /// Token usage as the replica reported it (or as estimated when it did not).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Usage {
+pub(crate) struct Usage {
     /// Prompt tokens.
     pub prompt_tokens: u64,
     /// Generated tokens.

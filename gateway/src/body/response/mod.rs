@@ -9,14 +9,14 @@ mod envelope;
 #[cfg(test)]
 mod envelope_tests;
 
-pub use envelope::Usage;
+pub(crate) use envelope::Usage;
 
 /// Largest non-streaming body kept for usage parsing.
 const MAX_JSON_BYTES: usize = 8 << 20;
 
 /// Observes one response body.
 #[derive(Default)]
-pub struct ResponseTracker {
+pub(crate) struct ResponseTracker {
     stream: bool,
     lines: LineSplitter,
     /// A non-streaming body (bounded by [`MAX_JSON_BYTES`]), read once it is complete.
@@ -39,7 +39,7 @@ impl std::fmt::Debug for ResponseTracker {
 
 impl ResponseTracker {
     /// A tracker for an SSE (`stream`) or JSON body.
-    pub fn new(stream: bool) -> Self {
+    pub(crate) fn new(stream: bool) -> Self {
         Self {
             stream,
             ..Default::default()
@@ -48,7 +48,7 @@ impl ResponseTracker {
 
     /// Feeds one body chunk, as Pingora hands it over (a non-streaming body that comes in
     /// one chunk is kept by reference, not copied).
-    pub fn observe(&mut self, chunk: &bytes::Bytes) {
+    pub(crate) fn observe(&mut self, chunk: &bytes::Bytes) {
         if !self.stream {
             if self.overflow {
                 return;
@@ -84,7 +84,7 @@ impl ResponseTracker {
     }
 
     /// Parses the collected JSON body (non-streaming) once it is complete.
-    pub fn finish(&mut self) {
+    pub(crate) fn finish(&mut self) {
         if self.stream || self.overflow {
             return;
         }
@@ -96,23 +96,23 @@ impl ResponseTracker {
     }
 
     /// True once a stream has sent `data: [DONE]`.
-    pub fn saw_done(&self) -> bool {
+    pub(crate) fn saw_done(&self) -> bool {
         self.saw_done
     }
 
     /// True when a stream carried an error event (a non-streaming body is not checked:
     /// its status says it).
-    pub fn saw_error(&self) -> bool {
+    pub(crate) fn saw_error(&self) -> bool {
         self.saw_error
     }
 
     /// Reported usage, if any.
-    pub fn usage(&self) -> Option<Usage> {
+    pub(crate) fn usage(&self) -> Option<Usage> {
         self.usage
     }
 
     /// Tokens to charge: reported usage, else `prompt_tokens` plus one per content chunk.
-    pub fn charged_tokens(&self, prompt_tokens: u64) -> u64 {
+    pub(crate) fn charged_tokens(&self, prompt_tokens: u64) -> u64 {
         match self.usage {
             Some(u) => u.prompt_tokens + u.completion_tokens,
             None => prompt_tokens + self.content_chunks,

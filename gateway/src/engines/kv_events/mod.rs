@@ -2,17 +2,17 @@
 //! for the gateway's precise prefix index (see `docs/engines-kv-events.md`).
 //!
 //! # Layout
-//! - [`wire`]: one msgpack payload decoded into [`EngineBatch`] (both msgspec encodings).
-//! - [`rehash`]: [`EventMapper`], engine events rehashed under Warmpath's hashing contract.
-//! - [`stream`]: [`EventStream`], batches folded into snapshot + numbered events.
+//! - [`wire`]: one msgpack payload decoded into [`wire::EngineBatch`] (both msgspec encodings).
+//! - [`rehash`]: [`rehash::EventMapper`], engine events rehashed under Warmpath's hashing contract.
+//! - [`stream`]: [`stream::EventStream`], batches folded into snapshot + numbered events.
 //! - [`replay`]: the client of the engine's replay (ROUTER) socket.
-//! - [`subscribe`]: [`ZmqSubscriber`], the SUB loop: gaps, replays, drops, reconnects.
-//! - [`config`]: [`ZmqEventsConfig`]; [`counters`]: [`SubscriberCounters`].
+//! - [`subscribe`]: [`subscribe::ZmqSubscriber`], the SUB loop: gaps, replays, drops, reconnects.
+//! - [`config`]: [`config::ZmqEventsConfig`]; [`counters`]: [`counters::SubscriberCounters`].
 //!
 //! # Use
 //! ```no_run
 //! # async fn f(replica: warmpath_core::ReplicaId, router: std::sync::Arc<std::sync::Mutex<router_policy::PrefixIndex>>) {
-//! use gateway::engines::kv_events::{run, ZmqEventsConfig};
+//! use gateway::{ZmqEventsConfig, ZmqSubscriber};
 //! use warmpath_core::{CheckpointId, HashNamespace};
 //! let cfg = ZmqEventsConfig {
 //!     endpoint: "tcp://10.0.0.5:5557".into(),
@@ -21,23 +21,20 @@
 //!     ..ZmqEventsConfig::default()
 //! };
 //! let mapper = cfg.mapper(HashNamespace::new(CheckpointId::new("my-model")).root_seed());
-//! let counts = run(cfg, mapper, |msg| {
+//! let sink = move |msg| {
 //!     router.lock().unwrap().apply_message(replica, &msg);
-//! }, || false).await;
+//! };
+//! let counts = ZmqSubscriber::new(cfg, mapper, sink).run(|| false).await;
 //! # }
 //! ```
 
-pub mod config;
-pub mod counters;
-pub mod rehash;
-pub mod replay;
-pub mod stream;
-pub mod subscribe;
-pub mod wire;
+pub(crate) mod config;
+pub(crate) mod counters;
+pub(crate) mod rehash;
+pub(crate) mod replay;
+pub(crate) mod stream;
+pub(crate) mod subscribe;
+pub(crate) mod wire;
 
-pub use config::ZmqEventsConfig;
-pub use counters::{CounterSnapshot, SubscriberCounters};
-pub use rehash::{EventMapper, SkipReason};
-pub use stream::EventStream;
-pub use subscribe::{run, ZmqSubscriber};
-pub use wire::{decode_batch, EngineBatch, EngineEvent, EngineHash, EngineLora, WireError};
+pub(crate) use config::ZmqEventsConfig;
+pub(crate) use subscribe::run;

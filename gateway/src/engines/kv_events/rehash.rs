@@ -110,7 +110,7 @@ impl EventMapper {
     /// A mapper for blocks hashed from `seed` (the pool's namespace: its checkpoint, no
     /// adapter, no tenant salt) in blocks of `block_size`, tracking at most `max_blocks`
     /// engine blocks (at least 1). A zero block size is raised to 1.
-    pub fn new(seed: RootSeed, block_size: BlockSize, max_blocks: usize) -> Self {
+    pub(crate) fn new(seed: RootSeed, block_size: BlockSize, max_blocks: usize) -> Self {
         Self {
             seed,
             block_size: BlockSize(block_size.0.max(1)),
@@ -120,28 +120,31 @@ impl EventMapper {
     }
 
     /// Engine blocks currently mapped.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.map.len()
     }
 
     /// True when nothing is mapped.
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.map.is_empty()
     }
 
     /// The Warmpath hash an engine block was mapped to.
-    pub fn get(&self, engine: &EngineHash) -> Option<BlockHash> {
+    #[cfg(test)]
+    pub(crate) fn get(&self, engine: &EngineHash) -> Option<BlockHash> {
         self.map.get(engine).copied()
     }
 
     /// Forgets every mapping (the stream lost its place).
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.map.clear();
     }
 
     /// Maps one event: `Ok(Some(_))` to publish, `Ok(None)` when it changes nothing the index
     /// knows (a removal of unmapped blocks), `Err` when skipped.
-    pub fn map(&mut self, event: &EngineEvent) -> Result<Option<KvEvent>, SkipReason> {
+    pub(crate) fn map(&mut self, event: &EngineEvent) -> Result<Option<KvEvent>, SkipReason> {
         match event {
             EngineEvent::Stored {
                 hashes,

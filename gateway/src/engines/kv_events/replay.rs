@@ -20,7 +20,7 @@ const END_MARKER: [u8; 8] = [0xff; 8];
 
 /// Why a replay brought nothing usable.
 #[derive(Debug, thiserror::Error)]
-pub enum ReplayError {
+pub(crate) enum ReplayError {
     /// Connecting, sending or receiving failed.
     #[error("replay socket: {0}")]
     Zmq(#[from] ZmqError),
@@ -34,7 +34,7 @@ pub enum ReplayError {
 
 /// Asks `endpoint` for the batches from `from` on and returns those before `until`, in the
 /// order sent. Stops at the end marker, or as soon as batch `until - 1` arrives.
-pub async fn replay(
+pub(crate) async fn replay(
     endpoint: &str,
     from: u64,
     until: u64,

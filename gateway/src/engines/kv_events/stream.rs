@@ -13,7 +13,7 @@ use std::sync::Arc;
 use warmpath_core::{Epoch, KvEventRecord, KvStreamMessage, SeqNo};
 
 /// Where the fold is, and where its messages go.
-pub struct EventStream<S> {
+pub(crate) struct EventStream<S> {
     mapper: EventMapper,
     sink: S,
     epoch: Epoch,
@@ -23,7 +23,7 @@ pub struct EventStream<S> {
 
 impl<S: FnMut(KvStreamMessage)> EventStream<S> {
     /// A stream that will open with `first_epoch` (see [`EventStream::start`]).
-    pub fn new(
+    pub(crate) fn new(
         mapper: EventMapper,
         sink: S,
         first_epoch: Epoch,
@@ -39,23 +39,19 @@ impl<S: FnMut(KvStreamMessage)> EventStream<S> {
     }
 
     /// Opens the first epoch with an empty snapshot.
-    pub fn start(&mut self) {
+    pub(crate) fn start(&mut self) {
         self.snapshot();
     }
 
-    /// The current epoch.
-    pub fn epoch(&self) -> Epoch {
-        self.epoch
-    }
-
     /// The mapper (for inspection).
-    pub fn mapper(&self) -> &EventMapper {
+    #[cfg(test)]
+    pub(crate) fn mapper(&self) -> &EventMapper {
         &self.mapper
     }
 
     /// Folds one payload in: every event it maps becomes a record, every skip is counted.
     /// On a decode error nothing is emitted; the caller decides (the subscriber drops).
-    pub fn apply(&mut self, payload: &[u8], replayed: bool) -> Result<(), WireError> {
+    pub(crate) fn apply(&mut self, payload: &[u8], replayed: bool) -> Result<(), WireError> {
         let batch = decode_batch(payload)?;
         bump(&self.counters.batches);
         if replayed {
@@ -83,7 +79,7 @@ impl<S: FnMut(KvStreamMessage)> EventStream<S> {
     }
 
     /// Forgets everything: clears the mapper and opens a new epoch with an empty snapshot.
-    pub fn drop_all(&mut self, why: &str) {
+    pub(crate) fn drop_all(&mut self, why: &str) {
         tracing::info!(
             why,
             epoch = self.epoch.0 + 1,

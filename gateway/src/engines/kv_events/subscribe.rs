@@ -48,7 +48,7 @@ pub struct ZmqSubscriber<S> {
 /// Follows `cfg`'s publisher until `stop()` returns true, handing every message to `sink`;
 /// returns the final counters. Shorthand for [`ZmqSubscriber::new`] and
 /// [`ZmqSubscriber::run`].
-pub async fn run<S: FnMut(KvStreamMessage)>(
+pub(crate) async fn run<S: FnMut(KvStreamMessage)>(
     cfg: ZmqEventsConfig,
     mapper: EventMapper,
     sink: S,

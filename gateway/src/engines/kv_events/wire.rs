@@ -30,7 +30,7 @@ const MAX_DEPTH: usize = 16;
 
 /// An engine's own id of one cached block: opaque, only ever compared.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum EngineHash {
+pub(crate) enum EngineHash {
     /// An integer hash (vLLM's u64, SGLang's signed 64-bit), kept exactly.
     Int(i128),
     /// A byte-string hash (newer vLLM: a digest).
@@ -39,7 +39,7 @@ pub enum EngineHash {
 
 /// The LoRA adapter a stored block was computed under.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EngineLora {
+pub(crate) struct EngineLora {
     /// `lora_id` (deprecated in vLLM, still sent).
     pub id: Option<i64>,
     /// `lora_name` (newer vLLM).
@@ -48,7 +48,7 @@ pub struct EngineLora {
 
 /// One KV cache event as the engine reported it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum EngineEvent {
+pub(crate) enum EngineEvent {
     /// `BlockStored`: blocks written, chained after `parent`.
     Stored {
         /// The engine's hashes of the new blocks, in chain order.
@@ -89,7 +89,7 @@ pub enum EngineEvent {
 
 /// One decoded payload: an `EventBatch`.
 #[derive(Clone, Debug, PartialEq)]
-pub struct EngineBatch {
+pub(crate) struct EngineBatch {
     /// The engine's timestamp (seconds since the epoch, as a float).
     pub ts: f64,
     /// The events, in order.
@@ -100,7 +100,7 @@ pub struct EngineBatch {
 
 /// Why a payload could not be decoded.
 #[derive(Debug, thiserror::Error)]
-pub enum WireError {
+pub(crate) enum WireError {
     /// Not valid msgpack, or nested deeper than allowed.
     #[error("payload is not readable msgpack: {0}")]
     Msgpack(#[from] rmpv::decode::Error),
@@ -155,7 +155,7 @@ impl<'a> Fields<'a> {
 
 /// Decodes one payload (the third frame of a published message, or the second of a
 /// replayed one).
-pub fn decode_batch(payload: &[u8]) -> Result<EngineBatch, WireError> {
+pub(crate) fn decode_batch(payload: &[u8]) -> Result<EngineBatch, WireError> {
     let mut rest = payload;
     let value = rmpv::decode::read_value_with_max_depth(&mut rest, MAX_DEPTH)?;
     if !rest.is_empty() {

@@ -2,7 +2,7 @@
 
 /// Why a `/metrics` page gave no load.
 #[derive(Debug, thiserror::Error)]
-pub enum MetricsError {
+pub(crate) enum MetricsError {
     /// The body is empty or only whitespace.
     #[error("the metrics page is empty")]
     Empty,

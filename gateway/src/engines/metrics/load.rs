@@ -26,7 +26,7 @@ use warmpath_protocol::replica_api::ReplicaLoad;
 
 /// A field of [`EngineLoad`] left at 0 or `None`, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Missing {
+pub(crate) struct Missing {
     /// The field.
     pub field: &'static str,
     /// Why it is unknown.
@@ -41,7 +41,7 @@ impl fmt::Display for Missing {
 
 /// An engine's load, read from one `/metrics` page.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct EngineLoad {
+pub(crate) struct EngineLoad {
     /// Requests being computed, over all engine instances.
     pub running: u32,
     /// Requests admitted but waiting (queued, or deferred for a free slot).
@@ -62,14 +62,14 @@ pub struct EngineLoad {
 }
 
 /// The block count a KV usage ratio is expressed against when no capacity is known.
-pub const RATIO_SCALE_BLOCKS: u64 = 10_000;
+pub(crate) const RATIO_SCALE_BLOCKS: u64 = 10_000;
 
 impl EngineLoad {
     /// The load in the policies' terms. `block_size`: tokens per block of the gateway's
     /// hashing; `registered_blocks`: the replica's capacity as registered
     /// (`ReplicaInfo::capacity_blocks`), 0 when unknown.
     /// `prefill_tokens_per_s`: the rate [`PrefillRate`] measured, 0 when unknown.
-    pub fn to_replica_load(
+    pub(crate) fn to_replica_load(
         &self,
         block_size: BlockSize,
         registered_blocks: u64,
@@ -110,7 +110,7 @@ impl EngineLoad {
 
 /// An engine's prefill counters: prompt tokens computed and seconds spent computing them.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct PrefillCounters {
+pub(crate) struct PrefillCounters {
     /// Prompt tokens computed (cache hits left out).
     pub tokens: f64,
     /// Seconds spent prefilling them.
@@ -130,7 +130,7 @@ const MIN_WINDOW_TOKENS: f64 = 256.0;
 /// [`MIN_WINDOW_S`] of prefill), else the engine's lifetime average once that is as large;
 /// 0 (unknown) before. An engine restart (a counter going back) starts over.
 #[derive(Clone, Debug, Default)]
-pub struct PrefillRate {
+pub(crate) struct PrefillRate {
     last: Option<PrefillCounters>,
     rate: f64,
 }
@@ -138,7 +138,7 @@ pub struct PrefillRate {
 impl PrefillRate {
     /// Takes a scrape's counters (`None`: the engine does not time its prefills); returns
     /// the rate in tokens per second, 0 when unknown.
-    pub fn update(&mut self, now: Option<PrefillCounters>) -> f64 {
+    pub(crate) fn update(&mut self, now: Option<PrefillCounters>) -> f64 {
         let Some(now) = now else {
             *self = Self::default();
             return 0.0;

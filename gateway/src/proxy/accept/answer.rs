@@ -4,7 +4,7 @@
 use crate::error::GatewayError;
 
 /// `err` as a complete HTTP/1.1 response that closes the connection.
-pub fn closing(err: &GatewayError) -> Vec<u8> {
+pub(crate) fn closing(err: &GatewayError) -> Vec<u8> {
     let r = err.response();
     let reason = http::StatusCode::from_u16(r.status)
         .ok()

@@ -26,7 +26,7 @@ use tokio::io::AsyncWriteExt;
 
 /// The caps for a new connection (0: none).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Caps {
+pub(crate) struct Caps {
     /// Open connections per client IP.
     pub per_ip: u32,
     /// Open connections in all.
@@ -34,19 +34,19 @@ pub struct Caps {
 }
 
 /// The caps for a new connection, read per connection.
-pub type CapFn = Box<dyn Fn() -> Caps + Send + Sync>;
+pub(crate) type CapFn = Box<dyn Fn() -> Caps + Send + Sync>;
 /// Called once for every refused connection (a metric).
-pub type RefusedFn = Box<dyn Fn() + Send + Sync>;
+pub(crate) type RefusedFn = Box<dyn Fn() + Send + Sync>;
 
 /// Open connections per client address.
 #[derive(Debug, Default)]
-pub struct IpTable {
+pub(crate) struct IpTable {
     open: Mutex<HashMap<IpAddr, u32>>,
 }
 
 impl IpTable {
     /// A slot for one more connection from `ip`, or `None` when it already holds `cap`.
-    pub fn acquire(self: &Arc<Self>, ip: IpAddr, cap: u32) -> Option<IpSlot> {
+    pub(crate) fn acquire(self: &Arc<Self>, ip: IpAddr, cap: u32) -> Option<IpSlot> {
         let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
         let n = open.entry(ip).or_insert(0);
         if *n >= cap {
@@ -88,7 +88,7 @@ impl IpTable {
 
 /// One counted connection; dropping it gives the slot back.
 #[derive(Debug)]
-pub struct IpSlot {
+pub(crate) struct IpSlot {
     table: Arc<IpTable>,
     ip: IpAddr,
 }
@@ -101,14 +101,14 @@ impl Drop for IpSlot {
 
 /// Open connections in all.
 #[derive(Debug, Default)]
-pub struct Total {
+pub(crate) struct Total {
     open: AtomicU32,
 }
 
 impl Total {
     /// A slot for one more connection, or `None` when `cap` are open (0: no cap, but the
     /// connection is still counted so that a cap set by a reload sees it).
-    pub fn acquire(self: &Arc<Self>, cap: u32) -> Option<TotalSlot> {
+    pub(crate) fn acquire(self: &Arc<Self>, cap: u32) -> Option<TotalSlot> {
         let before = self.open.fetch_add(1, Ordering::AcqRel);
         if cap > 0 && before >= cap {
             self.open.fetch_sub(1, Ordering::AcqRel);
@@ -120,14 +120,14 @@ impl Total {
     }
 
     /// Connections open now.
-    pub fn open(&self) -> u32 {
+    pub(crate) fn open(&self) -> u32 {
         self.open.load(Ordering::Acquire)
     }
 }
 
 /// One connection counted in the total; dropping it gives the slot back.
 #[derive(Debug)]
-pub struct TotalSlot {
+pub(crate) struct TotalSlot {
     total: Arc<Total>,
 }
 
@@ -139,13 +139,13 @@ impl Drop for TotalSlot {
 
 /// The slots one admitted connection holds until it ends.
 #[derive(Debug)]
-pub struct Slots {
+pub(crate) struct Slots {
     _total: TotalSlot,
     _ip: Option<IpSlot>,
 }
 
 /// Refuses connections beyond the total and per-IP caps.
-pub struct ConnectionCap {
+pub(crate) struct ConnectionCap {
     table: Arc<IpTable>,
     total: Arc<Total>,
     cap: CapFn,
@@ -155,7 +155,7 @@ pub struct ConnectionCap {
 impl ConnectionCap {
     /// At most `cap()` connections (per client IP and in all); `refused()` runs for each
     /// connection turned away.
-    pub fn new(cap: CapFn, refused: RefusedFn) -> Self {
+    pub(crate) fn new(cap: CapFn, refused: RefusedFn) -> Self {
         Self {
             table: Arc::default(),
             total: Arc::default(),
@@ -166,7 +166,7 @@ impl ConnectionCap {
 
     /// Counts a new connection: its slots, or `Err` once it has been answered with the
     /// 503 or 429 and closed.
-    pub async fn count(&self, stream: &mut Stream) -> Result<Slots, Refused> {
+    pub(crate) async fn count(&self, stream: &mut Stream) -> Result<Slots, Refused> {
         let caps = (self.cap)();
         let admitted = match self.total.acquire(caps.total) {
             None => Err(GatewayError::Overloaded {
@@ -201,7 +201,7 @@ impl ConnectionCap {
 
 /// A connection turned away by the cap (already answered and closed).
 #[derive(Debug)]
-pub struct Refused;
+pub(crate) struct Refused;
 
 /// The peer's IP address, when the connection is over TCP.
 fn peer_ip(stream: &Stream) -> Option<IpAddr> {

@@ -25,10 +25,10 @@ use std::sync::Arc;
 const KEEPALIVE_S: u64 = 60;
 
 /// The header limits of a new connection (read per connection, so a reload applies).
-pub type LimitFn = Box<dyn Fn() -> Limits + Send + Sync>;
+pub(crate) type LimitFn = Box<dyn Fn() -> Limits + Send + Sync>;
 
 /// What every new connection goes through before its first request is read.
-pub struct Guards {
+pub(crate) struct Guards {
     /// The connection caps (in all and per IP).
     pub cap: ConnectionCap,
     /// The deadline and size bounds of each request header.
@@ -37,7 +37,7 @@ pub struct Guards {
 
 /// Server options for a proxy served through [`handler`]: every connection goes to it,
 /// and each serves at most `max_requests` requests (0: no limit).
-pub fn server_options(max_requests: u32) -> HttpServerOptions {
+pub(crate) fn server_options(max_requests: u32) -> HttpServerOptions {
     let mut options = HttpServerOptions::default();
     options.force_custom = true;
     // Pingora counts reuses: a connection serves its first request plus this many more.
@@ -46,7 +46,7 @@ pub fn server_options(max_requests: u32) -> HttpServerOptions {
 }
 
 /// The connection handler to give Pingora's proxy service (with [`server_options`]).
-pub fn handler<A, C>(guards: Arc<Guards>) -> ProcessCustomSession<A, C>
+pub(crate) fn handler<A, C>(guards: Arc<Guards>) -> ProcessCustomSession<A, C>
 where
     pingora_proxy::HttpProxy<A, C>: HttpServerApp + Send + Sync + 'static,
     A: pingora_proxy::ProxyHttp + Send + Sync + 'static,

@@ -54,15 +54,15 @@ const WAITING: u64 = u64::MAX;
 /// A request is being answered: what arrives is held back for the next one.
 const HELD: u64 = u64::MAX - 1;
 /// The most bytes of pipelined requests held back while one is answered.
-pub const PIPELINE_BYTES: usize = 64 * 1024;
+pub(crate) const PIPELINE_BYTES: usize = 64 * 1024;
 /// After a 431, the most bytes read and dropped before the connection is closed.
-pub const DRAIN_BYTES: usize = 64 * 1024;
+pub(crate) const DRAIN_BYTES: usize = 64 * 1024;
 /// After a 431, the longest wait for the client to stop sending.
-pub const DRAIN_MS: u64 = 1000;
+pub(crate) const DRAIN_MS: u64 = 1000;
 
 /// The limits of one connection's request heads.
 #[derive(Clone, Copy, Debug)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// The total deadline for each request header.
     pub deadline: Duration,
     /// Bounds on each head's size.
@@ -81,7 +81,7 @@ struct Refusal {
 
 /// An accepted connection with a header deadline (see the module docs).
 #[derive(Debug)]
-pub struct DeadlineStream {
+pub(crate) struct DeadlineStream {
     inner: Stream,
     start: Instant,
     limit_ms: u64,
@@ -100,7 +100,7 @@ pub struct DeadlineStream {
 
 impl DeadlineStream {
     /// `inner` with a total deadline and size bounds for each request header.
-    pub fn wrap(inner: Stream, limits: Limits) -> Stream {
+    pub(crate) fn wrap(inner: Stream, limits: Limits) -> Stream {
         Box::new(Self::new(inner, limits))
     }
 
@@ -121,23 +121,23 @@ impl DeadlineStream {
     }
 
     /// The connection's deadline stream, when the session runs on one.
-    pub fn of(session: &pingora_proxy::Session) -> Option<&Self> {
+    pub(crate) fn of(session: &pingora_proxy::Session) -> Option<&Self> {
         session.as_downstream().stream()?.as_any().downcast_ref()
     }
 
     /// The header is complete: no deadline until the next request.
-    pub fn header_read(&self) {
+    pub(crate) fn header_read(&self) {
         self.deadline.store(OFF, Ordering::Relaxed);
     }
 
     /// The request body has been read whole and the request is being answered: what the
     /// client sends now is held back (see the module docs).
-    pub fn body_read(&self) {
+    pub(crate) fn body_read(&self) {
         self.deadline.store(HELD, Ordering::Relaxed);
     }
 
     /// The request is done: the next one's clock starts at its first byte.
-    pub fn expect_next_request(&self) {
+    pub(crate) fn expect_next_request(&self) {
         self.deadline.store(WAITING, Ordering::Relaxed);
     }
 

@@ -16,7 +16,7 @@
 
 /// What the scanner has seen so far of one head.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Within bounds; the head goes on.
     Partial,
     /// The head ended within bounds, `at` bytes into the last piece fed; what follows is
@@ -31,7 +31,7 @@ pub enum Verdict {
 
 /// The bounds of one head.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct HeadLimits {
+pub(crate) struct HeadLimits {
     /// Largest head in bytes, request line and line ends included.
     pub max_bytes: usize,
     /// Most header lines (the request line not counted).
@@ -40,7 +40,7 @@ pub struct HeadLimits {
 
 /// Counts one request head (see the module docs).
 #[derive(Clone, Debug, Default)]
-pub struct HeadScanner {
+pub(crate) struct HeadScanner {
     bytes: usize,
     /// Non-empty lines ended so far (the request line included).
     lines: usize,
@@ -51,22 +51,23 @@ pub struct HeadScanner {
 
 impl HeadScanner {
     /// A scanner at the start of a head.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Starts over for the next request's head.
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         *self = Self::default();
     }
 
     /// The head has ended (nothing more is counted until [`Self::reset`]).
-    pub fn is_done(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_done(&self) -> bool {
         self.done
     }
 
     /// Feeds the next piece of the connection's bytes.
-    pub fn feed(&mut self, data: &[u8], limits: HeadLimits) -> Verdict {
+    pub(crate) fn feed(&mut self, data: &[u8], limits: HeadLimits) -> Verdict {
         if self.done {
             return Verdict::Complete { at: 0 };
         }

@@ -4,8 +4,8 @@
 //! loop over the proxy ([`connection`], which Pingora hands every connection to). What the
 //! guards answer themselves is written by [`answer`].
 
-pub mod answer;
-pub mod conn_cap;
-pub mod connection;
-pub mod deadline;
-pub mod head;
+pub(crate) mod answer;
+pub(crate) mod conn_cap;
+pub(crate) mod connection;
+pub(crate) mod deadline;
+pub(crate) mod head;

@@ -28,7 +28,7 @@ const MAX_HELD: usize = 16 * 1024;
 
 /// An upstream connection that sends a request header together with its body.
 #[derive(Debug)]
-pub struct Coalesce {
+pub(crate) struct Coalesce {
     inner: Stream,
     /// Where the writes stand in the current request.
     position: Position,
@@ -40,7 +40,7 @@ pub struct Coalesce {
 
 impl Coalesce {
     /// Wraps a new connection (no request written on it yet).
-    pub fn new(inner: Stream) -> Self {
+    pub(crate) fn new(inner: Stream) -> Self {
         Self {
             inner,
             position: Position::Boundary,
@@ -50,7 +50,7 @@ impl Coalesce {
     }
 
     /// Whether a request header is being held for its body.
-    pub fn holding(&self) -> bool {
+    pub(crate) fn holding(&self) -> bool {
         !self.held.is_empty()
     }
 

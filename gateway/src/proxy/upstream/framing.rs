@@ -4,7 +4,7 @@
 
 /// Where the writes on a connection stand.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Position {
+pub(crate) enum Position {
     /// The next write starts a request header.
     Boundary,
     /// This many body bytes of the current request are still to come.
@@ -16,7 +16,7 @@ pub enum Position {
 
 impl Position {
     /// The position after `n` more bytes of a body.
-    pub fn after_body(left: u64, n: usize) -> Self {
+    pub(crate) fn after_body(left: u64, n: usize) -> Self {
         match left.checked_sub(n as u64) {
             Some(0) => Self::Boundary,
             Some(rest) => Self::Body(rest),
@@ -27,7 +27,7 @@ impl Position {
 
 /// What a write made at a request boundary announces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Header {
+pub(crate) enum Header {
     /// A complete request header whose body of `length` bytes follows; `hold`: the
     /// header may wait for the body (not when the client expects `100 Continue` first).
     Body { length: u64, hold: bool },
@@ -39,7 +39,7 @@ pub enum Header {
 
 /// Reads one complete HTTP/1 request header, as Pingora writes it (one write, `name:
 /// value` lines, names in any case).
-pub fn header(buf: &[u8]) -> Header {
+pub(crate) fn header(buf: &[u8]) -> Header {
     if !buf.ends_with(b"\r\n\r\n") {
         return Header::Unknown;
     }

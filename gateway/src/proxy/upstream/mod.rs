@@ -8,10 +8,10 @@
 //! Pingora's [`TransportConnector`] (timeouts, socket options as for any peer) and wraps
 //! them; [`mark`] sets the ALPN that sends a peer through it.
 
-pub mod coalesce;
-pub mod framing;
+pub(crate) mod coalesce;
+pub(crate) mod framing;
 
-pub use coalesce::Coalesce;
+pub(crate) use coalesce::Coalesce;
 
 use async_trait::async_trait;
 use pingora_core::connectors::http::custom::{self, Connection};

@@ -12,7 +12,7 @@ use std::time::Instant;
 impl TenantLimiter {
     /// A limiter for `limits` that continues `previous` (the tenant's limiter before the
     /// reload, which is dropped afterwards: counting its request allowance consumes it).
-    pub fn carried_from(limits: &TenantLimits, previous: &TenantLimiter) -> Self {
+    pub(crate) fn carried_from(limits: &TenantLimits, previous: &TenantLimiter) -> Self {
         let mut new = TenantLimiter::new(limits);
         new.in_flight = previous.in_flight.clone();
         let now = Instant::now();

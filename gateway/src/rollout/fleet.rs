@@ -25,14 +25,14 @@ use std::time::Duration;
 
 /// Puts `cfg` in force on this gateway, as the owner of a new shared record, and writes
 /// the record; the caller starts its pre-warm.
-pub async fn create(
+pub(crate) async fn create(
     state: &Arc<AppState>,
     cfg: &RolloutConfig,
 ) -> Result<Arc<ModelRollout>, String> {
     let fleet = state.fleet.as_ref().ok_or("no shared state")?;
     let m = state.rollouts.set(cfg);
     m.set_shared(rand::random::<u64>() | 1, fleet.tag(), true);
-    if let Err(e) = publish(state, &m).await {
+    if let Err(e) = publish(state.fleet.as_ref(), &m).await {
         // Not in force anywhere rather than here alone.
         state.rollouts.remove(&cfg.model);
         return Err(e);
@@ -41,7 +41,7 @@ pub async fn create(
 }
 
 /// Ends `model`'s shared rollout everywhere.
-pub async fn delete(state: &AppState, model: &str) -> Result<(), String> {
+pub(crate) async fn delete(state: &AppState, model: &str) -> Result<(), String> {
     match state.fleet.as_ref() {
         Some(fleet) => fleet.delete_rollout(model).await,
         None => Ok(()),
@@ -49,7 +49,7 @@ pub async fn delete(state: &AppState, model: &str) -> Result<(), String> {
 }
 
 /// Follows the store when state is shared: one poll every `state.keys_poll_ms`.
-pub fn follow(state: &Arc<AppState>) {
+pub(crate) fn follow(state: &Arc<AppState>) {
     let Some(fleet) = state.fleet.clone() else {
         return;
     };

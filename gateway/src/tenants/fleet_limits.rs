@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// What [`reserve`] concluded: a permit, or a refusal with its headers.
-pub type Reserved = Result<(Permit, RateHeaders), (GatewayError, RateHeaders)>;
+pub(crate) type Reserved = Result<(Permit, RateHeaders), (GatewayError, RateHeaders)>;
 
 /// Whether `limits` limit anything (a tenant without limits never asks Redis).
 fn limits_anything(t: &Tenant) -> bool {
@@ -23,7 +23,7 @@ fn limits_anything(t: &Tenant) -> bool {
 
 /// Reserves one request of up to `tokens` tokens for `tenant` on the fleet's limits.
 /// `None` when Redis is unreachable: the caller admits with the local fallback limiter.
-pub async fn reserve(fleet: &Arc<Fleet>, tenant: &Tenant, tokens: u64) -> Option<Reserved> {
+pub(crate) async fn reserve(fleet: &Arc<Fleet>, tenant: &Tenant, tokens: u64) -> Option<Reserved> {
     if !limits_anything(tenant) {
         return Some(Ok((Permit::shared(None, tokens), RateHeaders::default())));
     }

@@ -1,11 +1,11 @@
-//! The shared-state (Redis) series: `state_degraded`, `state_fallback_admissions_total`,
+//! The fleet's shared-state (Redis) series: `state_degraded`, `state_fallback_admissions_total`,
 //! `state_redis_errors_total` and `state_redis_seconds`.
 
 use prometheus::{Histogram, HistogramOpts, IntCounter, IntGauge, Registry};
 
-/// Handles on the shared-state series.
+/// Handles on the fleet's shared-state (Redis) series.
 #[derive(Clone, Debug)]
-pub struct StateMetrics {
+pub(crate) struct FleetMetrics {
     /// 1 while Redis is unreachable and local fallback limits apply.
     pub degraded: IntGauge,
     /// Admissions decided by the local fallback limits.
@@ -16,9 +16,9 @@ pub struct StateMetrics {
     pub redis_seconds: Histogram,
 }
 
-impl StateMetrics {
+impl FleetMetrics {
     /// Creates the series and registers them in `registry`.
-    pub fn register(registry: &Registry) -> Self {
+    pub(crate) fn register(registry: &Registry) -> Self {
         let degraded = IntGauge::new(
             "state_degraded",
             "1 while Redis is unreachable and tenants are served under local fallback limits",

@@ -5,7 +5,7 @@
 
 use super::client;
 use super::register_error::RegisterError;
-use crate::config::{Engine, Target, TokenizerConfig};
+use crate::config::{EngineKind, Target, TokenizerConfig};
 use crate::replicas::{Registry, Replica, ReplicaAddr, UpstreamMeta};
 use serde::Deserialize;
 use std::sync::Arc;
@@ -29,7 +29,7 @@ const MODELS_PATH: &str = "/v1/models";
 /// Registers `target`, an upstream of an engine pool, in `registry`. The upstream must
 /// answer `GET /v1/models`: that is how a server that is not up yet is told apart (the
 /// caller retries).
-pub async fn discover_engine(
+pub(crate) async fn discover_upstream(
     registry: &Registry,
     target: &Target,
     tok_cfg: &TokenizerConfig,
@@ -91,7 +91,7 @@ pub async fn discover_engine(
         models,
         pool: Some(pool.name.clone()),
         kv_events: target.kv_events.clone(),
-        scrape_metrics: pool.metrics && pool.engine != Engine::Openai,
+        scrape_metrics: pool.metrics && pool.engine != EngineKind::Openai,
     };
     Ok(registry.insert_upstream(addr, info, encoder, meta)?)
 }
