@@ -101,8 +101,8 @@ impl StackConfig {
     /// The gateway's configuration: its defaults, with the listeners, the upstreams, the
     /// policy, the development tenant and the admin key of this stack.
     pub fn to_config(&self) -> Result<Config, StackError> {
-        let named = |key: &str, value: &str| serde_json::json!({ key: value });
-        let policy = serde_json::from_value(named("type", &self.policy))
+        // As the gateway reads `policy: {type: NAME}`: the named policy, default parameters.
+        let policy = serde_json::from_value(serde_json::json!({ "type": self.policy }))
             .map_err(|e| StackError::Args(format!("--policy {}: {e}", self.policy)))?;
         let mut cfg = Config {
             listen: format!("127.0.0.1:{}", self.port),
