@@ -40,14 +40,18 @@ step "cargo deny (bans, licenses, sources; advisories need a network fetch these
 cargo fetch --locked
 cargo deny --offline --locked check bans licenses sources
 
-# tools/modcycles: fails on any cycle between the library's modules (#[cfg(test)] code
-# left out), printing each cycle's edges with a file:line that makes them.
-# The layering rules: the control plane and the shared state never reach the data plane
+# tools/modcycles on every crate root of the workspace (each member's src/lib.rs and
+# src/main.rs): fails on any cycle between a crate's modules (#[cfg(test)] code left out),
+# printing each cycle's edges with a file:line that makes them. The gateway keeps its
+# layering rules: the control plane and the shared state never reach the data plane
 # (proxy/), even through another module.
-step "module cycles and layering (gateway)"
-cargo run -q -p modcycles -- gateway/src/lib.rs \
-  --forbid control=proxy --forbid state=proxy --forbid replicas=proxy --forbid routing=proxy \
-  --forbid tenants=proxy --forbid fleet=proxy --forbid metrics=proxy --forbid outcome=proxy --forbid dashboard=proxy
+step "module cycles (every crate root) and the gateway's module layering"
+scripts/modcycles-all.sh
+
+# Which crate may depend on which (core at the bottom, router-policy and the engine free of
+# async runtimes and HTTP, gateway and replica apart), from `cargo tree`.
+step "crate layering"
+scripts/check-layers.sh
 
 step "tests"
 cargo test --workspace --no-fail-fast

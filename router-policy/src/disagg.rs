@@ -18,13 +18,14 @@
 //! A pool with no `prefill` replica routes exactly as before.
 
 use crate::cluster::ClusterView;
-use crate::decision::{Branch, CandidateScore, Decision};
+use crate::decision::Decision;
 use crate::error::RouteError;
 use crate::index::PrefixIndex;
 use crate::policy::{Policy, RouteRequest};
 use serde::{Deserialize, Serialize};
-use warmpath_core::ids::ReplicaId;
 use warmpath_core::ReplicaRole;
+
+pub use crate::decision::PrefillNote;
 
 /// When a role-split pool splits a request.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,21 +42,6 @@ impl Default for DisaggConfig {
             min_prompt_tokens: 512,
         }
     }
-}
-
-/// The prefill side of a split request, as the decode decision's explanation carries it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct PrefillNote {
-    /// The prefill replica the decode replica fetches the KV from.
-    pub replica: ReplicaId,
-    /// Prefix blocks the prefill replica is predicted to hold already.
-    pub predicted_cached_blocks: u32,
-    /// Prompt tokens the decode replica would have computed itself.
-    pub uncached_tokens: u32,
-    /// The rule that chose the prefill replica.
-    pub branch: Branch,
-    /// The prefill candidates' scores.
-    pub candidates: Vec<CandidateScore>,
 }
 
 /// The two choices for `req` (see the module doc). Without a `prefill` replica in
@@ -118,7 +104,7 @@ mod tests {
     use crate::cluster::{Health, ReplicaSnapshot};
     use crate::policy::PolicyConfig;
     use warmpath_core::hash::{block_hashes, HashNamespace};
-    use warmpath_core::ids::{BlockSize, CheckpointId, Millis, TokenId};
+    use warmpath_core::ids::{BlockSize, CheckpointId, Millis, ReplicaId, TokenId};
 
     fn rep(id: u32, role: ReplicaRole, running: u32) -> ReplicaSnapshot {
         ReplicaSnapshot {

@@ -14,8 +14,8 @@ pub enum RouteError {
         /// How many replicas the cluster view held.
         known: usize,
     },
-    /// A policy name that [`crate::policy::POLICY_NAMES`] does not list.
-    #[error("unknown routing policy {0:?}; known: {names}", names = crate::policy::POLICY_NAMES.join(", "))]
+    /// A policy name that [`crate::policy::names::POLICY_NAMES`] does not list.
+    #[error("unknown routing policy {0:?}; known: {names}", names = crate::policy::names::POLICY_NAMES.join(", "))]
     UnknownPolicy(String),
     /// A configuration value out of range.
     #[error("invalid config {key}: {reason}")]

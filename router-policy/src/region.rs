@@ -23,6 +23,8 @@ use crate::error::RouteError;
 use serde::{Deserialize, Serialize};
 use warmpath_core::ids::RegionId;
 
+pub use crate::decision::{RegionNote, SpillReason};
+
 /// How a gateway treats replicas outside its home region.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -34,46 +36,6 @@ pub enum RegionMode {
     /// Home first; another region when its predicted TTFT plus RTT wins by a margin.
     #[default]
     Spill,
-}
-
-/// Why a request left its home region.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SpillReason {
-    /// The remote replica holds a longer prefix of the prompt than any local one.
-    WarmerPrefix,
-    /// Local replicas are queued deep enough that a remote one answers sooner.
-    Overloaded,
-    /// No local replica is eligible at all.
-    NoLocalReplica,
-}
-
-impl SpillReason {
-    /// Stable label for metrics.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SpillReason::WarmerPrefix => "warmer_prefix",
-            SpillReason::Overloaded => "overloaded",
-            SpillReason::NoLocalReplica => "no_local_replica",
-        }
-    }
-}
-
-/// The regional part of a decision's explanation.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct RegionNote {
-    /// The deciding gateway's region.
-    pub home: RegionId,
-    /// The region the request went to, when it left home.
-    pub spilled_to: Option<RegionId>,
-    /// Why it left home.
-    pub reason: Option<SpillReason>,
-    /// Best local predicted TTFT in ms (`null` in JSON when no local replica is eligible).
-    pub local_ttft_ms: f64,
-    /// Best remote predicted TTFT including the round trip, in ms (`null` when none).
-    pub remote_ttft_ms: f64,
-    /// Round trip to the best remote replica's region, in ms.
-    pub rtt_ms: f64,
 }
 
 /// One measured or configured round trip between two regions.

@@ -3,15 +3,16 @@
 //! runs (vLLM, SGLang, llama.cpp, any OpenAI-compatible server), started and stopped like
 //! the local stack, without replicas of its own.
 
+use crate::args::UpArgs;
 use crate::config::{generate_admin_key, generate_api_key, random_hex, FrontPool, StackConfig};
 use crate::console::{out, say};
 use crate::error::StackError;
+use crate::launch::{
+    banner, check_port, gateway_exited, sibling, wait_gateway, STOP_GRACE, SUPERVISE_EVERY,
+};
 use crate::probe;
 use crate::procs::Proc;
 use crate::signals::{stopped, Stops};
-use crate::up::{
-    banner, check_port, gateway_exited, sibling, wait_gateway, UpArgs, STOP_GRACE, SUPERVISE_EVERY,
-};
 use std::time::Duration;
 
 const ENGINES: [&str; 5] = ["vllm", "sglang", "llamacpp", "openai", "warmpath"];
@@ -56,11 +57,11 @@ pub async fn run(args: UpArgs) -> Result<(), StackError> {
         pool: Some(FrontPool {
             engine: args.engine.clone(),
             upstreams: args.upstreams.clone(),
-            tokenizer_yaml: FrontPool::tokenizer_yaml(args.tokenizer.as_deref()),
+            tokenizer: FrontPool::tokenizer_source(args.tokenizer.as_deref()),
         }),
     };
     let cfg_path = dir.join("gateway.yaml");
-    std::fs::write(&cfg_path, cfg.to_yaml())
+    std::fs::write(&cfg_path, cfg.to_yaml()?)
         .map_err(|e| StackError::io("write gateway config", e))?;
     let mut stop = Stops::install()?;
     say(format!(

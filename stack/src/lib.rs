@@ -18,6 +18,8 @@
 //!
 //! # Layout
 //! - [`up`]: the command ([`up::UpArgs`], [`up::run`]).
+//! - [`args`]: the flags of `warmpath up` ([`args::UpArgs`], also [`up::UpArgs`]).
+//! - [`launch`]: the gateway process of both modes: binaries, ports, readiness, banner.
 //! - [`front`]: `warmpath up --upstream`: the gateway alone, in front of existing servers.
 //! - [`replicas`]: the replica processes, supervised and restarted.
 //! - [`supervise`]: the restart policy (backoff, giving up) as pure logic.
@@ -28,10 +30,12 @@
 //! - [`console`]: progress lines on stdout.
 //! - [`error`]: the crate's error type, [`StackError`].
 
+pub mod args;
 pub mod config;
 pub mod console;
 pub mod error;
 pub mod front;
+pub mod launch;
 pub mod probe;
 pub mod procs;
 pub mod replicas;

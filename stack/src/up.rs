@@ -5,17 +5,19 @@
 //! Exit status: 0 after a stop signal, 1 when the stack could not start, 2 on a
 //! command-line usage error, 3 when the gateway exited while serving ([`EXIT_CODES`]).
 
-use crate::config::{generate_admin_key, generate_api_key, random_hex, StackConfig, DEV_TENANT};
+use crate::config::{generate_admin_key, generate_api_key, random_hex, StackConfig};
 use crate::console::{out, say};
-use crate::error::{log_tail, StackError};
+use crate::error::StackError;
+use crate::launch::{check_port, gateway_exited, wait_gateway, STOP_GRACE, SUPERVISE_EVERY};
 use crate::probe;
 use crate::procs::Proc;
 use crate::replicas::{ReplicaSpec, Replicas};
 use crate::signals::{stopped, Stops};
-use crate::supervise::RestartArgs;
-use clap::Args;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+pub use crate::args::UpArgs;
+pub use crate::launch::{banner, sibling};
 
 /// The exit statuses of `warmpath up`, as `--help` shows them.
 pub const EXIT_CODES: &str = "\
@@ -33,68 +35,6 @@ Exit status:
 const FIRST_REPLICA_TIMEOUT: Duration = Duration::from_secs(600);
 /// Further replicas (model already on disk).
 const REPLICA_TIMEOUT: Duration = Duration::from_secs(180);
-/// Gateway: listening, replicas registered and healthy.
-pub(crate) const GATEWAY_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long a stopping process may take before SIGKILL.
-pub(crate) const STOP_GRACE: Duration = Duration::from_secs(10);
-/// How often the serving loop checks the processes.
-pub(crate) const SUPERVISE_EVERY: Duration = Duration::from_millis(250);
-
-/// Flags of `warmpath up`.
-#[derive(Args, Clone, Debug)]
-pub struct UpArgs {
-    /// Gateway port on 127.0.0.1 (the OpenAI-compatible endpoint).
-    #[arg(long, default_value_t = 8080)]
-    pub port: u16,
-    /// Admin port (dashboard, metrics); defaults to `--port` + 1.
-    #[arg(long)]
-    pub admin_port: Option<u16>,
-    /// Number of CPU replicas.
-    #[arg(long, default_value_t = 2)]
-    pub replicas: usize,
-    /// Model: a GGUF file, a HF checkpoint directory or `dummy:NAME`; default
-    /// SmolLM2-135M-Instruct Q4_1, fetched into ~/.cache/warmpath/models on first use.
-    #[arg(long)]
-    pub model: Option<String>,
-    /// The dev tenant's API key; generated when not given.
-    #[arg(long)]
-    pub api_key: Option<String>,
-    /// The admin key (dashboard login, `/metrics`, `/admin/*`); generated when not given.
-    #[arg(long)]
-    pub admin_key: Option<String>,
-    /// Routing policy (warm, kv_cost, cache_aware, least_loaded, round_robin, ...).
-    #[arg(long, default_value = "warm")]
-    pub policy: String,
-    /// Compute threads per replica (0 = the machine's cores divided among the replicas).
-    #[arg(long, default_value_t = 0)]
-    pub threads: usize,
-    /// Front servers someone already runs instead of starting replicas: an upstream's base
-    /// URL (repeat for more), e.g. a vLLM, SGLang or llama.cpp server.
-    #[arg(long = "upstream", value_name = "URL")]
-    pub upstreams: Vec<String>,
-    /// The engine the `--upstream` servers run: vllm, sglang, llamacpp, openai (any other
-    /// OpenAI-compatible server) or warmpath.
-    #[arg(long, default_value = "openai", requires = "upstreams")]
-    pub engine: String,
-    /// The upstreams' tokenizer: a GGUF file, a HF `tokenizer.json`, or a directory holding
-    /// `tokenizer.json` and `tokenizer_config.json`. Without it prompts are hashed as text.
-    #[arg(long, value_name = "PATH", requires = "upstreams")]
-    pub tokenizer: Option<PathBuf>,
-    /// When to restart a replica that exited.
-    #[command(flatten)]
-    pub restart: RestartArgs,
-}
-
-/// Where the sibling binaries are: next to the running executable.
-pub fn sibling(name: &'static str) -> Result<PathBuf, StackError> {
-    let exe = std::env::current_exe().map_err(|e| StackError::io("locate warmpath", e))?;
-    let path = exe.with_file_name(name);
-    if path.is_file() {
-        Ok(path)
-    } else {
-        Err(StackError::MissingBinary { name, path })
-    }
-}
 
 /// The default model's path, as `replica` computes it.
 fn default_model_path() -> PathBuf {
@@ -107,103 +47,6 @@ fn default_model_path() -> PathBuf {
         PathBuf::from,
     );
     dir.join("SmolLM2-135M-Instruct.Q4_1.gguf")
-}
-
-pub(crate) fn check_port(
-    port: u16,
-    what: &'static str,
-    flag: &'static str,
-) -> Result<(), StackError> {
-    std::net::TcpListener::bind(("127.0.0.1", port))
-        .map(drop)
-        .map_err(|_| StackError::PortInUse { port, what, flag })
-}
-
-/// Waits until the gateway answers `/health` and lists `n` healthy replicas.
-pub(crate) async fn wait_gateway(
-    gw: &mut Proc,
-    addr: &str,
-    admin: &str,
-    admin_key: &str,
-    n: usize,
-) -> Result<(), StackError> {
-    let auth = format!("Bearer {admin_key}");
-    let started = Instant::now();
-    loop {
-        if let Some(s) = gw.try_exited() {
-            return Err(gw.exited(s));
-        }
-        let health = probe::get(addr, "/health")
-            .await
-            .is_ok_and(|r| r.status == 200);
-        if health {
-            let listed = probe::request(
-                admin,
-                "GET",
-                "/admin/replicas",
-                &[("authorization", &auth)],
-                None,
-                Duration::from_secs(5),
-            )
-            .await;
-            if let Ok(r) = listed {
-                let v = r.json()?;
-                let healthy = v["replicas"].as_array().map_or(0, |a| {
-                    a.iter()
-                        .filter(|r| r["health"]["state"] == "healthy")
-                        .count()
-                });
-                if healthy >= n {
-                    return Ok(());
-                }
-            }
-        }
-        if started.elapsed() > GATEWAY_TIMEOUT {
-            return Err(gw.not_ready(GATEWAY_TIMEOUT));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// The error for a gateway that exited while serving, if it has.
-pub(crate) fn gateway_exited(gw: &mut Proc) -> Option<StackError> {
-    let status = gw.try_exited()?;
-    Some(StackError::GatewayExited {
-        status: status.to_string(),
-        log: gw.log.clone(),
-        tail: log_tail(&gw.log, 15),
-    })
-}
-
-/// The banner printed once everything is healthy.
-pub fn banner(cfg: &StackConfig, model: &str, n: usize, logs: &Path) -> String {
-    let body = format!(
-        r#"{{"model": {}, "max_tokens": 32, "temperature": 0, "messages": [{{"role": "system", "content": "You are a concise geography tutor. Answer in one sentence."}}, {{"role": "user", "content": "What is the capital of France?"}}]}}"#,
-        serde_json::Value::from(model)
-    );
-    format!(
-        "\nWarmpath is up: gateway + {n} replica{s} serving {model}, policy {policy}.\n\n\
-         \x20 endpoint   http://127.0.0.1:{port}/v1   (OpenAI-compatible)\n\
-         \x20 dashboard  http://127.0.0.1:{admin}/dashboard\n\
-         \x20 metrics    http://127.0.0.1:{admin}/metrics\n\
-         \x20 API key    {key}   (tenant \"{tenant}\")\n\
-         \x20 admin key  {admin_key}   (dashboard login; `Authorization: Bearer` for /metrics and /admin)\n\
-         \x20 logs       {logs}\n\n\
-         Replicas that exit are restarted; watch their health on the dashboard.\n\n\
-         Try it (run it twice: the second answer reports cached prompt tokens):\n\n\
-         \x20 curl -s http://127.0.0.1:{port}/v1/chat/completions \\\n\
-         \x20   -H 'Authorization: Bearer {key}' -H 'Content-Type: application/json' \\\n\
-         \x20   -d '{body}'\n\n\
-         Press Ctrl-C to stop everything.\n",
-        s = if n == 1 { "" } else { "s" },
-        policy = cfg.policy,
-        port = cfg.port,
-        admin = cfg.admin_port,
-        key = cfg.api_key,
-        admin_key = cfg.admin_key,
-        tenant = DEV_TENANT,
-        logs = logs.display(),
-    )
 }
 
 /// Runs `warmpath up` until a stop signal, a startup failure or the gateway's exit. A
@@ -321,7 +164,7 @@ async fn start_and_serve(
         pool: None,
     };
     let cfg_path = dir.join("gateway.yaml");
-    std::fs::write(&cfg_path, cfg.to_yaml())
+    std::fs::write(&cfg_path, cfg.to_yaml()?)
         .map_err(|e| StackError::io("write gateway config", e))?;
     say("starting the gateway");
     let cfg_arg = vec!["--config".to_string(), cfg_path.display().to_string()];

@@ -3,10 +3,12 @@
 //! [`TokenizerSpec`] the way `transformers` reads them.
 
 use crate::digest::short_hex;
-use crate::{LoadedTokenizer, TextError, TokenizerSpec};
+use crate::error::TextError;
+use crate::loaded::LoadedTokenizer;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
+use warmpath_protocol::tokenizer_spec::TokenizerSpec;
 
 /// The tokenizer file of a HF directory.
 pub const TOKENIZER_JSON: &str = "tokenizer.json";

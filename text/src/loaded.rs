@@ -1,7 +1,7 @@
 //! [`LoadedTokenizer`]: a [`TokenizerSpec`] read from local model files, with a content hash
 //! of what was read (the checkpoint hint).
 
-use crate::TokenizerSpec;
+use warmpath_protocol::tokenizer_spec::TokenizerSpec;
 
 /// A tokenizer spec read from local files (a GGUF file or Hugging Face tokenizer files).
 #[derive(Clone, Debug, PartialEq)]

@@ -2,8 +2,10 @@
 //! not publish Warmpath's `/v1/replica/tokenizer` (vLLM, SGLang, llama.cpp): a GGUF file,
 //! Hugging Face tokenizer files, or none.
 
+use crate::error::TextError;
+use crate::gguf;
 use crate::hf_files::HfFiles;
-use crate::{gguf, LoadedTokenizer, TextError};
+use crate::loaded::LoadedTokenizer;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 

@@ -1,6 +1,6 @@
 //! Incremental detokenisation that never splits a UTF-8 character.
 
-use crate::ChatTokenizer;
+use crate::tokenizer::ChatTokenizer;
 use warmpath_core::TokenId;
 
 /// Turns generated ids into text pieces; a piece is only yielded once its bytes form
@@ -15,8 +15,15 @@ pub struct StreamDecoder {
 
 const REPLACEMENT: char = '\u{FFFD}';
 
+impl ChatTokenizer {
+    /// A decoder that turns a stream of generated ids into complete UTF-8 text pieces.
+    pub fn stream_decoder(&self) -> StreamDecoder {
+        StreamDecoder::new(self.clone())
+    }
+}
+
 impl StreamDecoder {
-    pub(crate) fn new(tok: ChatTokenizer) -> Self {
+    fn new(tok: ChatTokenizer) -> Self {
         Self {
             tok,
             ids: Vec::new(),

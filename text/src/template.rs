@@ -1,7 +1,8 @@
 //! Chat template rendering with `minijinja`, in the way HF `apply_chat_template` does
 //! (`trim_blocks` and `lstrip_blocks` on, `raise_exception` available).
 
-use crate::{ChatMessage, TextError};
+use crate::error::TextError;
+use crate::message::ChatMessage;
 use minijinja::{context, Environment};
 
 /// A compiled chat template.

@@ -1,13 +1,15 @@
 //! [`ChatTokenizer`]: a HF `tokenizers` tokenizer plus chat template and special tokens.
 
+use crate::error::TextError;
 use crate::fast_bpe::FastByteLevel;
 use crate::literal::{ChatSegment, Specials};
+use crate::message::ChatMessage;
 use crate::template::ChatTemplate;
-use crate::{ChatMessage, StreamDecoder, TextError, TokenizerSpec};
 use std::str::FromStr;
 use std::sync::Arc;
 use tokenizers::Tokenizer;
 use warmpath_core::TokenId;
+use warmpath_protocol::tokenizer_spec::TokenizerSpec;
 
 /// Tokenizer + chat template, built from a [`TokenizerSpec`]. Cheap to clone.
 #[derive(Clone)]
@@ -218,11 +220,6 @@ impl ChatTokenizer {
     /// The text of token `id`, if it exists.
     pub fn id_to_token(&self, id: TokenId) -> Option<String> {
         self.inner.id_to_token(id.0)
-    }
-
-    /// A decoder that turns a stream of generated ids into complete UTF-8 text pieces.
-    pub fn stream_decoder(&self) -> StreamDecoder {
-        StreamDecoder::new(self.clone())
     }
 }
 

@@ -2,7 +2,8 @@
 //! `long`): counts and the TTFT, TPOT and ITL distributions of each class's completed
 //! requests, with the same definitions as the summary.
 
-use super::{Distribution, RequestRecord};
+use super::record::RequestRecord;
+use super::stats::Distribution;
 use serde::Serialize;
 use std::collections::BTreeMap;
 

@@ -2,7 +2,8 @@
 //! its replicas served, the fraction of its requests served in another region, and its
 //! TTFT (round trip included) and hit rate.
 
-use super::{percentile, RequestRecord};
+use super::record::RequestRecord;
+use super::stats::percentile;
 use serde::Serialize;
 use std::collections::BTreeMap;
 

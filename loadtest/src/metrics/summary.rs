@@ -4,10 +4,11 @@
 
 use super::classes::{classes, ClassStats};
 use super::disagg::DisaggSummary;
+use super::record::RequestRecord;
 use super::regional::{regional, RegionStats};
 use super::rollout::RolloutSummary;
+use super::stats::Distribution;
 use super::windows::WindowStats;
-use super::{Distribution, RequestRecord};
 use serde::Serialize;
 use std::collections::BTreeMap;
 

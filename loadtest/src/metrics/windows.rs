@@ -2,7 +2,8 @@
 //! requests that arrived in it, their TTFT median and p99, hit rate, and the share served
 //! by the new checkpoint.
 
-use super::{percentile, RequestRecord};
+use super::record::RequestRecord;
+use super::stats::percentile;
 use serde::Serialize;
 use warmpath_core::CheckpointId;
 

@@ -37,7 +37,7 @@ pub(super) struct Router {
     disagg: DisaggConfig,
 }
 
-/// One request as the engine hands it to a gateway.
+/// One request as the event loop hands it to a gateway.
 pub(super) struct Ask<'a> {
     pub(super) checkpoint: &'a CheckpointId,
     pub(super) hashes: &'a [BlockHash],

@@ -25,7 +25,7 @@ pub mod capacity;
 pub mod config;
 pub mod disagg;
 pub mod diurnal;
-mod engine;
+mod event_loop;
 mod events;
 mod gateway;
 mod oracle;
@@ -38,7 +38,7 @@ pub mod tier;
 
 pub use config::{FleetSim, RegionIx, RegionSim, SimConfig};
 pub use disagg::{DisaggSim, Transfer};
-pub use engine::{simulate, simulate_with, SimOutcome};
+pub use event_loop::{simulate, simulate_with, SimOutcome};
 pub use oracle::oracle_hit_rate;
 pub use profile::CostProfile;
 pub use progress::{NoProgress, ProgressSink, SimProgress};

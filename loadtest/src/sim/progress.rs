@@ -1,4 +1,4 @@
-//! How far a simulated run has got: the engine reports it every few thousand events to a
+//! How far a simulated run has got: the event loop reports it every few thousand events to a
 //! [`ProgressSink`] (the command's progress bar or periodic log line; nothing in tests).
 
 /// A point in a run.

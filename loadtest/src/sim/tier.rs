@@ -4,7 +4,7 @@
 //! as a `Stored` event with `tier: shared`; the tier's own evictions as `Removed`). On
 //! arrival at a replica, a request whose prompt misses the replica's cache looks up the
 //! tier: the consecutive run of blocks after its local match that the tier holds is loaded
-//! (one lookup plus the tokens at the tier's bandwidth, off the engine loop, as the real
+//! (one lookup plus the tokens at the tier's bandwidth, off the batching steps, as the real
 //! replica's HTTP side does), cached, and only the rest is prefilled. A miss that finds
 //! nothing in the tier still pays the lookup.
 

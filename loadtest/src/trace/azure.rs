@@ -1,7 +1,7 @@
 //! Azure LLM inference trace 2023 rows: `TIMESTAMP,ContextTokens,GeneratedTokens` with
 //! wall-clock timestamps like `2023-11-16 18:15:46.6805900`.
 
-use super::TraceError;
+use super::error::TraceError;
 use std::path::Path;
 
 /// One request of an Azure trace, with its arrival relative to the first row.

@@ -1,7 +1,7 @@
 //! Mooncake FAST'25 trace rows:
 //! `{"timestamp": ms, "input_length": n, "output_length": n, "hash_ids": [..]}`.
 
-use super::TraceError;
+use super::error::TraceError;
 use serde::Deserialize;
 use std::path::Path;
 

@@ -1,6 +1,7 @@
 //! Arrival processes: open loop (Poisson, trace timestamps, all at once) or closed loop.
 
-use super::{RequestSpec, WorkloadArgs, WorkloadError};
+use super::args::WorkloadArgs;
+use super::spec::{RequestSpec, WorkloadError};
 use crate::rng::{mix, seeded, Draw};
 
 /// How requests are issued.

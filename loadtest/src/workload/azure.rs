@@ -2,7 +2,8 @@
 //! structure (each request is assigned to one of `--azure-groups` shared system prompts that
 //! covers `--azure-prefix-fraction` of its prompt; the rest is unique).
 
-use super::{scale_len, RequestSpec, WorkloadArgs, WorkloadError};
+use super::args::WorkloadArgs;
+use super::spec::{scale_len, RequestSpec, WorkloadError};
 use crate::prompt::{Prompt, Segment};
 use crate::rng::{mix, seeded, Draw};
 use crate::trace::{parse_azure, read_trace_text};

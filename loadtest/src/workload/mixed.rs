@@ -5,7 +5,8 @@
 //! back). Each request carries its class (`short` / `long`) into the report. Arrivals: one
 //! stream for both classes (`--request-rate`, default [`DEFAULT_RATE`], or `--concurrency`).
 
-use super::{RequestSpec, WorkloadArgs, WorkloadError};
+use super::args::WorkloadArgs;
+use super::spec::{RequestSpec, WorkloadError};
 use crate::prompt::{Prompt, Segment};
 use crate::rng::{mix, seeded, Draw};
 

@@ -2,7 +2,8 @@
 //! `--token-scale`), seeded by the id, so equal ids give equal tokens; the last block is cut
 //! to the remaining length.
 
-use super::{scale_len, RequestSpec, WorkloadArgs, WorkloadError};
+use super::args::WorkloadArgs;
+use super::spec::{scale_len, RequestSpec, WorkloadError};
 use crate::prompt::{Prompt, Segment};
 use crate::trace::{parse_mooncake, read_trace_text, MOONCAKE_BLOCK_TOKENS};
 use std::path::Path;

@@ -2,7 +2,8 @@
 //! own context, and each round appends the previous question and answer to the history.
 //! Requests are issued round-major (all users' round 1, then round 2, ...).
 
-use super::{RequestSpec, WorkloadArgs, WorkloadError};
+use super::args::WorkloadArgs;
+use super::spec::{RequestSpec, WorkloadError};
 use crate::prompt::{Prompt, Segment};
 
 const TAG_SYSTEM: u64 = 0x3117;

@@ -1,7 +1,8 @@
 //! SGLang's generated-shared-prefix workload: `groups` system prompts, each followed by
 //! `prompts_per_group` unique questions; shuffled unless `--ordered`.
 
-use super::{RequestSpec, WorkloadArgs, WorkloadError};
+use super::args::WorkloadArgs;
+use super::spec::{RequestSpec, WorkloadError};
 use crate::prompt::{Prompt, Segment};
 use crate::rng::{mix, seeded, Draw};
 

@@ -5,7 +5,13 @@
 //! Kept apart from the precise part so a guess never overwrites what a replica reported.
 
 use super::lru::LruTable;
+use crate::cluster::INLINE_REPLICAS;
+use smallvec::SmallVec;
 use warmpath_core::ids::{BlockHash, Millis, ReplicaId};
+
+/// Raw replica ids holding one block, sorted (inline: the prefix walk allocates nothing for
+/// a cluster of up to [`INLINE_REPLICAS`] holders).
+pub(super) type Holders = SmallVec<[u32; INLINE_REPLICAS]>;
 
 /// A record is renewed only once at least `ttl / RENEW_SLACK` of it has passed.
 pub(crate) const RENEW_SLACK: u64 = 128;
@@ -92,12 +98,7 @@ impl ApproxIndex {
     /// Appends the raw ids of the replicas with an unexpired record for `h` to `out`,
     /// sorted (the prefix walk's form: no iterator adapters per block).
     #[inline]
-    pub(crate) fn push_holders(
-        &self,
-        h: BlockHash,
-        now: Millis,
-        out: &mut super::matching::Holders,
-    ) {
+    pub(crate) fn push_holders(&self, h: BlockHash, now: Millis, out: &mut Holders) {
         let Some(v) = self.table.get(h) else {
             return;
         };

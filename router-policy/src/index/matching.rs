@@ -10,17 +10,13 @@
 //! than compute). Runs are shared between replicas whose matches end inside the same run, so
 //! this costs at most one tier lookup per block plus one per distinct match depth.
 
-use super::approx::ApproxIndex;
+use super::approx::{ApproxIndex, Holders};
 use super::precise::PreciseIndex;
 use super::shared::SharedTier;
 use crate::cluster::INLINE_REPLICAS;
 use serde::Serialize;
 use smallvec::SmallVec;
 use warmpath_core::ids::{BlockHash, Millis, ReplicaId};
-
-/// Raw replica ids holding one block, sorted (inline: the walk allocates nothing for a
-/// cluster of up to [`INLINE_REPLICAS`] holders).
-pub(super) type Holders = SmallVec<[u32; INLINE_REPLICAS]>;
 
 /// `(replica, matched blocks)` from one part of the index.
 type Depths = SmallVec<[(ReplicaId, u32); INLINE_REPLICAS]>;

@@ -11,7 +11,7 @@
 //! approximate part, as SMG inserts the request into its tree.
 
 use super::common::{decide, least_loaded, Eligible};
-use super::{check_range, Policy, RouteRequest};
+use super::request::{check_range, Policy, RouteRequest};
 use crate::cluster::ClusterView;
 use crate::decision::{Branch, Decision, Terms};
 use crate::error::RouteError;

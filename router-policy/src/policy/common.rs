@@ -1,7 +1,7 @@
 //! Helpers shared by the policies: eligibility, candidate scoring, rendezvous hashing,
 //! bounded load and the fallback order.
 
-use super::RouteRequest;
+use super::request::RouteRequest;
 use crate::cluster::{ClusterView, ReplicaSnapshot, INLINE_REPLICAS};
 use crate::decision::{Branch, CandidateScore, Decision, Explanation, Terms};
 use crate::error::RouteError;

@@ -7,7 +7,7 @@
 //! hashing with bounded loads"), so no replica exceeds (1 + eps) x the average.
 
 use super::common::{bounded_home, decide, load_terms, prefix_key, rendezvous_order, Eligible};
-use super::{check_range, Policy, RouteRequest};
+use super::request::{check_range, Policy, RouteRequest};
 use crate::cluster::ClusterView;
 use crate::decision::{Branch, Decision};
 use crate::error::RouteError;

@@ -10,7 +10,7 @@
 //! modelled (temperature 0, its default).
 
 use super::common::{decide, Eligible};
-use super::{check_range, Policy, RouteRequest};
+use super::request::{check_range, Policy, RouteRequest};
 use crate::cluster::ClusterView;
 use crate::decision::{Branch, Decision, Terms};
 use crate::error::RouteError;

@@ -6,7 +6,7 @@
 //! [`ReplicaSnapshot::load`]: crate::cluster::ReplicaSnapshot::load
 
 use super::common::{decide, load_terms, Eligible};
-use super::{Policy, RouteRequest};
+use super::request::{Policy, RouteRequest};
 use crate::cluster::ClusterView;
 use crate::decision::{Branch, Decision};
 use crate::error::RouteError;

@@ -18,7 +18,9 @@ mod common;
 mod consistent_hash;
 mod kv_cost;
 mod least_loaded;
+pub(crate) mod names;
 mod random;
+pub(crate) mod request;
 mod round_robin;
 mod warm;
 
@@ -30,61 +32,14 @@ pub use common::{rendezvous_score, MAX_FALLBACKS};
 pub use consistent_hash::{ConsistentHash, ConsistentHashConfig};
 pub use kv_cost::{KvCost, KvCostConfig};
 pub use least_loaded::{LeastLoaded, LeastLoadedConfig};
+pub use names::POLICY_NAMES;
 pub use random::RandomPolicy;
+pub use request::{Policy, RouteRequest};
 pub use round_robin::RoundRobin;
 pub use warm::{Warm, WarmConfig};
 
-use crate::cluster::ClusterView;
-use crate::decision::Decision;
 use crate::error::RouteError;
-use crate::index::PrefixIndex;
-use crate::region::Regions;
 use serde::{Deserialize, Serialize};
-use warmpath_core::ids::{BlockHash, BlockSize, CheckpointId, Millis, RegionId};
-
-/// One request as a policy sees it.
-#[derive(Clone, Copy, Debug)]
-pub struct RouteRequest<'a> {
-    /// Checkpoint the request needs; only replicas serving exactly this one are eligible.
-    pub checkpoint: &'a CheckpointId,
-    /// Chained block hashes of the prompt (full blocks only).
-    pub hashes: &'a [BlockHash],
-    /// Prompt length in tokens (including the trailing partial block).
-    pub prompt_tokens: u32,
-    /// Tokens per block the hashes were computed with.
-    pub block_size: BlockSize,
-    /// Caller's clock, for the approximate index's TTL.
-    pub now: Millis,
-    /// The deciding gateway's region and RTTs; `None` ignores regions.
-    pub regions: Option<&'a Regions>,
-    /// Regions the tenant's data may be processed in (empty = any): a hard filter.
-    pub residency: &'a [RegionId],
-}
-
-/// A routing policy. Implementations keep only small local state (counters, RNG, averages).
-pub trait Policy: Send {
-    /// The policy's config name, e.g. `"warm"`.
-    fn name(&self) -> &'static str;
-
-    /// Chooses a replica for `req`.
-    fn select(
-        &mut self,
-        req: &RouteRequest<'_>,
-        view: &ClusterView,
-        index: &PrefixIndex,
-    ) -> Result<Decision, RouteError>;
-}
-
-/// Every policy name accepted by [`PolicyConfig::from_name`], default first.
-pub const POLICY_NAMES: &[&str] = &[
-    "warm",
-    "round_robin",
-    "random",
-    "least_loaded",
-    "consistent_hash",
-    "cache_aware",
-    "kv_cost",
-];
 
 /// Which policy to run, with its parameters. JSON/TOML: `{"type": "warm", ...}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -167,17 +122,5 @@ impl PolicyConfig {
             PolicyConfig::KvCost(c) => Box::new(KvCost::new(c.clone())),
             PolicyConfig::Warm(c) => Box::new(Warm::new(c.clone())),
         }
-    }
-}
-
-/// Checks that a float parameter is finite and within `[lo, hi]`.
-pub(crate) fn check_range(key: &'static str, v: f64, lo: f64, hi: f64) -> Result<(), RouteError> {
-    if v.is_finite() && v >= lo && v <= hi {
-        Ok(())
-    } else {
-        Err(RouteError::invalid(
-            key,
-            format!("{v} is outside [{lo}, {hi}]"),
-        ))
     }
 }

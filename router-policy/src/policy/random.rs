@@ -1,7 +1,7 @@
 //! `random`: a uniform choice among eligible replicas, from a seeded RNG.
 
 use super::common::{decide, load_terms, Eligible};
-use super::{Policy, RouteRequest};
+use super::request::{Policy, RouteRequest};
 use crate::cluster::ClusterView;
 use crate::decision::{Branch, Decision};
 use crate::error::RouteError;

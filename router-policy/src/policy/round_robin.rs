@@ -1,7 +1,7 @@
 //! `round_robin`: the next eligible replica in id order. A baseline that ignores cache and load.
 
 use super::common::{decide, load_terms, Eligible};
-use super::{Policy, RouteRequest};
+use super::request::{Policy, RouteRequest};
 use crate::cluster::ClusterView;
 use crate::decision::{Branch, Decision};
 use crate::error::RouteError;

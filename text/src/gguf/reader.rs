@@ -5,7 +5,7 @@
 //! yields a [`GgufError`] with the byte offset of the problem, never a panic, and a length
 //! field larger than the file is refused before anything is allocated for it.
 
-use super::Value;
+use super::value::Value;
 use std::collections::BTreeMap;
 use std::io::Read;
 

@@ -1,11 +1,13 @@
 //! Building a [`TokenizerSpec`] from GGUF `tokenizer.ggml.*` metadata (and the chat
 //! template, `tokenizer.chat_template`).
 
-use super::{GgufMetadata, Value};
+use super::reader::GgufMetadata;
+use super::value::Value;
 use crate::bytelevel::{bpe_tokenizer_json, smollm_pre_tokenizer};
-use crate::{TextError, TokenizerSpec};
+use crate::error::TextError;
 use serde_json::{json, Value as Json};
 use std::path::Path;
+use warmpath_protocol::tokenizer_spec::TokenizerSpec;
 
 /// llama.cpp token types that are matched as whole special tokens in text.
 const TYPE_CONTROL: i64 = 3;

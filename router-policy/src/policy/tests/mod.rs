@@ -1,13 +1,14 @@
 //! Policy tests: invariants for every policy (property tests), then per-policy behaviour.
 
 use super::*;
-use crate::cluster::{Health, ReplicaSnapshot};
+use crate::cluster::{ClusterView, Health, ReplicaSnapshot};
 use crate::decision::Branch;
 use crate::index::IndexConfig;
+use crate::index::PrefixIndex;
 use proptest::prelude::*;
 use proptest::test_runner::RngSeed;
 use warmpath_core::events::{Epoch, KvStreamMessage, SeqNo};
-use warmpath_core::ids::{ReplicaId, TokenId};
+use warmpath_core::ids::{BlockHash, BlockSize, CheckpointId, Millis, ReplicaId, TokenId};
 
 const B: BlockSize = BlockSize(16);
 

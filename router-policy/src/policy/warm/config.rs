@@ -1,7 +1,7 @@
 //! Parameters of `warm` and their ranges.
 
-use super::super::check_range;
 use crate::error::RouteError;
+use crate::policy::request::check_range;
 use serde::{Deserialize, Serialize};
 
 /// Parameters of `warm`.

@@ -3,8 +3,8 @@
 
 use super::config::WarmConfig;
 use super::state::Seen;
-use super::RouteRequest;
 use crate::cluster::ReplicaSnapshot;
+use crate::policy::request::RouteRequest;
 
 /// How much of a request's prompt one replica has where, in blocks.
 #[derive(Clone, Copy, Debug, Default)]

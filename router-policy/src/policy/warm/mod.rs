@@ -69,11 +69,11 @@ mod state;
 pub use config::WarmConfig;
 
 use super::common::{decide, mix64, prefix_key, rendezvous_score, Eligible};
-use super::{Policy, RouteRequest};
 use crate::cluster::{ClusterView, ReplicaSnapshot, INLINE_REPLICAS};
 use crate::decision::{Branch, CandidateScore, Decision, Terms};
 use crate::error::RouteError;
 use crate::index::PrefixIndex;
+use crate::policy::request::{Policy, RouteRequest};
 use crate::region::{RegionNote, Regions};
 use cost::{measured_rate, Cost, Held};
 use smallvec::SmallVec;

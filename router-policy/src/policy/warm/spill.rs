@@ -6,8 +6,8 @@
 //! alone. The request leaves home only when the first evaluation picks a remote replica
 //! and [`judge`] agrees the margin is met, or when home has no eligible replica.
 
-use super::super::RouteRequest;
 use crate::cluster::ReplicaSnapshot;
+use crate::policy::request::RouteRequest;
 use crate::region::{RegionMode, RegionNote, Regions, SpillReason};
 use warmpath_core::ids::RegionId;
 

@@ -1,4 +1,5 @@
-//! What a policy returns: the choice, retry fallbacks, and why.
+//! How a policy scored the candidates: the rule that decided ([`Branch`]) and each
+//! candidate's cost and its terms.
 
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
@@ -134,45 +135,6 @@ pub struct CandidateScore {
     pub cost_ms: f64,
     /// The terms that add up to (or explain) `cost_ms`.
     pub terms: Terms,
-}
-
-/// Why the choice was made: for metrics, dashboards and debugging.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Explanation {
-    /// Name of the policy that decided.
-    pub policy: &'static str,
-    /// The rule that decided.
-    pub branch: Branch,
-    /// Every eligible replica's score, in replica id order.
-    pub candidates: Vec<CandidateScore>,
-    /// The regional comparison, when the policy weighed other regions (`warm` in `spill`
-    /// mode with replicas in more than one region).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub region: Option<crate::region::RegionNote>,
-    /// The prefill replica, when a role-split pool splits the request
-    /// ([`crate::disagg::select`]); the decision itself is the decode replica.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub prefill: Option<crate::disagg::PrefillNote>,
-}
-
-impl Explanation {
-    /// The score of `replica`, if it was a candidate.
-    pub fn candidate(&self, replica: ReplicaId) -> Option<&CandidateScore> {
-        self.candidates.iter().find(|c| c.replica == replica)
-    }
-}
-
-/// A routing decision.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Decision {
-    /// Where to send the request.
-    pub replica: ReplicaId,
-    /// Where to retry, in order (next-best cache holder first); never contains `replica`.
-    pub fallbacks: Vec<ReplicaId>,
-    /// Prefix blocks the chosen replica is predicted to have cached.
-    pub predicted_cached_blocks: u32,
-    /// Why.
-    pub explanation: Explanation,
 }
 
 #[cfg(test)]

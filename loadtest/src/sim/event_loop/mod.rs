@@ -14,7 +14,7 @@ use super::disagg::Transfer;
 use super::events::{Deliver, Event, EventQueue};
 use super::gateway::Router;
 use super::progress::{NoProgress, ProgressSink, SimProgress, REPORT_EVERY_EVENTS};
-use super::replica::Replica;
+use super::replica::{Replica, Seq};
 use super::rollout::{CkIx, RolloutRun};
 use super::tier::SharedStore;
 use crate::metrics::RequestRecord;
@@ -54,6 +54,19 @@ struct Routed {
     checkpoint: CkIx,
 }
 
+/// A split request between its prefill and its decode ([`split`]).
+#[derive(Debug)]
+struct Split {
+    prefill: ReplicaId,
+    decode: ReplicaId,
+    /// The request as the decode replica will serve it.
+    seq: Seq,
+    /// Prompt tokens the prefill replica found cached.
+    prefill_cached_tokens: u32,
+    /// When the prefill ended, ms.
+    prefill_done_ms: f64,
+}
+
 struct Sim<'a> {
     cfg: &'a SimConfig,
     workload: &'a Workload,
@@ -68,7 +81,7 @@ struct Sim<'a> {
     records: Vec<Option<RequestRecord>>,
     routed: Vec<Option<Routed>>,
     /// Split requests between their prefill and their decode, by request index.
-    splits: std::collections::HashMap<usize, split::Split>,
+    splits: std::collections::HashMap<usize, Split>,
     transfers: Vec<Transfer>,
     decode_served: u64,
     decode_computed_tokens: u64,

@@ -4,24 +4,11 @@
 //! which caches the blocks it received and then serves the request as usual, the imported
 //! blocks counting as cached.
 
-use super::Sim;
+use super::{Sim, Split};
 use crate::sim::disagg::Transfer;
 use crate::sim::events::Event;
 use crate::sim::replica::{Job, Seq};
 use warmpath_core::ReplicaId;
-
-/// A split request between its prefill and its decode.
-#[derive(Debug)]
-pub(super) struct Split {
-    prefill: ReplicaId,
-    decode: ReplicaId,
-    /// The request as the decode replica will serve it.
-    seq: Seq,
-    /// Prompt tokens the prefill replica found cached.
-    prefill_cached_tokens: u32,
-    /// When the prefill ended, ms.
-    prefill_done_ms: f64,
-}
 
 impl Sim<'_> {
     /// Gateway `gateway` sends request `seq` to decode replica `decode`, naming prefill
