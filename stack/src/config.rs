@@ -3,8 +3,8 @@
 //! admin listener (dashboard, metrics, admin API).
 
 use crate::error::StackError;
-use gateway::config::pools::HfTokenizerFiles;
-use gateway::config::{Engine, PoolConfig, TenantConfig, TenantLimits, TokenizerSource};
+use gateway::config::HfTokenizerFiles;
+use gateway::config::{EngineKind, PoolConfig, TenantConfig, TenantLimits, TokenizerSource};
 use gateway::Config;
 use rand::RngCore;
 use sha2::{Digest, Sha256};
@@ -132,7 +132,7 @@ impl StackConfig {
         match &self.pool {
             None => cfg.replicas = self.replicas.clone(),
             Some(p) => {
-                let engine: Engine = serde_json::from_value(p.engine.clone().into())
+                let engine: EngineKind = serde_json::from_value(p.engine.clone().into())
                     .map_err(|e| StackError::Args(format!("--engine {}: {e}", p.engine)))?;
                 // Every other key of the pool as the gateway defaults it.
                 let mut pool: PoolConfig = serde_json::from_value(serde_json::json!({

@@ -19,6 +19,8 @@ pub(crate) mod state;
 
 pub use model::*;
 pub use overrides::{load, Overrides};
-pub use pools::{EngineKind, KvEventsEndpoint, PoolConfig, Target, TokenizerSource};
+pub use pools::{
+    EngineKind, HfTokenizerFiles, KvEventsEndpoint, PoolConfig, Target, TokenizerSource,
+};
 pub use rollout::{HotPrefixConfig, PrewarmConfig, RolloutConfig};
 pub use state::{StateBackend, StateConfig};
