@@ -212,7 +212,9 @@ fn stale_paths(root: &Path, doc_rel: &str, text: &str) -> Vec<String> {
                 .to_string_lossy()
                 .into_owned()
         })
-        .filter(|n| !n.starts_with('.'))
+        // Hidden entries, and `target/`: build output, whose files exist only once built
+        // (`target/release/warmpath` in the README is an instruction, not a repository path).
+        .filter(|n| !n.starts_with('.') && n != "target")
         .collect();
     let text = without_fences(text);
     let (spans, prose) = code_spans(&text);
