@@ -13,7 +13,7 @@ Usage: python3 scripts/gen-fixtures.py [--model PATH] [--out FILE]
 Needs: pip install llama-cpp-python numpy jinja2 (CPU build; several minutes on 2 cores).
 The fixtures in the repo were generated with llama-cpp-python 0.3.36 (llama.cpp built for
 the AVX-512 host) with its defaults: f16 KV cache, flash attention off, 2 threads. The
-engine reproduces those roundings (see replica/src/engine/attention.rs), so its logits
+engine reproduces those roundings (see engine/src/attention.rs), so its logits
 agree to f16 storage precision (relative L2 ~2e-4).
 """
 import argparse

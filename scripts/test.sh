@@ -60,10 +60,11 @@ step "fuzz (replay the seeds and saved crashes, then 10 s of random edits per ta
 cargo run -q -p warmpath-fuzz -- all 10
 
 step "cuda feature (builds and lints without a GPU or CUDA toolkit)"
-cargo clippy -p replica --features cuda --all-targets -- -D warnings
+cargo clippy -p warmpath-engine -p replica --features cuda --all-targets -- -D warnings
 # The host-checkable parts: kernels emulated on the CPU, launch geometry, weight packing,
 # block-table plans, and the probe's errors without a driver.
-cargo test -p replica --features cuda --lib --test cuda_kernels_host cuda
+cargo test -p warmpath-engine --features cuda --lib --test cuda_kernels_host cuda
+cargo test -p replica --features cuda --lib cuda
 
 step "disk used by this run (CI machines have little to spare)"
 du -sh target ~/.cache/warmpath 2>/dev/null || true
