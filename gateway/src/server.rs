@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Runs the gateway until a shutdown signal (SIGTERM drains in-flight requests for up to
-/// `shutdown_grace_s`).
+/// `shutdown_grace_s`, and exits as soon as none is left).
 pub fn run(cfg: Config, path: Option<PathBuf>, overrides: Overrides) -> anyhow::Result<()> {
     let control = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -40,7 +40,6 @@ pub fn run(cfg: Config, path: Option<PathBuf>, overrides: Overrides) -> anyhow::
     crate::rollout::fleet::follow(&state);
     control.spawn(reload_on_sighup(state.clone(), path, overrides));
     crate::control::history::spawn(&state);
-    control.spawn(drain::on_sigterm(Duration::from_secs(cfg.shutdown_grace_s)));
 
     let conf = ServerConf {
         threads: cfg.threads,
@@ -89,6 +88,13 @@ pub fn run(cfg: Config, path: Option<PathBuf>, overrides: Overrides) -> anyhow::
             })
         },
     });
+    control.spawn(drain::on_sigterm(
+        Duration::from_secs(cfg.shutdown_grace_s),
+        {
+            let guards = guards.clone();
+            move || guards.cap.open()
+        },
+    ));
     let mut proxy = ProxyServiceBuilder::new(&server.configuration, Gateway::new(state.clone()))
         .name("warmpath-gateway")
         .custom(upstream::Connector::new(), connection::handler(guards))

@@ -1,12 +1,15 @@
-//! Draining on `SIGTERM`: in-flight streams finish within `shutdown_grace_s`, and one still
+//! Draining on `SIGTERM`: in-flight streams finish within `shutdown_grace_s`, one still
 //! running near its end is ended with a terminal SSE error event instead of being cut
-//! silently when Pingora tears its runtimes down.
+//! silently when Pingora tears its runtimes down, and the process exits as soon as the last
+//! client connection has closed (an idle gateway stops at once, not after the grace period).
 //!
 //! On `SIGTERM` Pingora stops accepting (the listener closes: new connections are refused),
-//! tells kept-alive connections to close after their current request, sleeps the whole
-//! grace period, then drops every task still running. [`on_sigterm`] (on the control
-//! runtime) waits for the same signal and, [`cut_after`] the grace period less a margin,
-//! cuts every upstream connection: each is wrapped in a [`CutStream`]
+//! closes idle kept-alive connections and tells busy ones to close after their current
+//! request, sleeps the whole grace period, then drops every task still running.
+//! [`on_sigterm`] (on the control runtime) waits for the same signal and watches the open
+//! client connections: once none has been open for [`QUIET`], it flushes the logs and exits
+//! the process, without waiting for Pingora's sleep. [`cut_after`] the grace period less a
+//! margin, it cuts every upstream connection still open: each is wrapped in a [`CutStream`]
 //! (`crate::proxy::upstream`) whose reads then fail. A stream under way takes the ordinary
 //! failure path (`crate::proxy::failure::answer`): its client gets the error event, never
 //! `[DONE]`, and the response ends; a request still waiting for its first byte gets a 502
@@ -19,7 +22,7 @@ use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
@@ -67,8 +70,34 @@ pub(crate) fn cut_after(grace: Duration) -> Duration {
     grace.saturating_sub((grace / 4).min(Duration::from_secs(1)))
 }
 
-/// Waits for `SIGTERM`, then cuts [`DRAIN`] at [`cut_after`] the grace period.
-pub(crate) async fn on_sigterm(grace: Duration) {
+/// How often [`on_sigterm`] looks at the open connections while draining.
+const POLL: Duration = Duration::from_millis(50);
+
+/// How long no client connection must have been open before a draining gateway exits: the
+/// work a request does after its connection closes (its log line, settling its tenant's
+/// usage) gets this long to finish.
+pub(crate) const QUIET: Duration = Duration::from_millis(250);
+
+/// Tracks how long a count has stayed at zero.
+#[derive(Debug, Default)]
+pub(crate) struct Quiet {
+    since: Option<Instant>,
+}
+
+impl Quiet {
+    /// Records `open` connections seen at `now`; true once none has been open for `quiet`.
+    pub(crate) fn observe(&mut self, open: u32, now: Instant, quiet: Duration) -> bool {
+        if open > 0 {
+            self.since = None;
+            return false;
+        }
+        now.duration_since(*self.since.get_or_insert(now)) >= quiet
+    }
+}
+
+/// Waits for `SIGTERM`; then cuts [`DRAIN`] at [`cut_after`] the grace period, and exits the
+/// process once `open()` (the client connections open) has stayed at zero for [`QUIET`].
+pub(crate) async fn on_sigterm(grace: Duration, open: impl Fn() -> u32 + Send + 'static) {
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
         Ok(s) => s,
         Err(e) => {
@@ -78,14 +107,29 @@ pub(crate) async fn on_sigterm(grace: Duration) {
     };
     term.recv().await;
     let after = cut_after(grace);
+    let cut_at = Instant::now() + after;
     tracing::info!(
         grace_s = grace.as_secs(),
         cut_after_ms = after.as_millis() as u64,
+        open = open(),
         "SIGTERM: draining"
     );
-    tokio::time::sleep(after).await;
-    tracing::info!("grace period ending: cutting the streams still running");
-    DRAIN.cut();
+    let mut quiet = Quiet::default();
+    let mut tick = tokio::time::interval(POLL);
+    loop {
+        tick.tick().await;
+        let now = Instant::now();
+        if !DRAIN.is_cut() && now >= cut_at {
+            tracing::info!("grace period ending: cutting the streams still running");
+            DRAIN.cut();
+        }
+        if quiet.observe(open(), now, QUIET) {
+            break;
+        }
+    }
+    tracing::info!("drained: no client connection open, exiting");
+    crate::logging::serving(false);
+    std::process::exit(0);
 }
 
 /// An upstream connection whose reads fail once its [`Drain`] is cut.
@@ -203,6 +247,26 @@ mod tests {
             Duration::from_millis(1500)
         );
         assert_eq!(cut_after(Duration::ZERO), Duration::ZERO);
+    }
+
+    #[test]
+    fn quiet_only_after_the_count_stays_at_zero() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut q = Quiet::default();
+        assert!(!q.observe(2, t0, ms(250)), "connections open");
+        assert!(!q.observe(0, t0 + ms(10), ms(250)), "zero only just now");
+        assert!(!q.observe(0, t0 + ms(200), ms(250)));
+        assert!(
+            !q.observe(1, t0 + ms(300), ms(250)),
+            "a connection came back"
+        );
+        assert!(
+            !q.observe(0, t0 + ms(310), ms(250)),
+            "the quiet period restarts"
+        );
+        assert!(q.observe(0, t0 + ms(560), ms(250)));
+        assert!(Quiet::default().observe(0, t0, Duration::ZERO));
     }
 
     #[tokio::test]

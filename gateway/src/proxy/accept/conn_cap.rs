@@ -164,6 +164,11 @@ impl ConnectionCap {
         }
     }
 
+    /// Client connections open now (all of them, capped or not).
+    pub(crate) fn open(&self) -> u32 {
+        self.total.open()
+    }
+
     /// Counts a new connection: its slots, or `Err` once it has been answered with the
     /// 503 or 429 and closed.
     pub(crate) async fn count(&self, stream: &mut Stream) -> Result<Slots, Refused> {
