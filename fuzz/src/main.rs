@@ -11,6 +11,7 @@
 //! AFL++ toolchain) is available on the stable toolchain the project builds with, so the
 //! driver trades guidance for running anywhere the workspace builds (BENCHMARKS.md).
 
+mod kv;
 mod targets;
 
 use anyhow::{bail, Context, Result};

@@ -91,6 +91,18 @@ const YAML: &[&[u8]] = &[
     b"\"",
 ];
 
+const KV: &[&[u8]] = &[
+    b"WPKV",
+    b"\x01\x00",
+    b"\x00\x00\x00\x00",
+    b"\xff\xff\xff\xff",
+    b"\x00\x00\x00\x80",
+    b"\x01\x00\x00\x00",
+    b"\x02\x00\x00\x00",
+    b"\x00\x00\x00\x00\x00\x00\x00\x00",
+    b"\xff\xff\xff\xff\xff\xff\xff\xff",
+];
+
 const TEXT: &[&[u8]] = &[
     b"<|im_start|>",
     b"<|im_end|>",
@@ -134,6 +146,21 @@ pub(crate) const ALL: &[Target] = &[
         name: "config",
         run: gateway::fuzzing::config,
         dictionary: YAML,
+    },
+    Target {
+        name: "kv_record",
+        run: crate::kv::record,
+        dictionary: KV,
+    },
+    Target {
+        name: "kv_frames",
+        run: crate::kv::frames,
+        dictionary: KV,
+    },
+    Target {
+        name: "replica_request",
+        run: replica::fuzzing::request,
+        dictionary: JSON,
     },
     Target {
         name: "tokenizer",

@@ -111,13 +111,23 @@ pub struct KvRecordLayout {
 }
 
 impl KvRecordLayout {
-    /// Payload bytes of one block.
+    /// Payload bytes of one block. For a layout read from untrusted bytes use
+    /// [`Self::checked_payload_bytes`]: the product of hostile fields can overflow.
     pub fn payload_bytes(&self) -> usize {
         self.n_layers as usize
             * 2
             * self.block_size as usize
             * self.kv_dim as usize
             * self.dtype.size()
+    }
+
+    /// Payload bytes of one block, `None` when the product overflows `usize`.
+    pub fn checked_payload_bytes(&self) -> Option<usize> {
+        (self.n_layers as usize)
+            .checked_mul(2)?
+            .checked_mul(self.block_size as usize)?
+            .checked_mul(self.kv_dim as usize)?
+            .checked_mul(self.dtype.size())
     }
 
     /// Bytes of one encoded record of this layout (header, tokens, payload, checksum).
@@ -210,7 +220,15 @@ impl KvBlockRecord {
             return Err(KvRecordError::Checksum);
         }
         let dtype = KvDtype::from_code(bytes[6]).ok_or(KvRecordError::Dtype(bytes[6]))?;
+        if bytes[7] & !1 != 0 {
+            return Err(KvRecordError::Malformed("unknown flags"));
+        }
         let has_parent = bytes[7] & 1 == 1;
+        if !has_parent && u64_at(bytes, 28) != 0 {
+            return Err(KvRecordError::Malformed(
+                "a parent hash without the parent flag",
+            ));
+        }
         let layout = KvRecordLayout {
             n_layers: u32_at(bytes, 8),
             kv_dim: u32_at(bytes, 12),
@@ -220,16 +238,17 @@ impl KvBlockRecord {
         let hash = BlockHash(u64_at(bytes, 20));
         let parent = has_parent.then(|| BlockHash(u64_at(bytes, 28)));
         let bs = layout.block_size as usize;
-        let tokens_end = FIXED_HEADER + 4 * bs;
-        if body.len() < tokens_end + 8 {
-            return Err(KvRecordError::Truncated(n));
-        }
+        let tokens_end = bs
+            .checked_mul(4)
+            .and_then(|t| t.checked_add(FIXED_HEADER))
+            .filter(|&end| end.checked_add(8).is_some_and(|e| e <= body.len()))
+            .ok_or(KvRecordError::Truncated(n))?;
         let tokens = (0..bs)
             .map(|i| TokenId(u32_at(bytes, FIXED_HEADER + 4 * i)))
             .collect();
         let payload_len = u64_at(bytes, tokens_end) as usize;
         let payload = &body[tokens_end + 8..];
-        if payload.len() != payload_len || payload_len != layout.payload_bytes() {
+        if payload.len() != payload_len || Some(payload_len) != layout.checked_payload_bytes() {
             return Err(KvRecordError::Malformed("payload length"));
         }
         Ok(Self {
@@ -352,6 +371,62 @@ mod tests {
             bytes
         );
         assert_eq!(KvBlockRecord::decode(&bytes), Ok(sample()));
+    }
+
+    /// Re-encodes `r` with its checksum fixed, so that only the edited fields are wrong.
+    fn resealed(mut bytes: Vec<u8>) -> Vec<u8> {
+        let n = bytes.len();
+        let sum = xxh3_64(&bytes[..n - 8]);
+        bytes[n - 8..].copy_from_slice(&sum.to_le_bytes());
+        bytes
+    }
+
+    #[test]
+    fn a_layout_whose_size_overflows_is_refused_not_a_panic() {
+        // n_layers × 2 × block_size × kv_dim × 4 overflows 64 bits; the payload length
+        // field is left at the real payload's so the lengths line up except for the layout.
+        let mut bytes = sample().encode();
+        bytes[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
+        bytes[12..16].copy_from_slice(&u32::MAX.to_le_bytes());
+        bytes[16..20].copy_from_slice(&2u32.to_le_bytes());
+        let layout = KvRecordLayout {
+            n_layers: u32::MAX,
+            kv_dim: u32::MAX,
+            block_size: u32::MAX,
+            dtype: KvDtype::F32,
+        };
+        assert_eq!(layout.checked_payload_bytes(), None);
+        assert_eq!(
+            KvBlockRecord::decode(&resealed(bytes)),
+            Err(KvRecordError::Malformed("payload length"))
+        );
+        // A block size whose token list cannot fit the record.
+        let mut bytes = sample().encode();
+        bytes[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(matches!(
+            KvBlockRecord::decode(&resealed(bytes)),
+            Err(KvRecordError::Truncated(_))
+        ));
+    }
+
+    #[test]
+    fn a_record_has_one_encoding() {
+        // Found by the `kv_record` fuzz target: flag bits other than "has parent", and a
+        // parent hash without that flag, were accepted and then re-encoded differently.
+        let mut bytes = sample().encode();
+        bytes[7] |= 0x80;
+        assert_eq!(
+            KvBlockRecord::decode(&resealed(bytes)),
+            Err(KvRecordError::Malformed("unknown flags"))
+        );
+        let mut bytes = sample().encode();
+        bytes[7] = 0;
+        assert_eq!(
+            KvBlockRecord::decode(&resealed(bytes)),
+            Err(KvRecordError::Malformed(
+                "a parent hash without the parent flag"
+            ))
+        );
     }
 
     #[test]

@@ -9,6 +9,10 @@
 //!
 //! - [`server`]: radix cache, scheduler, HTTP API, KV event stream.
 //! - [`cli`]: the `generate`, `tokenize` and `bench` subcommands.
+//! - `fuzzing` (feature `fuzzing`, for the `warmpath-fuzz` crate only): the request parsers'
+//!   fuzz entry points.
 
 pub mod cli;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 pub mod server;

@@ -26,7 +26,7 @@ use warmpath_protocol::replica_api::{
 use warmpath_text::ChatMessage;
 
 /// Parses a request body; a missing field or a wrong type names the field's path.
-fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+pub(crate) fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     let mut de = serde_json::Deserializer::from_slice(body);
     let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let mut path = e.path().to_string();
