@@ -40,7 +40,9 @@ pub fn encode(layout: KvRecordLayout, b: ExportedBlock) -> Vec<u8> {
 /// Why a received record is not taken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Refusal {
-    /// Bad magic, version, checksum or lengths.
+    /// Bad magic, version, checksum or lengths, or a value that is not finite (NaN or
+    /// infinite, also an f32 value past f16's range): such a block, once cached, would poison
+    /// every request that reuses the prefix.
     Corrupt,
     /// Another layout, another chain (checkpoint, salt or prompt), or other tokens.
     Mismatch,
@@ -96,6 +98,10 @@ impl Expected<'_> {
                 .map(|c| f16::from_le_bytes([c[0], c[1]]))
                 .collect(),
         };
+        let values: Vec<f16> = values;
+        if !values.iter().all(|v| v.is_finite()) {
+            return Err(Refusal::Corrupt);
+        }
         Ok(ImportBlock {
             hash: rec.hash,
             parent: rec.parent,
@@ -178,6 +184,45 @@ mod tests {
         let n = bytes.len();
         bytes[n - 12] ^= 1;
         assert_eq!(want.check(1, &bytes).unwrap_err(), Refusal::Corrupt);
+    }
+
+    #[test]
+    fn a_record_with_a_value_that_is_not_finite_is_refused() {
+        let prompt: Vec<TokenId> = (1..=6).map(TokenId).collect();
+        let mine = hashes("m@1", None, &prompt);
+        let lay = record_layout(layout());
+        let want = Expected {
+            layout: lay,
+            hashes: &mine,
+            prompt: &prompt,
+        };
+        let wide_lay = KvRecordLayout {
+            dtype: KvDtype::F32,
+            ..lay
+        };
+        for (l, v) in [
+            (lay, f32::NAN),
+            (lay, f32::INFINITY),
+            (wide_lay, f32::NAN),
+            // Finite in f32, infinite once narrowed to the pool's f16.
+            (wide_lay, 1.0e6),
+        ] {
+            let mut b = exported(&mine, &prompt, 1);
+            b.values[3] = f16::from_f32(v);
+            let mut bytes = encode(l, b);
+            if l.dtype == KvDtype::F32 {
+                // The exact f32 (encode widens the f16), checksum recomputed.
+                let mut rec = KvBlockRecord::decode(&bytes).unwrap();
+                rec.payload[12..16].copy_from_slice(&v.to_le_bytes());
+                bytes = rec.encode();
+            }
+            assert_eq!(
+                want.check(1, &bytes).unwrap_err(),
+                Refusal::Corrupt,
+                "{v} in {:?}",
+                l.dtype
+            );
+        }
     }
 
     #[test]
