@@ -12,7 +12,7 @@
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use pingora_http::{RequestHeader, ResponseHeader};
 use warmpath_protocol::replica_api::{
-    HEADER_CACHE_SALT, HEADER_KV_TIER_TOKENS, HEADER_KV_TRANSFER, HEADER_PREDICTED_CACHED,
+    HEADER_CACHE_SALT, HEADER_KV_TIER_TOKENS, HEADER_KV_TRANSFER, HEADER_KV_TRANSFER_REASON, HEADER_PREDICTED_CACHED,
     HEADER_PREFILL_FROM, HEADER_REPLICA,
 };
 
@@ -22,6 +22,9 @@ pub(crate) const CACHE_SALT: HeaderName = HeaderName::from_static(HEADER_CACHE_S
 pub(crate) const PREFILL_FROM: HeaderName = HeaderName::from_static(HEADER_PREFILL_FROM);
 /// `x-warmpath-kv-transfer` (from a decode replica: how its KV fetch went).
 pub(crate) const KV_TRANSFER: HeaderName = HeaderName::from_static(HEADER_KV_TRANSFER);
+/// Why the decode replica's KV transfer ended.
+pub(crate) const KV_TRANSFER_REASON: HeaderName =
+    HeaderName::from_static(HEADER_KV_TRANSFER_REASON);
 /// `x-warmpath-kv-tier-tokens` (from a replica with the shared KV tier: prompt tokens it
 /// loaded from the tier, counted among its cached tokens).
 pub(crate) const KV_TIER_TOKENS: HeaderName = HeaderName::from_static(HEADER_KV_TIER_TOKENS);

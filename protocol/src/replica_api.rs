@@ -25,6 +25,14 @@ pub const HEADER_PREFILL_FROM: &str = "x-warmpath-prefill-from";
 /// Response header of a decode replica: how the KV transfer went (`ok`, `partial`,
 /// `failed`, `skipped`), on requests that named a prefill replica.
 pub const HEADER_KV_TRANSFER: &str = "x-warmpath-kv-transfer";
+/// Response header of a decode replica, next to [`HEADER_KV_TRANSFER`]: why the transfer
+/// ended (`complete`, or what broke it: `connect`, `timeout`, `http_status`, `truncated`,
+/// `corrupt`, `mismatch`, and `import` when this replica's own pool had no room for the
+/// blocks, which is no fault of the prefill replica).
+pub const HEADER_KV_TRANSFER_REASON: &str = "x-warmpath-kv-transfer-reason";
+/// The [`HEADER_KV_TRANSFER_REASON`] of a transfer whose blocks arrived but did not fit the
+/// decode replica's pool.
+pub const KV_TRANSFER_REASON_IMPORT: &str = "import";
 /// Response header of a decode replica: prompt tokens whose KV came from the prefill
 /// replica (they count as cached in `usage`).
 pub const HEADER_KV_TRANSFERRED_TOKENS: &str = "x-warmpath-kv-transferred-tokens";

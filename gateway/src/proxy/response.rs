@@ -14,6 +14,7 @@ use http::HeaderValue;
 use pingora_error::{Error, ErrorType, Result};
 use pingora_http::ResponseHeader;
 use std::time::Duration;
+use warmpath_protocol::replica_api::KV_TRANSFER_REASON_IMPORT;
 
 /// The longest cooldown a replica's `Retry-After` can impose: a bound on what one answer
 /// (a bug, or a replica gone wrong) can take out of rotation.
@@ -71,8 +72,7 @@ pub(crate) fn upstream_status(
 }
 
 /// A split request's KV transfer, as the decode replica reports it: counted per prefill
-/// replica, and held against the prefill replica's health (a transfer that brought
-/// nothing is a failure of the prefill replica; the decode replica answered anyway).
+/// replica, and held against the prefill replica's health ([`prefill_health`]).
 fn transfer_outcome(state: &AppState, resp: &ResponseHeader, ctx: &RequestCtx) {
     let Some(prefill) = ctx.plan.as_ref().and_then(|p| p.prefill.as_ref()) else {
         return;
@@ -97,10 +97,24 @@ fn transfer_outcome(state: &AppState, resp: &ResponseHeader, ctx: &RequestCtx) {
         .transfers
         .with_label_values(&[prefill.label.as_str(), outcome])
         .inc();
-    match outcome {
-        "ok" => state.report(prefill, true),
-        "failed" => state.report(prefill, false),
-        _ => {}
+    let reason = resp
+        .headers
+        .get(headers::KV_TRANSFER_REASON)
+        .and_then(|v| v.to_str().ok());
+    if let Some(ok) = prefill_health(outcome, reason) {
+        state.report(prefill, ok);
+    }
+}
+
+/// What a transfer's outcome says about the prefill replica's health: `ok` is a success, and
+/// `failed` (nothing arrived) a failure, unless the decode replica's own pool could not take
+/// the blocks (reason `import`): that is no fault of the prefill replica.
+fn prefill_health(outcome: &str, reason: Option<&str>) -> Option<bool> {
+    match (outcome, reason) {
+        ("ok", _) => Some(true),
+        (_, Some(KV_TRANSFER_REASON_IMPORT)) => None,
+        ("failed", _) => Some(false),
+        _ => None,
     }
 }
 
@@ -164,5 +178,25 @@ pub(crate) fn watch_body(
                 .with_label_values(&["truncated"])
                 .inc();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefill_health;
+
+    #[test]
+    fn a_full_decode_pool_is_not_held_against_the_prefill_replica() {
+        assert_eq!(prefill_health("ok", Some("complete")), Some(true));
+        assert_eq!(prefill_health("ok", None), Some(true));
+        assert_eq!(prefill_health("failed", Some("connect")), Some(false));
+        assert_eq!(prefill_health("failed", Some("corrupt")), Some(false));
+        // A replica of an older build names no reason.
+        assert_eq!(prefill_health("failed", None), Some(false));
+        // The blocks came, the decode replica had no room for them.
+        assert_eq!(prefill_health("failed", Some("import")), None);
+        assert_eq!(prefill_health("partial", Some("import")), None);
+        assert_eq!(prefill_health("partial", Some("truncated")), None);
+        assert_eq!(prefill_health("skipped", None), None);
     }
 }

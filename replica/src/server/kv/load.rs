@@ -49,7 +49,8 @@ pub async fn load<S: KvSource>(
     let cached = link.import(blocks).await;
     let strict = source.strict_end();
     let reason = if cached < found && (!strict || reason == "complete") {
-        "import" // the pool could not take every block that came
+        // The pool could not take every block that came.
+        warmpath_protocol::replica_api::KV_TRANSFER_REASON_IMPORT
     } else {
         reason
     };
