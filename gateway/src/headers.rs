@@ -12,8 +12,8 @@
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use pingora_http::{RequestHeader, ResponseHeader};
 use warmpath_protocol::replica_api::{
-    HEADER_CACHE_SALT, HEADER_KV_TIER_TOKENS, HEADER_KV_TRANSFER, HEADER_KV_TRANSFER_REASON, HEADER_PREDICTED_CACHED,
-    HEADER_PREFILL_FROM, HEADER_REPLICA,
+    HEADER_CACHE_SALT, HEADER_KV_TIER_TOKENS, HEADER_KV_TRANSFER, HEADER_KV_TRANSFER_REASON,
+    HEADER_PREDICTED_CACHED, HEADER_PREFILL_FROM, HEADER_REPLICA,
 };
 
 /// `x-warmpath-cache-salt` (gateway to replica).

@@ -86,7 +86,10 @@ fn a_split_request_answers_like_a_colocated_one_and_survives_a_cut_transfer() {
         "{}",
         g.log()
     );
-    assert_eq!(got.header("x-warmpath-kv-transfer-reason"), Some("complete"));
+    assert_eq!(
+        got.header("x-warmpath-kv-transfer-reason"),
+        Some("complete")
+    );
     assert_eq!(
         completion_text(&got),
         completion_text(&want),

@@ -21,8 +21,7 @@ use warmpath_protocol::openai::{
 };
 use warmpath_protocol::replica_api::{
     HEADER_CACHE_SALT, HEADER_KV_TIER, HEADER_KV_TIER_TOKENS, HEADER_KV_TRANSFER,
-    HEADER_KV_TRANSFER_REASON,
-    HEADER_KV_TRANSFERRED_TOKENS, HEADER_PREFILL_FROM,
+    HEADER_KV_TRANSFERRED_TOKENS, HEADER_KV_TRANSFER_REASON, HEADER_PREFILL_FROM,
 };
 use warmpath_text::ChatMessage;
 
@@ -143,7 +142,10 @@ async fn submit(
     if let Some(t) = transfer {
         let h = resp.headers_mut();
         h.insert(HEADER_KV_TRANSFER, HeaderValue::from_static(t.label));
-        h.insert(HEADER_KV_TRANSFER_REASON, HeaderValue::from_static(t.reason));
+        h.insert(
+            HEADER_KV_TRANSFER_REASON,
+            HeaderValue::from_static(t.reason),
+        );
         h.insert(HEADER_KV_TRANSFERRED_TOKENS, HeaderValue::from(t.tokens));
     }
     Ok(resp)
