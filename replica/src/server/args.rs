@@ -69,6 +69,12 @@ pub struct ServeArgs {
     /// `warmpath_replica_kv_tier_writes_total{outcome="dropped"}`).
     #[arg(long, default_value = "256MiB")]
     pub kv_store_queue: ByteSize,
+    /// Bytes of KV blocks that loads from the shared tier and from prefill replicas hold at
+    /// once, all loads together (each reserves its largest footprint first: about 33
+    /// blocks' records twice over for a tier lookup; SmolLM2's is about 24 MiB). A load that
+    /// finds no room within its time limit computes the prompt instead (reason `busy`).
+    #[arg(long, default_value = "256MiB")]
+    pub kv_load_memory: ByteSize,
     /// How long a tier lookup waits for Redis before the replica computes the rest.
     #[arg(long, default_value_t = 500)]
     pub kv_store_timeout_ms: u64,
@@ -104,6 +110,7 @@ impl ServeArgs {
             kv_transfer_timeout_ms: 30_000,
             kv_store: None,
             kv_store_queue: ByteSize(256 << 20),
+            kv_load_memory: ByteSize(256 << 20),
             kv_store_timeout_ms: 500,
             fault_kv_cut_after_blocks: None,
         }

@@ -162,7 +162,15 @@ pub async fn start(args: ServeArgs) -> Result<ServerHandle, ServerError> {
         block_size.get(),
         facts.kv_layout,
         metrics.clone(),
+        Arc::new(kv::LoadBudget::new(args.kv_load_memory.0)),
     );
+    // The tier reads furthest ahead of the two sources.
+    kv::load::check_budget(&kv, kv::tier::read::READ_AHEAD_BLOCKS).map_err(|need| {
+        ServerError::Config(format!(
+            "--kv-load-memory {} is less than one KV load of this model needs ({need} bytes)",
+            args.kv_load_memory.0
+        ))
+    })?;
     let state: AppState = Arc::new(AppInner {
         facts,
         info,

@@ -5,7 +5,7 @@
 
 use super::params::sampling_params;
 use crate::server::error::ApiError;
-use crate::server::kv::block::{Export, ExportedBlock};
+use crate::server::kv::block::{Export, ExportedBlock, EXPORT_QUEUE_BLOCKS};
 use crate::server::kv::record::{encode, record_layout};
 use crate::server::state::AppState;
 use crate::server::worker::{GenRequest, SeqEvent, WorkerMsg};
@@ -13,7 +13,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::Response;
-use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+use tokio::sync::mpsc::{channel, unbounded_channel, Receiver, UnboundedReceiver};
 use warmpath_core::CacheSalt;
 use warmpath_engine::sampling::SamplingParams;
 use warmpath_protocol::kv_block::{push_frame, KvRecordLayout, END_FRAME};
@@ -58,7 +58,7 @@ pub async fn prefill(
         .filter(|s| !s.is_empty())
         .map(CacheSalt::new);
     let (reply, rx) = unbounded_channel();
-    let (tx, blocks) = unbounded_channel();
+    let (tx, blocks) = channel(EXPORT_QUEUE_BLOCKS);
     let gen = GenRequest {
         prompt: req.prompt,
         params,
@@ -91,7 +91,7 @@ pub async fn prefill(
 /// The body's state: blocks until the sequence ends, then its last event.
 struct Stream {
     layout: KvRecordLayout,
-    blocks: UnboundedReceiver<ExportedBlock>,
+    blocks: Receiver<ExportedBlock>,
     rx: UnboundedReceiver<SeqEvent>,
     sent: u32,
     cut_after: Option<u32>,

@@ -3,7 +3,7 @@
 //! [`KvSource`](super::source::KvSource)).
 
 use half::f16;
-use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::mpsc::Sender;
 use warmpath_core::{BlockHash, TokenId};
 
 /// One cached block of a prefill, as the engine loop hands it out.
@@ -21,11 +21,16 @@ pub struct ExportedBlock {
     pub values: Vec<f16>,
 }
 
+/// Blocks an export holds for a receiver slower than the prefill: past them the export
+/// stops (the stream still ends cleanly; the decode replica computes the rest), so a
+/// prefill replica's memory for one transfer is bounded whatever the prompt's length.
+pub const EXPORT_QUEUE_BLOCKS: usize = 64;
+
 /// Where a prefill's blocks go, and which of them.
 #[derive(Debug)]
 pub struct Export {
-    /// The stream's sender.
-    pub tx: UnboundedSender<ExportedBlock>,
+    /// The stream's sender, bounded ([`EXPORT_QUEUE_BLOCKS`]).
+    pub tx: Sender<ExportedBlock>,
     /// Leading blocks the receiver holds already.
     pub skip: usize,
     /// Blocks handled so far (sent or skipped).
@@ -34,7 +39,7 @@ pub struct Export {
 
 impl Export {
     /// Sends blocks from `skip` on to `tx`.
-    pub fn new(tx: UnboundedSender<ExportedBlock>, skip: usize) -> Self {
+    pub fn new(tx: Sender<ExportedBlock>, skip: usize) -> Self {
         Self { tx, skip, next: 0 }
     }
 }

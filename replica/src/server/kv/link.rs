@@ -5,10 +5,12 @@
 //! checks need), not the whole server state.
 
 use super::block::ImportBlock;
+use super::budget::LoadBudget;
 use super::record::record_layout;
 use crate::server::metrics::Metrics;
 use crate::server::worker::WorkerMsg;
 use std::sync::mpsc::Sender;
+use std::sync::Arc;
 use warmpath_core::{
     block_hashes, BlockHash, BlockSize, CacheSalt, CheckpointId, HashNamespace, TokenId,
 };
@@ -23,16 +25,19 @@ pub struct KvLink {
     block_size: usize,
     layout: KvRecordLayout,
     metrics: Metrics,
+    budget: Arc<LoadBudget>,
 }
 
 impl KvLink {
-    /// A link over the loop's channel, for a model with `checkpoint` and pages of `layout`.
+    /// A link over the loop's channel, for a model with `checkpoint` and pages of `layout`;
+    /// loads share `budget`.
     pub fn new(
         submit: Sender<WorkerMsg>,
         checkpoint: CheckpointId,
         block_size: usize,
         layout: KvLayout,
         metrics: Metrics,
+        budget: Arc<LoadBudget>,
     ) -> Self {
         Self {
             submit,
@@ -40,7 +45,19 @@ impl KvLink {
             block_size,
             layout: record_layout(layout),
             metrics,
+            budget,
         }
+    }
+
+    /// The byte budget every load reserves its footprint in.
+    pub fn budget(&self) -> &LoadBudget {
+        &self.budget
+    }
+
+    /// The most bytes one block costs on its way into the pool: its record as received and
+    /// its values decoded, side by side while it is checked.
+    pub fn block_bytes(&self) -> u64 {
+        2 * self.layout.record_bytes() as u64
     }
 
     /// Tokens per block.

@@ -14,7 +14,8 @@
 //! - [`source`]: [`KvSource`], where a prompt's following blocks can come from instead of
 //!   being computed; [`load`](mod@load): the one loader that drives any source (held prefix, fetch,
 //!   import, outcome, metrics, log); [`link`]: [`KvLink`], the loader's handle on the
-//!   engine loop.
+//!   engine loop; [`sink`]: the batches a load caches while its source delivers;
+//!   [`budget`]: the byte budget all loads share (`--kv-load-memory`).
 //! - Sources: [`peer`] (a prefill replica, `POST /v1/kv/prefill`) and [`tier`] (the shared
 //!   tier in Redis, `--kv-store`, whose write side is here too).
 //!
@@ -22,20 +23,24 @@
 //! `worker/kv.rs` and `worker/tier.rs`; the prefill endpoint is `http/kv_prefill.rs`.
 
 pub mod block;
+pub mod budget;
 pub mod link;
 pub mod load;
 pub mod peer;
 pub mod pool;
 pub mod radix;
 pub mod record;
+pub mod sink;
 pub mod source;
 pub mod tier;
 
 pub use block::{Export, ExportedBlock, ImportBlock};
+pub use budget::LoadBudget;
 pub use link::KvLink;
 pub use load::{load, Load};
 pub use peer::Peer;
 pub use pool::{pages_for_budget, PagePool};
 pub use radix::{Inserted, NodeId, RadixCache};
+pub use sink::Sink;
 pub use source::{KvSource, LoadOutcome, SourceMetrics};
 pub use tier::Tier;

@@ -18,8 +18,8 @@
 //! reason (`complete`, `connect`, `http_status`, `timeout`, `truncated`, `corrupt`,
 //! `mismatch`, `import`, `cached`).
 
-use super::block::ImportBlock;
 use super::record::Expected;
+use super::sink::Sink;
 use super::source::{KvSource, LoadOutcome, SourceMetrics};
 use crate::server::metrics::Metrics;
 use futures_util::StreamExt;
@@ -27,7 +27,9 @@ use std::time::Duration;
 use tokio::time::timeout_at;
 use warmpath_core::CacheSalt;
 use warmpath_protocol::kv_block::{Frame, FrameReader};
-use warmpath_protocol::replica_api::{PrefillRequest, HEADER_CACHE_SALT, PATH_KV_PREFILL};
+use warmpath_protocol::replica_api::{
+    PrefillRequest, HEADER_CACHE_SALT, KV_TRANSFER_REASON_IMPORT, PATH_KV_PREFILL,
+};
 
 /// The prefill replica at `from`, asked over `http` within `timeout`.
 #[derive(Clone, Copy, Debug)]
@@ -71,14 +73,24 @@ impl KvSource for Peer<'_> {
         Some("KV transfer fell short; computing the rest")
     }
 
-    /// Reads the prefill replica's stream into `blocks` (checked, in chain order) until it
-    /// ends, breaks, turns bad or runs out of time; returns what ended it.
+    /// One frame beyond the one being checked (the frame reader's buffer).
+    fn read_ahead_blocks(&self) -> usize {
+        1
+    }
+
+    fn patience(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Reads the prefill replica's stream into `sink` (checked, in chain order) until it
+    /// ends, breaks, turns bad, finds the pool full or runs out of time; returns what
+    /// ended it.
     async fn fetch(
         &self,
         want: &Expected<'_>,
         salt: Option<&CacheSalt>,
         skip: usize,
-        blocks: &mut Vec<ImportBlock>,
+        sink: &mut Sink<'_>,
     ) -> &'static str {
         let deadline = tokio::time::Instant::now() + self.timeout;
         let body = PrefillRequest {
@@ -120,9 +132,13 @@ impl KvSource for Peer<'_> {
                 match reader.next_frame() {
                     Ok(None) => break,
                     Ok(Some(Frame::End)) => return "complete",
-                    Ok(Some(Frame::Record(bytes))) => match want.check(skip + blocks.len(), &bytes)
+                    Ok(Some(Frame::Record(bytes))) => match want.check(skip + sink.taken(), &bytes)
                     {
-                        Ok(b) => blocks.push(b),
+                        Ok(b) => {
+                            if sink.push(b).await.is_err() {
+                                return KV_TRANSFER_REASON_IMPORT;
+                            }
+                        }
                         Err(r) => return r.as_str(),
                     },
                     Err(_) => return "corrupt",

@@ -11,11 +11,16 @@
 //! Host memory, a local disk, another engine's KV connector: one new file under `kv/`
 //! with a type that implements [`KvSource`]:
 //! - [`fetch`](KvSource::fetch): read the records of blocks `skip..` of `want.hashes` in
-//!   chain order, push each one [`Expected::check`] accepts (`skip + blocks.len()` is its
-//!   index) and stop at the first that is missing, refused or late; return what ended the
-//!   run (`complete` when every block came; a [`Refusal`](super::record::Refusal)'s
-//!   `as_str()` when a check failed; otherwise a reason of the source's own, such as
-//!   `absent`, `timeout` or `unavailable`). It holds its own time limit.
+//!   chain order, push each one [`Expected::check`] accepts into the [`Sink`]
+//!   (`skip + sink.taken()` is its index; the sink caches them in batches as they come and
+//!   says when the pool is full) and stop at the first that is missing, refused or late;
+//!   return what ended the run (`complete` when every block came; `import` when the sink
+//!   refused; a [`Refusal`](super::record::Refusal)'s `as_str()` when a check failed;
+//!   otherwise a reason of the source's own, such as `absent`, `timeout` or
+//!   `unavailable`). It holds its own time limit, and reads at most
+//!   [`read_ahead_blocks`](KvSource::read_ahead_blocks) records ahead of the one it checks.
+//! - [`patience`](KvSource::patience): how long a load may wait for room in the load
+//!   budget ([`LoadBudget`](super::budget::LoadBudget)) before it gives up (`busy`).
 //! - [`name`](KvSource::name), [`label`](KvSource::label) (the outcome names its header
 //!   and metric use) and [`metrics`](KvSource::metrics) (its metric family: loads by
 //!   outcome and reason, tokens, seconds), plus [`strict_end`](KvSource::strict_end) and,
@@ -25,8 +30,8 @@
 //! request is submitted, `load(&state.kv, &source, &prompt, salt)`), and, for a metric
 //! family of its own, its three metrics registered in `metrics.rs`.
 
-use super::block::ImportBlock;
 use super::record::Expected;
+use super::sink::Sink;
 use crate::server::metrics::Metrics;
 use prometheus::{Histogram, IntCounter, IntCounterVec};
 use std::future::Future;
@@ -75,15 +80,22 @@ pub trait KvSource {
     /// full count is full, and the pool's refusal always names the reason.
     fn strict_end(&self) -> bool;
 
-    /// Reads blocks `skip..` of `want` into `blocks` (checked, in chain order) until one is
-    /// missing, bad or late; returns what ended the run. `salt` is the tenant's (already in
-    /// `want.hashes`; a source that computes remotely passes it on).
+    /// Records this source may hold beyond the one being checked (its read-ahead): with
+    /// the sink's batch, what a load reserves in the load budget.
+    fn read_ahead_blocks(&self) -> usize;
+
+    /// How long a load from this source waits for room in the load budget.
+    fn patience(&self) -> Duration;
+
+    /// Reads blocks `skip..` of `want` into `sink` (checked, in chain order) until one is
+    /// missing, bad or late, or the sink refuses; returns what ended the run. `salt` is the
+    /// tenant's (already in `want.hashes`; a source that computes remotely passes it on).
     fn fetch(
         &self,
         want: &Expected<'_>,
         salt: Option<&CacheSalt>,
         skip: usize,
-        blocks: &mut Vec<ImportBlock>,
+        sink: &mut Sink<'_>,
     ) -> impl Future<Output = &'static str> + Send;
 
     /// Called when a load cached `tokens` tokens (more than 0) in `took`.

@@ -3,7 +3,8 @@
 //! * **Export** (a prefill replica): a sequence submitted with an [`Export`](crate::server::kv::block::Export) sends each
 //!   full prompt block, from `skip` on, the step that caches it: the transfer overlaps
 //!   the chunked prefill block by block. The sender is dropped with the sequence, which
-//!   ends the stream.
+//!   ends the stream. The queue is bounded: a receiver that falls a whole queue behind
+//!   gets the blocks sent so far, then the stream's end.
 //! * **Import** (a decode replica): [`Loop::import`] writes blocks a prefill replica sent
 //!   into free pages and caches them along their chain, exactly as if this replica had
 //!   computed them; the request submitted next finds them as a cached prefix. The caller
@@ -66,7 +67,16 @@ impl Loop {
             if let Some(export) = &mut seq.extra.export {
                 export.next = full.max(export.next);
                 for b in blocks {
-                    if export.tx.send(b).is_err() {
+                    if let Err(e) = export.tx.try_send(b) {
+                        if matches!(e, tokio::sync::mpsc::error::TrySendError::Full(_)) {
+                            // The receiver fell behind by a whole queue: stop here (the
+                            // stream still ends cleanly; it computes the rest).
+                            tracing::warn!(
+                                queued = crate::server::kv::block::EXPORT_QUEUE_BLOCKS,
+                                "KV export stopped: the receiver is too slow"
+                            );
+                            export.next = usize::MAX;
+                        }
                         break;
                     }
                 }

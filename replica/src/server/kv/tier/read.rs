@@ -4,23 +4,32 @@
 //! `miss`, `skipped`) and reason (`complete`: every block found, `absent`: the next block
 //! is not in the tier, `corrupt`, `mismatch`: another layout, checkpoint, salt or prompt,
 //! `timeout`, `unavailable`: no connection or a Redis error, `import`: the pool had no
-//! room, `cached`: skipped).
+//! room, `busy`: no room in the load budget, `cached`: skipped). At most
+//! [`READ_AHEAD_GROUPS`] `MGET`s are in flight at once, so a long prompt's lookup holds a
+//! bounded number of records.
 
 use super::conn::TierConn;
 use super::rate::TierRate;
-use crate::server::kv::block::ImportBlock;
 use crate::server::kv::record::Expected;
+use crate::server::kv::sink::Sink;
 use crate::server::kv::source::{KvSource, LoadOutcome, SourceMetrics};
 use crate::server::metrics::Metrics;
-use futures_util::stream::{FuturesOrdered, StreamExt};
+use futures_util::stream::{self, StreamExt};
 use std::time::Duration;
 use tokio::time::timeout_at;
 use warmpath_core::CacheSalt;
 use warmpath_protocol::kv_block::tier_key;
+use warmpath_protocol::replica_api::KV_TRANSFER_REASON_IMPORT;
 
-/// Keys per `MGET`. Every group is sent at once; the groups are read in order, so a late
-/// group ends the run at its first block.
+/// Keys per `MGET`. The groups are read in order, so a late group ends the run at its first
+/// block.
 const GROUP: usize = 8;
+
+/// `MGET`s in flight at once.
+const READ_AHEAD_GROUPS: usize = 2;
+
+/// Records a lookup may hold beyond the one it checks.
+pub const READ_AHEAD_BLOCKS: usize = GROUP * READ_AHEAD_GROUPS;
 
 /// The tier as the HTTP side holds it: the read side's [`KvSource`].
 #[derive(Clone)]
@@ -69,19 +78,27 @@ impl KvSource for Tier {
         false
     }
 
+    fn read_ahead_blocks(&self) -> usize {
+        READ_AHEAD_BLOCKS
+    }
+
+    fn patience(&self) -> Duration {
+        self.timeout
+    }
+
     /// The measured load rate ([`TierRate`]).
     fn loaded(&self, tokens: usize, took: Duration) {
         self.rate.observe(tokens, took);
     }
 
-    /// Reads blocks `skip..` into `blocks` (checked, in chain order) until one is missing,
+    /// Reads blocks `skip..` into `sink` (checked, in chain order) until one is missing,
     /// bad or late; returns what ended the run.
     async fn fetch(
         &self,
         want: &Expected<'_>,
         _salt: Option<&CacheSalt>,
         skip: usize,
-        blocks: &mut Vec<ImportBlock>,
+        sink: &mut Sink<'_>,
     ) -> &'static str {
         let Some(conn) = self.conn.get() else {
             self.conn.failed("read", &"not connected");
@@ -89,15 +106,20 @@ impl KvSource for Tier {
         };
         let deadline = tokio::time::Instant::now() + self.timeout;
         let keys: Vec<String> = want.hashes[skip..].iter().map(|h| tier_key(*h)).collect();
-        let mut groups: FuturesOrdered<_> = keys
+        let cmds: Vec<redis::Cmd> = keys
             .chunks(GROUP)
             .map(|g| {
-                let mut c = conn.clone();
                 let mut cmd = redis::cmd("MGET");
                 cmd.arg(g);
-                async move { cmd.query_async::<Vec<Option<Vec<u8>>>>(&mut c).await }
+                cmd
             })
             .collect();
+        let mut groups = stream::iter(cmds)
+            .map(|cmd| {
+                let mut c = conn.clone();
+                async move { cmd.query_async::<Vec<Option<Vec<u8>>>>(&mut c).await }
+            })
+            .buffered(READ_AHEAD_GROUPS);
         loop {
             let values = match timeout_at(deadline, groups.next()).await {
                 Err(_) => return "timeout",
@@ -112,8 +134,12 @@ impl KvSource for Tier {
                 let Some(bytes) = v else {
                     return "absent";
                 };
-                match want.check(skip + blocks.len(), &bytes) {
-                    Ok(b) => blocks.push(b),
+                match want.check(skip + sink.taken(), &bytes) {
+                    Ok(b) => {
+                        if sink.push(b).await.is_err() {
+                            return KV_TRANSFER_REASON_IMPORT;
+                        }
+                    }
                     Err(r) => return r.as_str(),
                 }
             }
