@@ -70,9 +70,10 @@ fn setup() -> (RedisServer, MockReplica, GatewayProc) {
 }
 
 /// Both slots free again (two requests at once admitted), and the limit still holds (a
-/// third at once is refused).
-fn slots_free(gw: &GatewayProc) {
+/// third at once is refused, once the two before have settled).
+fn slots_free(redis: &RedisServer, gw: &GatewayProc) {
     assert_eq!(statuses(at_once(gw, 2)), [200, 200]);
+    until_leases(redis, gw, 0);
     let three = statuses(at_once(gw, 3));
     assert_eq!(three.iter().filter(|s| **s == 429).count(), 1, "{three:?}");
 }
@@ -97,7 +98,7 @@ fn settlements_that_miss_a_redis_stall_are_replayed() {
         metric(&gw, "warmpath_gateway_state_settlements_dropped_total"),
         0.0
     );
-    slots_free(&gw);
+    slots_free(&redis, &gw);
 }
 
 #[test]
@@ -110,5 +111,5 @@ fn an_admission_abandoned_in_a_redis_stall_leaves_no_lease() {
     redis.resume();
     wait_degraded(std::slice::from_ref(&gw), 0, WITHIN);
     until_leases(&redis, &gw, 0);
-    slots_free(&gw);
+    slots_free(&redis, &gw);
 }
