@@ -84,6 +84,10 @@ pub(crate) enum GatewayError {
         /// Configured cap.
         limit: u32,
     },
+    /// With shared state, the key store has not been read since this gateway started: no
+    /// key can be checked against its revocations yet.
+    #[error("API keys cannot be checked yet: this gateway has not read the shared key store; retry later")]
+    KeyStoreUnavailable,
     /// The gateway is at its admission bound.
     #[error("the gateway is overloaded, retry later")]
     Overloaded {
@@ -126,7 +130,9 @@ impl GatewayError {
             GatewayError::BodyTooLarge { .. } => 413,
             GatewayError::HeadersTooLarge { .. } => 431,
             GatewayError::RateLimited { .. } | GatewayError::TooManyConnections { .. } => 429,
-            GatewayError::Overloaded { .. } | GatewayError::NoReplica(_) => 503,
+            GatewayError::Overloaded { .. }
+            | GatewayError::NoReplica(_)
+            | GatewayError::KeyStoreUnavailable => 503,
             GatewayError::Upstream(_) => 502,
             GatewayError::UpstreamTimeout => 504,
         }
@@ -164,6 +170,7 @@ impl GatewayError {
             },
             GatewayError::TooManyConnections { .. } => "too_many_connections",
             GatewayError::Overloaded { .. } => "overloaded",
+            GatewayError::KeyStoreUnavailable => "key_store_unavailable",
             GatewayError::NoReplica(_) => "no_replica",
             GatewayError::Upstream(_) => "upstream_error",
             GatewayError::UpstreamTimeout => "upstream_timeout",
@@ -204,9 +211,9 @@ impl GatewayError {
             | GatewayError::Overloaded { retry_after } => {
                 headers.push(("retry-after", retry_after_secs(*retry_after).to_string()));
             }
-            GatewayError::NoReplica(_) | GatewayError::TooManyConnections { .. } => {
-                headers.push(("retry-after", "1".to_string()))
-            }
+            GatewayError::NoReplica(_)
+            | GatewayError::TooManyConnections { .. }
+            | GatewayError::KeyStoreUnavailable => headers.push(("retry-after", "1".to_string())),
             _ => {}
         }
         ErrorResponse {

@@ -65,11 +65,13 @@ impl AppState {
         let metrics = Metrics::new();
         metrics.set_configured_models(configured_models(&config));
         let fleet = (config.state.backend == crate::config::StateBackend::Redis).then(|| {
-            crate::fleet::Fleet::start(config.state.clone(), control.clone(), metrics.fleet.clone())
+            crate::fleet::Fleet::start(
+                config.state.clone(),
+                control.clone(),
+                metrics.fleet.clone(),
+                tenants.config_keys(),
+            )
         });
-        if let Some(f) = &fleet {
-            f.set_seed_keys(tenants.config_keys());
-        }
         let rollouts = crate::rollout::Rollouts::new(&config.hot_prefixes);
         // Put in force now; their pre-warm starts with the control tasks
         // ([`crate::rollout::prewarm::start`]).

@@ -6,6 +6,7 @@
 
 pub mod browser;
 pub mod fixtures;
+pub mod fleet;
 pub mod http;
 pub mod llamacpp;
 pub mod mock;

@@ -30,7 +30,7 @@ pub fn free_port() -> u16 {
 }
 
 /// Sends `sig` (e.g. `"STOP"`, `"HUP"`) with kill(1), keeping the tests free of `unsafe`.
-fn signal(child: &Child, sig: &str) {
+pub(crate) fn signal(child: &Child, sig: &str) {
     let _ = Command::new("kill")
         .arg(format!("-{sig}"))
         .arg(child.id().to_string())

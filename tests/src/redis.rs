@@ -96,6 +96,21 @@ impl RedisServer {
         }
     }
 
+    /// Stops the server (SIGSTOP): connections stay open and nothing is answered, a hung
+    /// Redis. Commands sent meanwhile run, in order, after [`Self::resume`].
+    pub fn pause(&self) {
+        if let Some(c) = &self.child {
+            crate::procs::signal(c, "STOP");
+        }
+    }
+
+    /// Lets a paused server go on (SIGCONT).
+    pub fn resume(&self) {
+        if let Some(c) = &self.child {
+            crate::procs::signal(c, "CONT");
+        }
+    }
+
     /// Starts it again on the same port, empty.
     pub fn restart(&mut self) -> Result<()> {
         self.kill();

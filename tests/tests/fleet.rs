@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use warmpath_e2e::fixtures::{auth_yaml, chat, model_of, replicas_yaml, smollm2_model};
+use warmpath_e2e::fleet::{status_with, wait_degraded};
 use warmpath_e2e::http::{post_json, post_sse, request};
 use warmpath_e2e::openai_upstream::OpenAiUpstream;
 use warmpath_e2e::redis::{libfaketime, RedisCluster, RedisServer};
@@ -41,25 +42,6 @@ fn fleet(state: &str, replica: &str, tenants: &[(&str, &str, &str)]) -> Vec<Gate
             GatewayProc::spawn_with(&yaml, &[], 1, None, &env).expect("gateway")
         })
         .collect()
-}
-
-/// Waits until every gateway reports `state_degraded` = `want`.
-fn wait_degraded(gws: &[GatewayProc], want: u8, within: Duration) -> Duration {
-    let start = Instant::now();
-    let line = format!("warmpath_gateway_state_degraded {want}");
-    while start.elapsed() < within {
-        if gws
-            .iter()
-            .all(|g| g.metrics().is_ok_and(|m| m.lines().any(|l| l == line)))
-        {
-            return start.elapsed();
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!(
-        "gateways not at state_degraded {want} within {within:?}; log: {}",
-        gws[0].log()
-    );
 }
 
 /// What a load run saw.
@@ -368,19 +350,6 @@ fn redis_killed_degrades_to_local_shares_and_restarted_resumes_shared_limits() {
         "admitted {} > shared bound {bound:.1}",
         r.admitted
     );
-}
-
-/// Status of one chat request with `key` through `addr`.
-fn status_with(addr: &str, model: &str, key: &str) -> u16 {
-    let auth = format!("Bearer {key}");
-    post_json(
-        addr,
-        "/v1/chat/completions",
-        &[("Authorization", &auth)],
-        &chat(model, "s", "hi", 1, false),
-    )
-    .unwrap()
-    .status
 }
 
 /// Waits until `key` gets `want` from every gateway in `gws`; returns how long it took.

@@ -1,8 +1,13 @@
 -- Admits one request against a tenant's limits, atomically, on the Redis clock.
--- KEYS[1] requests TAT, KEYS[2] tokens TAT, KEYS[3] concurrency leases (sorted set).
--- ARGV: rpm, burst, tpm, tokens, max_concurrent, lease id, lease ttl (ms).
+-- KEYS[1] requests TAT, KEYS[2] tokens TAT, KEYS[3] leases (sorted set: lease id ->
+-- expiry), KEYS[4] abandoned lease ids (sorted set: lease id -> expiry).
+-- ARGV: rpm, burst, tpm, tokens, max_concurrent, lease id ('' for none), lease ttl (ms).
+-- Every admission with a lease id holds a lease until it is settled; max_concurrent
+-- counts them.
 -- Returns {admitted, kind, wait_ms, remaining_requests, remaining_tokens, reset_tokens_ms}
--- with kind 0 admitted, 1 concurrency, 2 tokens, 3 requests; -1 for "no such limit".
+-- with kind 0 admitted, 1 concurrency, 2 tokens, 3 requests, 4 abandoned (the gateway
+-- gave up on this call and released it before it ran: nothing is changed); -1 for "no
+-- such limit".
 -- GCRA keeps one number per limit, the theoretical arrival time (TAT), in microseconds.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -10,6 +15,10 @@ local rpm, burst = tonumber(ARGV[1]), tonumber(ARGV[2])
 local tpm, tokens = tonumber(ARGV[3]), tonumber(ARGV[4])
 local maxc, lease, ttl = tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
 local MINUTE = 60000000
+
+if lease ~= '' and redis.call('ZSCORE', KEYS[4], lease) then
+  return {0, 4, 0, -1, -1, 0}
+end
 
 local rem_tokens, reset_tokens, tok_tat = -1, 0, nil
 if tpm > 0 then
@@ -37,9 +46,9 @@ if rpm > 0 then
   rem_requests = math.floor((burst * per - (new - now)) / per)
 end
 
-if maxc > 0 then
+if lease ~= '' then
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-  if redis.call('ZCARD', KEYS[3]) >= maxc then
+  if maxc > 0 and redis.call('ZCARD', KEYS[3]) >= maxc then
     return {0, 1, 1000, rem_requests, rem_tokens, reset_tokens}
   end
   redis.call('ZADD', KEYS[3], now + ttl * 1000, lease)

@@ -1,8 +1,10 @@
 //! Shared tenant limits: one script call admits a request (requests per minute, tokens per
-//! minute, a concurrency lease), and the [`Lease`] it returns settles the tokens and ends
-//! the lease when the request is done. The scripts are `admit.lua` and `settle.lua`.
+//! minute, a lease that holds a concurrency slot), and the [`Lease`] it returns settles the
+//! tokens and ends the lease when the request is done ([`super::settlements`]). The
+//! scripts are `admit.lua` and `settle.lua`.
 
-use super::Fleet;
+use super::pending::Settlement;
+use super::{Fleet, Unanswered};
 use crate::config::TenantLimits;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,8 +38,9 @@ pub(crate) struct Decision {
 }
 
 /// An admitted request's hold on the shared limits: its token reservation and its
-/// concurrency lease. Settle it with the tokens used; dropped unsettled, it gives back the
-/// whole reservation. Either way one script call runs in the background.
+/// lease. Settle it with the tokens used; dropped unsettled, it gives back the whole
+/// reservation. Either way one script call runs in the background, queued and replayed
+/// when Redis does not answer.
 pub(crate) struct Lease {
     fleet: Arc<Fleet>,
     tenant: Arc<str>,
@@ -57,31 +60,22 @@ impl std::fmt::Debug for Lease {
 }
 
 impl Lease {
-    /// Charges `actual` tokens instead of the reservation and ends the concurrency lease.
+    /// Charges `actual` tokens instead of the reservation and ends the concurrency lease
+    /// ([`super::settlements`]: queued when Redis does not answer).
     pub(crate) fn settle(&mut self, actual: u64) {
         if std::mem::replace(&mut self.settled, true) {
             return;
         }
-        let delta = self.reserved as i64 - actual.min(i64::MAX as u64) as i64;
-        let nothing_to_do = (self.tokens_per_minute == 0 || delta == 0) && self.lease.is_none();
-        if nothing_to_do {
+        let Some(lease) = self.lease.take() else {
             return;
-        }
-        let fleet = self.fleet.clone();
-        let tokens_key = fleet.key(&self.tenant, "tpm");
-        let leases_key = fleet.key(&self.tenant, "conc");
-        let tpm = self.tokens_per_minute;
-        let lease = self.lease.take().unwrap_or_default();
-        self.fleet.handle.spawn(async move {
-            let mut call = fleet.scripts.settle.prepare_invoke();
-            call.key(tokens_key)
-                .key(leases_key)
-                .arg(tpm)
-                .arg(delta)
-                .arg(lease);
-            // Lost when Redis is away: the reservation then lapses with the bucket's own
-            // refill and the lease with its expiry.
-            let _: Option<i64> = fleet.call(&call).await;
+        };
+        let delta = self.reserved as i64 - actual.min(i64::MAX as u64) as i64;
+        self.fleet.settle(Settlement {
+            tenant: self.tenant.clone(),
+            tokens_per_minute: self.tokens_per_minute,
+            delta,
+            lease,
+            abandoned: false,
         });
     }
 }
@@ -102,11 +96,15 @@ impl Fleet {
         limits: &TenantLimits,
         tokens: u64,
     ) -> Option<Decision> {
-        let lease = (limits.max_concurrent > 0).then(|| self.next_lease());
+        // Every admission that holds something to settle (tokens, a slot) carries an id:
+        // its settlement, and the release of an admission given up on, name it.
+        let holds = limits.max_concurrent > 0 || limits.tokens_per_minute > 0;
+        let lease = holds.then(|| self.next_lease());
         let mut call = self.scripts.admit.prepare_invoke();
         call.key(self.key(tenant, "rpm"))
             .key(self.key(tenant, "tpm"))
             .key(self.key(tenant, "conc"))
+            .key(self.key(tenant, "gone"))
             .arg(limits.requests_per_minute)
             .arg(limits.request_burst.max(1))
             .arg(limits.tokens_per_minute)
@@ -114,7 +112,22 @@ impl Fleet {
             .arg(limits.max_concurrent)
             .arg(lease.as_deref().unwrap_or(""))
             .arg(self.cfg.lease_ttl_s * 1000);
-        let r: Vec<i64> = self.call(&call).await?;
+        let r: Vec<i64> = match self.call(&call).await {
+            Ok(r) => r,
+            Err(why) => {
+                // Given up on, but Redis may run it yet: release what it would hold.
+                if let (Unanswered::Lost, Some(lease)) = (why, lease) {
+                    self.enqueue(Settlement {
+                        tenant: tenant.clone(),
+                        tokens_per_minute: limits.tokens_per_minute,
+                        delta: tokens.min(i64::MAX as u64) as i64,
+                        lease,
+                        abandoned: true,
+                    });
+                }
+                return None;
+            }
+        };
         let [admitted, kind, wait_ms, rem_requests, rem_tokens, reset_ms] = r[..] else {
             self.failed(&format_args!("admission script returned {r:?}"));
             return None;

@@ -16,13 +16,19 @@
 //! gateway's own limiter, built with the tenant's limits divided by `state.gateway_count`.
 //! A probe brings shared limits back when Redis answers, without a restart. A Redis that
 //! comes back empty starts every tenant from a fresh bucket: at most one extra burst.
+//! Settlements (token refunds, lease releases) that Redis missed wait in a bounded queue
+//! and are replayed when it answers again; an admission the gateway gave up on is
+//! released the same way, so no lease is left held for `state.lease_ttl_s`.
 //!
 //! # Layout
 //! - this module: [`Fleet`], the connection slot, the degraded probe.
 //! - [`conn`]: the connection, single server or Cluster.
 //! - [`health`]: the degraded flag, its metric and log line.
-//! - [`limits`]: the admission and settlement calls and the lease a request holds.
-//! - [`keys`]: tenants' API keys in Redis: the admin operations and the poll.
+//! - [`limits`]: the admission call and the lease a request holds.
+//! - [`settlements`]: settling leases, and the queue that keeps settlements Redis missed
+//!   until it answers again ([`pending`]: the queue).
+//! - [`keys`]: tenants' API keys in Redis: the admin operations and the poll;
+//!   [`reconcile`]: the store reconciled with this gateway's config.
 //! - [`view`]: each gateway's copy of the key store; [`scripts`]: the Lua scripts.
 //! - [`rollouts`]: checkpoint rollouts set through any gateway's admin API.
 //! - [`history`]: the shared routing history (engines without KV events); [`routed`]:
@@ -33,9 +39,12 @@ pub(crate) mod health;
 pub(crate) mod history;
 pub(crate) mod keys;
 pub(crate) mod limits;
+pub(crate) mod pending;
+pub(crate) mod reconcile;
 pub(crate) mod rollouts;
 pub(crate) mod routed;
 pub(crate) mod scripts;
+pub(crate) mod settlements;
 pub(crate) mod view;
 
 use crate::config::StateConfig;
@@ -62,8 +71,12 @@ pub(crate) struct Fleet {
     lease_seq: AtomicU64,
     /// This gateway's copy of the key store.
     keys: view::KeyView,
-    /// The config's keys (tenant, SHA-256), written into an empty store.
+    /// The config's keys (tenant, SHA-256), reconciled into the store.
     seed: RwLock<Vec<(String, [u8; 32])>>,
+    /// Whether the next poll reconciles the store with [`Self::seed`] (start, reload).
+    reconcile_due: AtomicBool,
+    /// Settlements waiting for Redis.
+    pending: pending::Pending,
     /// Routing decisions waiting for the history writer.
     routes: tokio::sync::mpsc::Sender<routed::Routed>,
 }
@@ -79,10 +92,12 @@ impl std::fmt::Debug for Fleet {
 impl Fleet {
     /// Starts connecting to `cfg`'s Redis in the background on `handle`; until the first
     /// connection the gateway is degraded.
+    /// `seed` is the config's keys (tenant, SHA-256) the store is reconciled with.
     pub(crate) fn start(
         cfg: StateConfig,
         handle: tokio::runtime::Handle,
         metrics: FleetMetrics,
+        seed: Vec<(String, [u8; 32])>,
     ) -> Arc<Self> {
         let (routes, routes_rx) = routed::queue();
         let fleet = Arc::new(Self {
@@ -96,7 +111,9 @@ impl Fleet {
             tag: format!("{:016x}", rand::random::<u64>()),
             lease_seq: AtomicU64::new(0),
             keys: view::KeyView::default(),
-            seed: RwLock::new(Vec::new()),
+            seed: RwLock::new(seed),
+            reconcile_due: AtomicBool::new(true),
+            pending: pending::Pending::default(),
         });
         fleet.probe();
         fleet.follow_keys();
@@ -147,21 +164,25 @@ impl Fleet {
         self.conn.read().clone()
     }
 
-    /// Runs a script within the timeout, or `None` (and degraded) when Redis does not
-    /// answer. Degraded, it returns `None` at once.
-    async fn call<T: FromRedisValue>(self: &Arc<Self>, call: &ScriptInvocation<'_>) -> Option<T> {
-        let conn = self.live_conn()?;
+    /// Runs a script within the timeout. Degraded, it sends nothing
+    /// ([`Unanswered::NotSent`]); a call that fails or runs past the timeout marks the
+    /// gateway degraded ([`Unanswered::Lost`]: it may still have run on Redis).
+    async fn call<T: FromRedisValue>(
+        self: &Arc<Self>,
+        call: &ScriptInvocation<'_>,
+    ) -> Result<T, Unanswered> {
+        let conn = self.live_conn().ok_or(Unanswered::NotSent)?;
         let started = Instant::now();
         match within(self.timeout(), conn.invoke(call)).await {
             Ok(v) => {
                 self.metrics()
                     .redis_seconds
                     .observe(started.elapsed().as_secs_f64());
-                Some(v)
+                Ok(v)
             }
             Err(e) => {
                 self.failed(&e);
-                None
+                Err(Unanswered::Lost)
             }
         }
     }
@@ -184,7 +205,16 @@ impl Fleet {
             let every = Duration::from_millis(fleet.cfg.probe_ms);
             loop {
                 if fleet.try_once().await {
+                    // The key store first: a gateway that just started refuses every key
+                    // until it has read the store's revocations once.
+                    let conn = fleet.conn.read().clone();
+                    if let Some(conn) = conn {
+                        if let Err(e) = fleet.sync_keys(&conn).await {
+                            tracing::debug!(error = %e, "key store read after reconnect failed");
+                        }
+                    }
                     fleet.health.recover();
+                    fleet.replay_settlements();
                     break;
                 }
                 tokio::time::sleep(every).await;
@@ -217,6 +247,15 @@ impl Fleet {
             .await
             .is_ok()
     }
+}
+
+/// Why a script call has no answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Unanswered {
+    /// Degraded: nothing was sent.
+    NotSent,
+    /// Sent, and it failed or ran past the timeout: it may have run on Redis.
+    Lost,
 }
 
 /// A Redis call bounded by `limit`; a timeout is an error like any other, named.

@@ -1,5 +1,6 @@
 //! The fleet's shared-state (Redis) series: `state_degraded`, `state_fallback_admissions_total`,
-//! `state_redis_errors_total` and `state_redis_seconds`.
+//! `state_redis_errors_total`, `state_redis_seconds` and the settlement queue's
+//! `state_settlements_{queued,replayed,dropped}_total`.
 
 use prometheus::{Histogram, HistogramOpts, IntCounter, IntGauge, Registry};
 
@@ -14,6 +15,12 @@ pub(crate) struct FleetMetrics {
     pub errors: IntCounter,
     /// Time of one admission's Redis round trip.
     pub redis_seconds: Histogram,
+    /// Settlements queued because Redis did not answer them.
+    pub settlements_queued: IntCounter,
+    /// Queued settlements replayed to Redis.
+    pub settlements_replayed: IntCounter,
+    /// Settlements dropped because the queue was full.
+    pub settlements_dropped: IntCounter,
 }
 
 impl FleetMetrics {
@@ -42,11 +49,27 @@ impl FleetMetrics {
             ),
         )
         .expect("valid metric");
+        let counter = |name: &str, help: &str| IntCounter::new(name, help).expect("valid metric");
+        let settlements_queued = counter(
+            "state_settlements_queued_total",
+            "Settlements (token refunds, lease releases) queued because Redis did not answer them",
+        );
+        let settlements_replayed = counter(
+            "state_settlements_replayed_total",
+            "Queued settlements replayed to Redis after it answered again",
+        );
+        let settlements_dropped = counter(
+            "state_settlements_dropped_total",
+            "Settlements dropped because the settlement queue was full",
+        );
         for m in [
             Box::new(degraded.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(fallback_admissions.clone()),
             Box::new(errors.clone()),
             Box::new(redis_seconds.clone()),
+            Box::new(settlements_queued.clone()),
+            Box::new(settlements_replayed.clone()),
+            Box::new(settlements_dropped.clone()),
         ] {
             registry.register(m).expect("unique metric");
         }
@@ -55,6 +78,9 @@ impl FleetMetrics {
             fallback_admissions,
             errors,
             redis_seconds,
+            settlements_queued,
+            settlements_replayed,
+            settlements_dropped,
         }
     }
 }

@@ -228,8 +228,16 @@ fn read_now(session: &mut Session) -> Option<pingora_error::Result<Option<bytes:
 
 /// `GET /ready`: 200 once at least one registered replica is routable (healthy, not
 /// draining, its model known), else 503, so supervisors and scripts wait for a gateway that
-/// can serve rather than one that merely listens.
+/// can serve rather than one that merely listens. With shared state and authentication,
+/// also 503 until the key store has been read once (every key is refused until then).
 pub(crate) fn readiness(state: &AppState) -> (u16, &'static [u8]) {
+    let unread = state
+        .fleet
+        .as_ref()
+        .is_some_and(|f| f.key_view().stamp().is_none());
+    if unread && state.config().auth.enabled {
+        return (503, b"{\"status\":\"key_store_unavailable\"}");
+    }
     let now = std::time::Instant::now();
     let ready = state.registry.all().iter().any(|r| r.routable(now));
     if ready {

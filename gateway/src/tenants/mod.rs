@@ -22,7 +22,7 @@ pub(crate) mod limits;
 
 use crate::config::{Config, StateBackend, StateConfig, TenantConfig, TenantLimits};
 use crate::error::GatewayError;
-use crate::fleet::view::KeyView;
+use crate::fleet::view::{KeyView, Stamp};
 use hmac::{Hmac, Mac};
 use limits::TenantLimiter;
 use parking_lot::{Mutex, RwLock};
@@ -114,16 +114,17 @@ pub(crate) struct TenantTable {
     auth: bool,
     tenants: Vec<Arc<Tenant>>,
     /// Keys that matched a stored hash, by their keyed SipHash (see the module docs).
-    /// Each entry carries the key store's epoch it was verified at ([`KeyView::epoch`]):
-    /// one from another epoch is checked again, so a revocation reaches remembered keys.
+    /// Each entry carries the key store's stamp it was verified at ([`KeyView::stamp`]:
+    /// the store's random id and its epoch, never repeated after Redis loses its data):
+    /// one from another stamp is checked again, so a revocation reaches remembered keys.
     verified: RwLock<VerifiedKeys>,
     /// The SipHash key of [`Self::verified`], random per table.
     prf_key: [u8; 16],
 }
 
-/// Verified keys by their keyed SipHash: the tenant, and the key store epoch it was
-/// verified at.
-type VerifiedKeys = HashMap<u128, (Arc<Tenant>, u64), BuildHasherDefault<PrfHasher>>;
+/// Verified keys by their keyed SipHash: the tenant, and the key store stamp it was
+/// verified at (`None` without shared state).
+type VerifiedKeys = HashMap<u128, (Arc<Tenant>, Option<Stamp>), BuildHasherDefault<PrfHasher>>;
 
 /// Hashes a `u128` that is already a PRF output by taking its low 64 bits.
 #[derive(Default)]
@@ -262,8 +263,10 @@ impl TenantTable {
 
     /// Authenticates an `Authorization` header value against the config's keys and, with
     /// shared state, the key store as this gateway last read it (`keys`): a key the store
-    /// revoked is refused even when the config lists it, and a key the store added works
-    /// for its tenant when the config has that tenant.
+    /// revoked is refused even when the config lists it, and a key made through the admin
+    /// API works for its tenant when the config has that tenant. Until the store has been
+    /// read once every key is refused with [`GatewayError::KeyStoreUnavailable`]: a
+    /// config key may have been revoked there.
     pub(crate) fn authenticate_with(
         &self,
         authorization: Option<&[u8]>,
@@ -283,9 +286,12 @@ impl TenantTable {
             return Err(GatewayError::Unauthorized);
         }
         let tag = self.prf(key.as_bytes());
-        let epoch = keys.map_or(0, KeyView::epoch);
+        let stamp = match keys {
+            Some(k) => Some(k.stamp().ok_or(GatewayError::KeyStoreUnavailable)?),
+            None => None,
+        };
         if let Some((t, at)) = self.verified.read().get(&tag) {
-            if *at == epoch {
+            if *at == stamp {
                 return Ok(t.clone());
             }
         }
@@ -307,11 +313,11 @@ impl TenantTable {
             .or_else(stored)
             .cloned()
             .ok_or(GatewayError::Unauthorized)?;
-        self.verified.write().insert(tag, (tenant.clone(), epoch));
+        self.verified.write().insert(tag, (tenant.clone(), stamp));
         Ok(tenant)
     }
 
-    /// The config's keys as (tenant, SHA-256), to seed a shared key store.
+    /// The config's keys as (tenant, SHA-256), to reconcile a shared key store with.
     pub(crate) fn config_keys(&self) -> Vec<(String, [u8; 32])> {
         self.tenants
             .iter()
@@ -347,146 +353,4 @@ fn decode_hashes(hexes: &[String]) -> Vec<[u8; 32]> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_fleet_gateway_enforces_its_share_of_each_limit_alone() {
-        let limits = TenantLimits {
-            requests_per_minute: 600,
-            request_burst: 10,
-            tokens_per_minute: 1000,
-            max_concurrent: 1,
-        };
-        let mut state = StateConfig::default();
-        assert_eq!(local_share(&limits, &state), limits);
-        state.backend = StateBackend::Redis;
-        state.gateway_count = 3;
-        let share = local_share(&limits, &state);
-        assert_eq!(share.requests_per_minute, 200);
-        assert_eq!(share.request_burst, 4);
-        assert_eq!(share.tokens_per_minute, 334);
-        // Never rounded down to 0, which would mean unlimited.
-        assert_eq!(share.max_concurrent, 1);
-        assert_eq!(
-            local_share(&TenantLimits::default(), &state),
-            TenantLimits::default()
-        );
-    }
-    use crate::config::TenantConfig;
-
-    fn cfg() -> Config {
-        let mut c = Config::default();
-        c.auth.salt_secret = "0123456789abcdef-secret".into();
-        c.tenants = vec![
-            TenantConfig {
-                id: "a".into(),
-                api_key_sha256: vec![hash_key("key-a")],
-                models: vec!["m1".into()],
-                limits: TenantLimits::default(),
-                regions: Vec::new(),
-            },
-            TenantConfig {
-                id: "b".into(),
-                api_key_sha256: vec![hash_key("key-b")],
-                models: vec!["*".into()],
-                limits: TenantLimits::default(),
-                regions: Vec::new(),
-            },
-        ];
-        c
-    }
-
-    #[test]
-    fn authenticates_by_hashed_key() {
-        let t = TenantTable::build(&cfg(), None);
-        assert_eq!(&*t.authenticate(Some(b"Bearer key-a")).unwrap().id, "a");
-        assert_eq!(&*t.authenticate(Some(b"bearer key-b")).unwrap().id, "b");
-        assert!(t.authenticate(Some(b"Bearer key-c")).is_err());
-        assert!(t.authenticate(Some(b"key-a")).is_err());
-        assert!(t.authenticate(None).is_err());
-        assert!(t.authenticate(Some(b"Bearer key-a extra")).is_err());
-    }
-
-    #[test]
-    fn only_matched_keys_are_remembered_and_a_reload_forgets_them() {
-        let t = TenantTable::build(&cfg(), None);
-        assert_eq!(t.verified_len(), 0);
-        for _ in 0..3 {
-            assert_eq!(&*t.authenticate(Some(b"Bearer key-a")).unwrap().id, "a");
-            assert!(t.authenticate(Some(b"Bearer key-x")).is_err());
-        }
-        assert_eq!(t.verified_len(), 1);
-        assert_eq!(&*t.authenticate(Some(b"Bearer key-b")).unwrap().id, "b");
-        // A remembered key maps to its own tenant, not to the one verified last.
-        assert_eq!(&*t.authenticate(Some(b"Bearer key-a")).unwrap().id, "a");
-        assert_eq!(t.verified_len(), 2);
-        // Key-a removed from the config: the rebuilt table rejects it at once.
-        let mut c = cfg();
-        c.tenants[0].api_key_sha256 = vec![hash_key("key-a2")];
-        let t2 = TenantTable::build(&c, Some(&t));
-        assert!(t2.authenticate(Some(b"Bearer key-a")).is_err());
-        assert_eq!(&*t2.authenticate(Some(b"Bearer key-a2")).unwrap().id, "a");
-        // Two tables draw different PRF keys.
-        assert_ne!(t.prf(b"key-a"), t2.prf(b"key-a"));
-    }
-
-    #[test]
-    fn allowlist_and_salts() {
-        let t = TenantTable::build(&cfg(), None);
-        let a = t.authenticate(Some(b"Bearer key-a")).unwrap();
-        let b = t.authenticate(Some(b"Bearer key-b")).unwrap();
-        assert!(a.allows("m1") && !a.allows("m2"));
-        assert!(b.allows("anything"));
-        assert_ne!(a.salt, b.salt);
-        assert_eq!(a.salt, derive_salt("0123456789abcdef-secret", "a"));
-        assert_ne!(a.salt, derive_salt("another-secret-0123", "a"));
-        assert_eq!(a.salt.as_str().len(), 32);
-    }
-
-    #[test]
-    fn reload_keeps_unchanged_limiter_state() {
-        let c = cfg();
-        let t1 = TenantTable::build(&c, None);
-        let t2 = TenantTable::build(&c, Some(&t1));
-        let a1 = t1.authenticate(Some(b"Bearer key-a")).unwrap();
-        let a2 = t2.authenticate(Some(b"Bearer key-a")).unwrap();
-        assert!(Arc::ptr_eq(&a1, &a2));
-    }
-
-    #[test]
-    fn reload_that_adds_a_key_keeps_the_spent_allowance() {
-        let mut c = cfg();
-        c.tenants[0].limits = TenantLimits {
-            requests_per_minute: 1,
-            request_burst: 1,
-            max_concurrent: 1,
-            ..TenantLimits::default()
-        };
-        let t1 = TenantTable::build(&c, None);
-        let a1 = t1.authenticate(Some(b"Bearer key-a")).unwrap();
-        let now = std::time::Instant::now();
-        let permit = limits::reserve(&a1.limiter, "t", 1, now).unwrap();
-        // A new key for tenant a: the tenant is rebuilt, its limiter state is not.
-        c.tenants[0].api_key_sha256.push(hash_key("key-a2"));
-        let t2 = TenantTable::build(&c, Some(&t1));
-        let a2 = t2.authenticate(Some(b"Bearer key-a2")).unwrap();
-        assert!(!Arc::ptr_eq(&a1, &a2));
-        assert_eq!(a2.limiter.in_flight(), 1);
-        assert!(
-            limits::reserve(&a2.limiter, "t", 1, now).is_err(),
-            "no fresh burst"
-        );
-        drop(permit);
-        assert_eq!(a2.limiter.in_flight(), 0);
-        // New limits: rescaled, still spent (1 of 1 used, so 2 of 2 used).
-        c.tenants[0].limits.request_burst = 2;
-        c.tenants[0].limits.requests_per_minute = 2;
-        let t3 = TenantTable::build(&c, Some(&t2));
-        let a3 = t3.authenticate(Some(b"Bearer key-a")).unwrap();
-        assert!(
-            limits::reserve(&a3.limiter, "t", 1, now).is_err(),
-            "no fresh burst"
-        );
-    }
-}
+mod tests;
