@@ -6,6 +6,8 @@
 #   warmpath-core     depends on no workspace crate
 #   router-policy     depends on no workspace crate but warmpath-core, and on no async
 #                     runtime or HTTP crate (a pure library: no runtime, no I/O)
+#   warmpath-kv-cache depends on no workspace crate but warmpath-core, and on no async
+#                     runtime or HTTP crate (the replica and the simulator share it)
 #   warmpath-protocol, warmpath-text
 #                     do not depend on router-policy
 #   warmpath-engine   depends on no workspace crate but warmpath-core, -protocol and -text,
@@ -93,6 +95,8 @@ ENGINE_FORBIDDEN='^(tokio|axum|hyper|reqwest|redis|pingora|pingora-.*)$'
 rule_ws warmpath-core normal,build ""
 rule_ws router-policy normal,build "warmpath-core"
 rule_none router-policy normal,build "$ASYNC_HTTP" "async runtime or HTTP crate"
+rule_ws warmpath-kv-cache normal,build "warmpath-core"
+rule_none warmpath-kv-cache normal,build "$ASYNC_HTTP" "async runtime or HTTP crate"
 rule_not warmpath-protocol normal,build router-policy
 rule_not warmpath-text normal,build router-policy
 rule_ws warmpath-engine normal,build "warmpath-core warmpath-protocol warmpath-text"

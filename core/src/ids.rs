@@ -23,6 +23,12 @@ impl fmt::Display for BlockHash {
     }
 }
 
+/// Index of one KV page of a replica's page pool (`0..num_pages`): the engine stores a
+/// block's K/V in the page it is told about, and the radix cache (`warmpath-kv-cache`)
+/// decides which page holds which block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PageId(pub u32);
+
 /// Identifies one replica inside a gateway or simulator. Dense, assigned at registration.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,

@@ -8,7 +8,7 @@
 //!
 //! # Layout
 //! - [`ids`]: typed identifiers (`TokenId`, `BlockHash`, `ReplicaId`, `CheckpointId`,
-//!   `RegionId`, `CacheSalt`, `Millis`, ...).
+//!   `RegionId`, `CacheSalt`, `Millis`, `PageId`, ...).
 //! - [`hash`]: the hashing contract (root seed from checkpoint, adapter and salt; chained
 //!   block hashes), pinned by a golden test.
 //! - [`events`]: the KV event wire schema and the consumer's gap/epoch detection.
@@ -36,6 +36,6 @@ pub use events::{
 };
 pub use hash::{block_hashes, ChainHasher, HashNamespace, RootSeed, SCHEME_VERSION};
 pub use ids::{
-    BlockHash, BlockSize, CacheSalt, CheckpointId, Millis, RegionId, ReplicaId, TokenId,
+    BlockHash, BlockSize, CacheSalt, CheckpointId, Millis, PageId, RegionId, ReplicaId, TokenId,
 };
 pub use role::ReplicaRole;

@@ -12,11 +12,8 @@
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 use warmpath_core::BlockSize;
+pub use warmpath_core::PageId;
 pub use warmpath_protocol::kv_block::KvDtype;
-
-/// Index of a page in the pool (`0..num_pages`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct PageId(pub u32);
 
 /// Shape of one page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

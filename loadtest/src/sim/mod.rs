@@ -1,7 +1,9 @@
 //! Discrete-event simulation of N replicas behind the real router-policy code.
 //!
-//! Each replica has a KV capacity in blocks, a radix cache with LRU eviction and a
-//! continuous-batching cost model ([`CostProfile`]). The router is exactly the gateway's:
+//! Each replica has a KV capacity in blocks, the replica's own radix cache over that many
+//! pages ([`warmpath_kv_cache::RadixCache`]: the cached prefix locked while a request runs,
+//! unlocked leaves evicted single-use first, then least recently used, and the cache's
+//! own KV events) and a continuous-batching cost model ([`CostProfile`]). The router is exactly the gateway's:
 //! a `router_policy` [`Policy`] choosing from a [`ClusterView`] and a [`PrefixIndex`] that is
 //! fed the KV events each simulated replica publishes (Stored when a prompt's blocks are
 //! written, Removed on eviction), delivered after `kv_event_delay_ms`, and load reports that
@@ -31,7 +33,6 @@ mod gateway;
 mod oracle;
 pub mod profile;
 pub mod progress;
-pub mod radix;
 mod replica;
 pub mod rollout;
 pub mod tier;

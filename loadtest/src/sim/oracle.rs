@@ -1,13 +1,21 @@
 //! The oracle hit rate: one cache of N x capacity blocks seeing every request in arrival
-//! order. No router can place requests better than one shared cache that size, so this is
-//! the upper bound to compare policies with.
+//! order, the reference to compare policies with. The cache is the replicas' own
+//! ([`warmpath_kv_cache::RadixCache`]), so it evicts as they do: single-use blocks before
+//! blocks that served two sequences, then least recently used. Under that rule a bigger
+//! cache is not always a better one (its shared class can fill with old prefixes while
+//! new blocks are evicted before their second use), so on a trace of documents reused a
+//! few times each (Mooncake) N separate replicas can beat it; where prefixes are shared
+//! widely it is still the ceiling (BENCHMARKS.md, section 23).
 
-use super::radix::RadixCache;
 use crate::prompt::PromptHasher;
 use crate::workload::RequestSpec;
+use warmpath_kv_cache::{Inserted, RadixCache};
 
-/// Token-weighted hit rate of one LRU radix cache of `capacity_blocks` over `requests`
+/// Token-weighted hit rate of one radix cache of `capacity_blocks` pages over `requests`
 /// (in arrival order), with the same "compute at least one token" cap as the replicas.
+/// Each prompt is stored as a replica stores it: its cached prefix locked, pages taken for
+/// the rest (evicting unlocked blocks; the blocks no page is left for are not cached),
+/// inserted, then unlocked.
 pub fn oracle_hit_rate(
     requests: &[RequestSpec],
     hasher: &mut PromptHasher,
@@ -16,21 +24,28 @@ pub fn oracle_hit_rate(
     let bs = hasher.block_size().0;
     let mut order: Vec<&RequestSpec> = requests.iter().collect();
     order.sort_by(|a, b| a.arrival_ms.total_cmp(&b.arrival_ms).then(a.id.cmp(&b.id)));
-    let mut cache = RadixCache::new();
+    let mut cache = RadixCache::new(usize::try_from(capacity_blocks).unwrap_or(usize::MAX));
     let (mut cached, mut total) = (0u64, 0u64);
     for r in order {
         let hashes = hasher.hashes(&r.prompt);
         let tokens = r.prompt_tokens();
         let max_hit = (tokens.saturating_sub(1) / bs) as usize;
-        let hit = cache.match_len(&hashes).min(max_hit);
+        let hit = cache.peek_prefix_len(&hashes).min(max_hit);
         cached += (hit as u64) * bs as u64;
         total += tokens as u64;
-        cache.insert_acquired(&hashes);
-        let over = (cache.len() as u64).saturating_sub(capacity_blocks);
-        cache.release(&hashes);
-        if over > 0 {
-            cache.evict(over as usize);
+        let mut nodes = cache.match_prefix(&hashes);
+        cache.lock(&nodes);
+        let want = (hashes.len() - nodes.len()).min(cache.available_pages());
+        for page in cache.alloc(want).unwrap_or_default() {
+            let ins = cache.insert(nodes.last().copied(), hashes[nodes.len()], page);
+            if let Inserted::Existing(_) = ins {
+                cache.free_pages(&[page]);
+            }
+            nodes.push(ins.node());
         }
+        cache.unlock(&nodes);
+        // Nobody listens to the oracle's events.
+        cache.take_events();
     }
     if total == 0 {
         0.0

@@ -1,12 +1,17 @@
-//! One simulated replica: FCFS admission bounded by batch size and KV blocks, continuous
-//! batching with chunked prefill, a radix cache that stores each prompt's full blocks when
-//! its prefill finishes (a `Stored` event) and evicts LRU leaves to admit work (`Removed`).
+//! One simulated replica: FCFS admission bounded by batch size and KV pages, continuous
+//! batching with chunked prefill, over the replica's own radix cache
+//! ([`warmpath_kv_cache::RadixCache`], one page per block). As in the replica's scheduler,
+//! admission matches and locks the cached prefix and allocates pages for the rest, evicting
+//! unlocked leaves when free pages run out (single-use before shared, then least recently
+//! used: `Removed`); a prompt's new full blocks are inserted when its prefill finishes
+//! (`Stored`), and a finished request unlocks its blocks and frees its private pages. The KV
+//! events are the cache's own ([`RadixCache::take_events`]).
 
 use super::profile::CostProfile;
-use super::radix::RadixCache;
 use std::collections::VecDeque;
 use std::sync::Arc;
-use warmpath_core::{BlockHash, KvEvent, KvTier};
+use warmpath_core::{BlockHash, KvEvent, PageId};
+use warmpath_kv_cache::{Inserted, NodeId, RadixCache};
 
 /// What a sequence is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,18 +54,21 @@ pub(crate) struct Seq {
     pub prefill_started_ms: f64,
     /// Tokens of its last prefill chunk.
     pub last_chunk: u32,
-    /// Leading blocks referenced since a KV import, until admission takes its own.
-    pub(super) pinned: usize,
+    /// Nodes locked since a KV import (its leading blocks), until admission locks its own.
+    pinned: Vec<NodeId>,
     /// A split request: the prompt tokens its prefill replica found cached, which its
     /// record reports as cached (the transferred ones were computed, there).
     pub prefill_hit_tokens: Option<u32>,
     /// Blocks loaded from the shared KV tier before admission (counted in `cached_blocks`
     /// once admitted).
     pub tier_blocks: u32,
-    /// Blocks reserved for the uncached full prompt blocks until they are stored.
-    reserved_prompt: u64,
-    /// Blocks reserved for the partial tail and the output (freed at the end).
-    reserved_private: u64,
+    /// Nodes it holds locked: the cached prefix from admission, then every prompt block
+    /// once stored; unlocked when it finishes.
+    nodes: Vec<NodeId>,
+    /// Pages taken at admission for the uncached full prompt blocks, until they are stored.
+    prompt_pages: Vec<PageId>,
+    /// Pages taken at admission for the partial tail and the output (freed at the end).
+    private_pages: Vec<PageId>,
     /// Decoding at the start of the current step.
     decoding: bool,
     /// Prefill tokens scheduled in the current step.
@@ -90,11 +98,12 @@ impl Seq {
             itls: Vec::new(),
             prefill_started_ms: -1.0,
             last_chunk: 0,
-            pinned: 0,
+            pinned: Vec::new(),
             prefill_hit_tokens: None,
             tier_blocks: 0,
-            reserved_prompt: 0,
-            reserved_private: 0,
+            nodes: Vec::new(),
+            prompt_pages: Vec::new(),
+            private_pages: Vec::new(),
             decoding: false,
             chunk: 0,
         }
@@ -116,33 +125,36 @@ pub(crate) struct Replica {
     pub cache: RadixCache,
     pub waiting: VecDeque<Seq>,
     pub running: Vec<Seq>,
-    /// Blocks reserved but not in the cache (uncached prompt blocks, tails, outputs).
-    pub reserved: u64,
     /// A step is in progress.
     pub busy: bool,
     /// Duration of the step in progress, ms.
     pub step_ms: f64,
-    capacity: u64,
     block_size: u32,
 }
 
 impl Replica {
     pub(super) fn new(profile: &CostProfile) -> Self {
         Self {
-            cache: RadixCache::new(),
+            cache: RadixCache::new(
+                usize::try_from(profile.kv_capacity_blocks).unwrap_or(usize::MAX),
+            ),
             waiting: VecDeque::new(),
             running: Vec::new(),
-            reserved: 0,
             busy: false,
             step_ms: 0.0,
-            capacity: profile.kv_capacity_blocks,
             block_size: profile.block_size,
         }
     }
 
-    /// KV blocks in use (cached or reserved).
+    /// KV blocks in use (cached or reserved): the pages handed out.
     pub(super) fn used_blocks(&self) -> u64 {
-        self.cache.len() as u64 + self.reserved
+        self.cache.used_pages() as u64
+    }
+
+    /// Pages held outside the cache (uncached prompt blocks, tails, outputs).
+    #[cfg(test)]
+    pub(super) fn reserved(&self) -> u64 {
+        (self.cache.used_pages() - self.cache.cached_blocks()) as u64
     }
 
     /// Prompt tokens still to prefill, running and waiting. A waiting request counts only
@@ -158,16 +170,18 @@ impl Replica {
                 .iter()
                 .map(|s| {
                     let max_hit = (s.prompt_tokens.saturating_sub(1) / bs) as usize;
-                    let hit = self.cache.match_len(&s.hashes).min(max_hit) as u32;
+                    let hit = self.cache.peek_prefix_len(&s.hashes).min(max_hit) as u32;
                     u64::from(s.prompt_tokens - hit * bs)
                 })
                 .sum::<u64>()
     }
 
     /// Caches the KV of `seq`'s first `upto` prompt blocks received from a prefill replica
-    /// or the shared tier after the leading ones held here, evicting unreferenced blocks for room and stopping where
-    /// none is left. The chain stays referenced until `seq` is admitted. Returns the blocks
-    /// received; their `Stored` event and any `Removed` go to `events`.
+    /// or the shared tier, as the replica's import does: the blocks held here are locked,
+    /// each missing one takes a page (evicting unlocked blocks when none is free) and is
+    /// inserted, stopping where no page can be had. The chain stays locked until `seq` is
+    /// admitted. Returns the blocks received; the cache's `Stored` and any `Removed` events
+    /// go to `events`.
     pub(super) fn import(
         &mut self,
         seq: &mut Seq,
@@ -175,34 +189,24 @@ impl Replica {
         events: &mut Vec<KvEvent>,
     ) -> usize {
         let all = seq.hashes.clone();
-        let chain = &all[..upto.min(all.len())];
-        let held = self.cache.match_len(chain);
-        self.cache.acquire(&chain[..held]);
-        let want = (chain.len() - held) as u64;
-        let free = self.capacity.saturating_sub(self.used_blocks());
-        if want > free {
-            let evicted = self.cache.evict((want - free) as usize);
-            if !evicted.is_empty() {
-                events.push(KvEvent::Removed {
-                    hashes: evicted,
-                    tier: KvTier::Device,
-                });
+        let mut path: Vec<NodeId> = Vec::new();
+        let mut received = 0;
+        for &hash in &all[..upto.min(all.len())] {
+            if let Some(n) = self.cache.lookup(hash) {
+                self.cache.lock(&[n]);
+                path.push(n);
+                continue;
             }
+            let Some(pages) = self.cache.alloc(1) else {
+                break;
+            };
+            let node = store(&mut self.cache, path.last().copied(), hash, pages[0]);
+            received += usize::from(matches!(node, Inserted::New(_)));
+            path.push(node.node());
         }
-        let free = self.capacity.saturating_sub(self.used_blocks());
-        let end = held + want.min(free) as usize;
-        let (present, new) = self.cache.insert_acquired(&chain[..end]);
-        self.cache.release(&chain[..held]);
-        let received = new.len();
-        if !new.is_empty() {
-            let parent = present.checked_sub(1).map(|i| chain[i]);
-            events.push(KvEvent::Stored {
-                parent,
-                hashes: new,
-                tier: KvTier::Device,
-            });
-        }
-        seq.pinned = end;
+        let old = std::mem::replace(&mut seq.pinned, path);
+        self.cache.unlock(&old);
+        events.extend(self.cache.take_events());
         received
     }
 
@@ -210,11 +214,15 @@ impl Replica {
     /// and the most it may reuse: at least one prompt token is always computed.
     pub(super) fn local_hit(&self, hashes: &[BlockHash], prompt_tokens: u32) -> (usize, usize) {
         let max_hit = (prompt_tokens.saturating_sub(1) / self.block_size) as usize;
-        (self.cache.match_len(hashes).min(max_hit), max_hit)
+        (self.cache.peek_prefix_len(hashes).min(max_hit), max_hit)
     }
 
-    /// Admits waiting requests in FCFS order while the batch and the KV capacity allow,
-    /// evicting unreferenced cached blocks as needed (their `Removed` events go to `events`).
+    /// Admits waiting requests in FCFS order while the batch and the KV pages allow, as the
+    /// replica's scheduler does: match and lock the reusable cached prefix, then take pages
+    /// for the rest of the prompt and the output, evicting unlocked blocks when free pages
+    /// run out (their `Removed` events go to `events`). An idle replica always takes the head
+    /// request, with as many pages as it can have (prompt blocks first; blocks left without
+    /// a page are not cached).
     fn admit(&mut self, profile: &CostProfile, events: &mut Vec<KvEvent>) {
         let bs = self.block_size;
         while self.running.len() < profile.max_batch as usize {
@@ -223,42 +231,44 @@ impl Replica {
             };
             // At least one prompt token is always computed (as in vLLM): cap the hit.
             let max_hit = ((seq.prompt_tokens.saturating_sub(1)) / bs) as usize;
-            let hit = self.cache.match_len(&seq.hashes).min(max_hit);
-            let prompt_blocks = seq.hashes.len() as u64;
-            let new_prompt = prompt_blocks - hit as u64;
-            let tail = (seq.prompt_tokens - prompt_blocks as u32 * bs) + seq.output_target;
-            let private = tail.div_ceil(bs) as u64;
-            let need = new_prompt + private;
             let hashes = seq.hashes.clone();
-            self.cache.acquire(&hashes[..hit]);
-            let free = self.capacity.saturating_sub(self.used_blocks());
-            if need > free {
-                let evicted = self.cache.evict((need - free) as usize);
-                if !evicted.is_empty() {
-                    events.push(KvEvent::Removed {
-                        hashes: evicted,
-                        tier: KvTier::Device,
-                    });
+            let prompt_blocks = hashes.len();
+            let tail = (seq.prompt_tokens - prompt_blocks as u32 * bs) + seq.output_target;
+            let nodes = self
+                .cache
+                .match_prefix(&hashes[..max_hit.min(prompt_blocks)]);
+            self.cache.lock(&nodes);
+            let hit = nodes.len();
+            let new_prompt = prompt_blocks - hit;
+            let need = new_prompt + tail.div_ceil(bs) as usize;
+            let pages = match self.cache.alloc(need) {
+                Some(pages) => pages,
+                None if self.running.is_empty() => {
+                    let n = self.cache.available_pages();
+                    self.cache.alloc(n).unwrap_or_default()
                 }
-            }
-            let free = self.capacity.saturating_sub(self.used_blocks());
-            // An idle replica always takes the head request, even if it over-commits.
-            if need > free && !self.running.is_empty() {
-                self.cache.release(&hashes[..hit]);
-                break;
-            }
+                None => {
+                    self.cache.unlock(&nodes);
+                    break;
+                }
+            };
             let Some(mut seq) = self.waiting.pop_front() else {
+                self.cache.unlock(&nodes);
+                self.cache.free_pages(&pages);
                 break;
             };
-            self.cache.release(&hashes[..seq.pinned]);
-            seq.pinned = 0;
+            let pinned = std::mem::take(&mut seq.pinned);
+            self.cache.unlock(&pinned);
             seq.cached_blocks = hit as u32;
             seq.remaining_prefill = seq.prompt_tokens - hit as u32 * bs;
-            seq.reserved_prompt = new_prompt;
-            seq.reserved_private = private;
-            self.reserved += need;
+            seq.nodes = nodes;
+            seq.prompt_pages = pages;
+            seq.private_pages = seq
+                .prompt_pages
+                .split_off(new_prompt.min(seq.prompt_pages.len()));
             self.running.push(seq);
         }
+        events.extend(self.cache.take_events());
     }
 
     /// Admits work and plans the next step; returns its duration, or `None` when idle.
@@ -310,17 +320,11 @@ impl Replica {
                     s.produced = 1;
                     s.first_token_ms = now;
                     s.last_token_ms = now;
-                    let (present, new) = self.cache.insert_acquired(&s.hashes);
-                    self.cache.release(&s.hashes[..s.cached_blocks as usize]);
-                    self.reserved -= s.reserved_prompt;
-                    s.reserved_prompt = 0;
-                    if !new.is_empty() {
-                        let parent = present.checked_sub(1).map(|i| s.hashes[i]);
-                        out.events.push(KvEvent::Stored {
-                            parent,
-                            hashes: new,
-                            tier: KvTier::Device,
-                        });
+                    // Its new full blocks join the cache, under its locked prefix.
+                    for page in std::mem::take(&mut s.prompt_pages) {
+                        let hash = s.hashes[s.nodes.len()];
+                        let ins = store(&mut self.cache, s.nodes.last().copied(), hash, page);
+                        s.nodes.push(ins.node());
                     }
                 }
             }
@@ -329,16 +333,32 @@ impl Replica {
         while i < self.running.len() {
             let s = &self.running[i];
             if s.remaining_prefill == 0 && s.produced >= s.output_target {
-                let s = self.running.remove(i);
-                self.cache.release(&s.hashes);
-                self.reserved -= s.reserved_private;
+                let mut s = self.running.remove(i);
+                self.cache.unlock(&std::mem::take(&mut s.nodes));
+                self.cache.free_pages(&std::mem::take(&mut s.private_pages));
                 out.completed.push(s);
             } else {
                 i += 1;
             }
         }
+        out.events = self.cache.take_events();
         out
     }
+}
+
+/// Inserts block `hash` written in `page` under `parent`, locked, as the replica does: a
+/// block another sequence stored first keeps its page and `page` goes back to the pool.
+fn store(
+    cache: &mut RadixCache,
+    parent: Option<NodeId>,
+    hash: BlockHash,
+    page: PageId,
+) -> Inserted {
+    let ins = cache.insert(parent, hash, page);
+    if let Inserted::Existing(_) = ins {
+        cache.free_pages(&[page]);
+    }
+    ins
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 //! # Layout
 //! - [`args`]: [`ServeArgs`] (the `serve` flags).
 //! - [`kv`]: the KV subsystem: page pool, radix prefix cache (block-hash keyed, LRU,
-//!   locking), and every way blocks arrive or leave: KV sources (a prefill replica, the
+//!   locking; the `warmpath-kv-cache` crate), and every way blocks arrive or leave: KV sources (a prefill replica, the
 //!   shared tier in Redis, `--kv-store`) behind one loader, and the tier's writer.
 //! - [`sched`]: continuous-batching scheduler (token budget, chunked prefill, preemption).
 //! - [`worker`]: the engine loop thread.

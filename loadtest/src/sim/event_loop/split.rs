@@ -60,7 +60,7 @@ impl Sim<'_> {
         split.prefill_cached_tokens = done.cached_blocks * bs;
         split.prefill_done_ms = now;
         let dec = &self.replicas[split.decode.0 as usize];
-        let held = dec.cache.match_len(&split.seq.hashes);
+        let held = dec.cache.peek_prefix_len(&split.seq.hashes);
         let send = (split.seq.hashes.len() - held) as u64 * u64::from(bs);
         let started = if done.prefill_started_ms >= 0.0 {
             done.prefill_started_ms

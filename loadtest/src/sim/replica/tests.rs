@@ -1,6 +1,7 @@
 //! Replica model tests: the step timeline, prefix reuse and eviction, tier imports.
 
 use super::*;
+use warmpath_core::KvTier;
 
 fn profile(cap: u64) -> CostProfile {
     CostProfile {
@@ -55,8 +56,8 @@ fn chunked_prefill_then_decode_timeline() {
             tier: KvTier::Device,
         }]
     );
-    assert_eq!(r.reserved, 0);
-    assert_eq!(r.cache.len(), 3);
+    assert_eq!(r.reserved(), 0);
+    assert_eq!(r.cache.cached_blocks(), 3);
 }
 
 #[test]
@@ -133,5 +134,5 @@ fn tier_import_caches_only_the_loaded_run_and_counts_as_a_hit() {
             tier: KvTier::Device,
         }]
     );
-    assert_eq!(r.cache.len(), 4);
+    assert_eq!(r.cache.cached_blocks(), 4);
 }

@@ -6,8 +6,10 @@
 //! other than the engine's own prefill.
 //!
 //! # Layout
-//! - [`pool`]: the free-page pool; [`radix`]: the block-hash keyed prefix cache (LRU,
-//!   locking, KV events).
+//! - The page pool and the block-hash keyed radix prefix cache (single-use blocks evicted
+//!   before shared ones, then LRU; locking; KV events) are the `warmpath-kv-cache` crate
+//!   (`kv-cache/`: [`warmpath_kv_cache::PagePool`], [`warmpath_kv_cache::RadixCache`]),
+//!   which the simulator drives too; the scheduler and the engine loop use it directly.
 //! - [`block`]: a block leaving the pool ([`ExportedBlock`], [`Export`]) or entering it
 //!   ([`ImportBlock`]); [`record`]: blocks to and from wire records, and the check of a
 //!   received one against this replica's layout, chain and prompt.
@@ -27,8 +29,6 @@ pub mod budget;
 pub mod link;
 pub mod load;
 pub mod peer;
-pub mod pool;
-pub mod radix;
 pub mod record;
 pub mod sink;
 pub mod source;
@@ -39,8 +39,6 @@ pub use budget::LoadBudget;
 pub use link::KvLink;
 pub use load::{load, Load};
 pub use peer::Peer;
-pub use pool::{pages_for_budget, PagePool};
-pub use radix::{Inserted, NodeId, RadixCache};
 pub use sink::Sink;
 pub use source::{KvSource, LoadOutcome, SourceMetrics};
 pub use tier::Tier;

@@ -19,9 +19,9 @@ mod tests;
 
 pub use seq::{SeqId, Sequence};
 
-use crate::server::kv::radix::{Inserted, RadixCache};
 use std::collections::VecDeque;
 use warmpath_core::BlockSize;
+use warmpath_kv_cache::{Inserted, RadixCache};
 
 /// Scheduler limits.
 #[derive(Clone, Copy, Debug)]

@@ -1,9 +1,9 @@
 //! One request's state inside the scheduler: its tokens, how many have K/V in pages, its
 //! block table and the cache nodes it holds.
 
-use crate::server::kv::radix::NodeId;
+use warmpath_core::PageId;
 use warmpath_core::{BlockHash, BlockSize, ChainHasher, RootSeed, TokenId};
-use warmpath_engine::PageId;
+use warmpath_kv_cache::NodeId;
 
 /// Identifies a sequence for its whole life (across preemptions).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -14,9 +14,9 @@
 use super::Live;
 use super::Loop;
 use crate::server::kv::block::{ExportedBlock, ImportBlock};
-use crate::server::kv::radix::{Inserted, NodeId};
 use crate::server::sched::{PlanItem, Sequence};
 use warmpath_engine::EngineError;
+use warmpath_kv_cache::{Inserted, NodeId};
 
 impl Loop {
     /// Block `i` of `seq` (cached in its page `seq.nodes[i]`), read out of the pool.

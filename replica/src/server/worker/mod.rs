@@ -14,8 +14,6 @@ use crate::server::error::ServerError;
 use crate::server::events::EventLog;
 use crate::server::fault::{NanFault, DEGENERATE_MESSAGE};
 use crate::server::kv::block::{Export, ImportBlock};
-use crate::server::kv::pool::pages_for_budget;
-use crate::server::kv::radix::RadixCache;
 use crate::server::kv::tier::write::TierSink;
 use crate::server::metrics::{ewma, Metrics};
 use crate::server::sched::{PlanItem, SchedConfig, Scheduler, SeqId, Sequence};
@@ -27,6 +25,8 @@ use tokio::sync::mpsc::UnboundedSender;
 use warmpath_core::{BlockSize, CacheSalt, CheckpointId, HashNamespace, TokenId};
 use warmpath_engine::sampling::{all_finite, Sampler, SamplingParams};
 use warmpath_engine::{Engine, EngineOptions, KvLayout, ModelSource, StepItem};
+use warmpath_kv_cache::pages_for_budget;
+use warmpath_kv_cache::RadixCache;
 use warmpath_protocol::replica_api::ReplicaLoad;
 use warmpath_text::ChatTokenizer;
 

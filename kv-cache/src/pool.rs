@@ -1,7 +1,7 @@
 //! The page pool: a fixed set of KV pages, sized from a memory budget, handed out and
 //! taken back by the radix cache.
 
-use warmpath_engine::PageId;
+use warmpath_core::PageId;
 
 /// Number of pages that fit `budget_bytes` when one page costs `bytes_per_page`.
 pub fn pages_for_budget(budget_bytes: u64, bytes_per_page: u64) -> usize {

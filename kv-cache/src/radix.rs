@@ -11,10 +11,9 @@
 //! * Every change is recorded as a [`KvEvent`]; the caller drains them with
 //!   [`RadixCache::take_events`] after the step that wrote the pages.
 
-use super::pool::PagePool;
+use crate::pool::PagePool;
 use std::collections::{BTreeSet, HashMap};
-use warmpath_core::{BlockHash, KvEvent, KvTier};
-use warmpath_engine::PageId;
+use warmpath_core::{BlockHash, KvEvent, KvTier, PageId};
 
 /// A node of the cache. Stable while the node is locked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -5,12 +5,12 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
-use replica::server::kv::{Inserted, NodeId, RadixCache};
 use std::collections::{HashMap, HashSet};
 use warmpath_core::{
-    block_hashes, BlockHash, BlockSize, CacheSalt, CheckpointId, HashNamespace, KvEvent, TokenId,
+    block_hashes, BlockHash, BlockSize, CacheSalt, CheckpointId, HashNamespace, KvEvent, PageId,
+    TokenId,
 };
-use warmpath_engine::PageId;
+use warmpath_kv_cache::{Inserted, NodeId, RadixCache};
 
 const BS: u32 = 2;
 const PAGES: usize = 24;
@@ -73,6 +73,19 @@ fn drain(cache: &mut RadixCache, model: &mut Model) -> Vec<BlockHash> {
     removed
 }
 
+/// Drains the events after an allocation; every block it evicted must have been unlocked,
+/// and the model forgets it.
+fn forget_evicted(cache: &mut RadixCache, model: &mut Model) {
+    for h in drain(cache, model) {
+        assert_eq!(
+            model.locks.get(&h).copied().unwrap_or(0),
+            0,
+            "evicted a locked block"
+        );
+        model.locks.remove(&h);
+    }
+}
+
 fn check(cache: &RadixCache, held: &[Held], model: &Model) {
     // Every held node is still cached, on the same page, and its page is in use.
     let mut owned: HashSet<PageId> = HashSet::new();
@@ -127,15 +140,7 @@ fn run_ops(ops: Vec<Op>) {
                     assert!(removed.is_empty(), "a failed allocation must not evict");
                     continue;
                 };
-                let removed = drain(&mut cache, &mut model);
-                for h in &removed {
-                    assert_eq!(
-                        model.locks.get(h).copied().unwrap_or(0),
-                        0,
-                        "evicted a locked block"
-                    );
-                    model.locks.remove(h);
-                }
+                forget_evicted(&mut cache, &mut model);
                 let mut r = Held {
                     node_pages: nodes.iter().map(|&n| cache.page(n)).collect(),
                     nodes,
@@ -182,15 +187,7 @@ fn run_ops(ops: Vec<Op>) {
                 match cache.alloc(n) {
                     Some(p) => {
                         cache.free_pages(&p);
-                        let removed = drain(&mut cache, &mut model);
-                        for h in &removed {
-                            assert_eq!(
-                                model.locks.get(h).copied().unwrap_or(0),
-                                0,
-                                "evicted a locked block"
-                            );
-                            model.locks.remove(h);
-                        }
+                        forget_evicted(&mut cache, &mut model);
                     }
                     None => {
                         assert!(before < n);
