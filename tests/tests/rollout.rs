@@ -17,6 +17,15 @@ const OLD: &str = "smollm2@old";
 const NEW: &str = "smollm2@new";
 const CONVERSATIONS: usize = 12;
 
+/// Each test here runs two SmolLM2 replicas and times their answers against the
+/// gateways' health probes: one test at a time, so that tests running side by side on a
+/// small machine do not starve each other's replicas into probe timeouts.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn admin(g: &GatewayProc, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
     let bytes = body.map(|b| b.to_string().into_bytes());
     let headers: &[(&str, &str)] = if bytes.is_some() {
@@ -80,6 +89,7 @@ fn rollout_status(g: &GatewayProc) -> Value {
 
 #[test]
 fn a_live_rollout_prewarms_sticks_and_aborts() {
+    let _one = one_at_a_time();
     let model_path = smollm2_model();
     let old = ReplicaProc::spawn_args(&model_path, 0, &["--checkpoint-id", OLD]).unwrap();
     let new = ReplicaProc::spawn_args(&model_path, 0, &["--checkpoint-id", NEW]).unwrap();
@@ -284,6 +294,7 @@ fn checkpoints_of(g: &GatewayProc) -> HashMap<String, String> {
 
 #[test]
 fn a_rollout_set_through_one_gateway_holds_across_the_fleet() {
+    let _one = one_at_a_time();
     let f = shared::Fleet::start();
     let (model, a, b) = (f.model.clone(), &f.a, &f.b);
     let (ck_a, ck_b) = (checkpoints_of(a), checkpoints_of(b));

@@ -3,7 +3,7 @@
 //! ended: the task's later progress writes find a newer generation in Redis and change
 //! nothing.
 
-use super::{admin, checkpoints_of, rollout_status, turn, NEW, OLD};
+use super::{admin, checkpoints_of, one_at_a_time, rollout_status, turn, NEW, OLD};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use warmpath_e2e::fixtures::{model_of, smollm2_model};
@@ -70,6 +70,7 @@ fn until_shown(g: &GatewayProc, model: &str) {
 
 #[test]
 fn a_rollout_ended_during_its_prewarm_stays_ended() {
+    let _one = one_at_a_time();
     let f = Fleet::start();
     let (redis, model, a, b) = (&f.redis, f.model.clone(), &f.a, &f.b);
     let ck_a = checkpoints_of(a);
@@ -120,6 +121,7 @@ fn a_rollout_ended_during_its_prewarm_stays_ended() {
 
 #[test]
 fn a_rollout_replaced_through_another_gateway_during_its_prewarm_stays_replaced() {
+    let _one = one_at_a_time();
     let f = Fleet::start();
     let (redis, model, a, b) = (&f.redis, f.model.clone(), &f.a, &f.b);
     const N: usize = 6;
