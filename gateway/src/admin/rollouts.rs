@@ -42,14 +42,7 @@ struct Body {
 }
 
 /// What a rollout route asks.
-pub(crate) enum Op {
-    /// Pause.
-    Pause,
-    /// Resume.
-    Resume,
-    /// Abort.
-    Abort,
-}
+pub(crate) use crate::rollout::model::Change as Op;
 
 /// `GET /admin/rollouts`: the rollouts, and how many hot prefixes the gateway keeps per
 /// checkpoint (what a pre-warm can replay).
@@ -100,18 +93,16 @@ pub(crate) async fn change(
         .rollouts
         .get(model)
         .ok_or_else(|| AdminError::NotFound(format!("no rollout for model {model}")))?;
-    match op {
-        Op::Pause => m.pause(),
-        Op::Resume => {
-            if m.resume() {
-                prewarm::start(state, m.clone());
-            }
-        }
-        Op::Abort => m.abort(),
+    // Written to the store first (a compare-and-set), then applied here: a change refused
+    // as stale changes nothing anywhere. With Redis unreachable it still applies here.
+    let shared = record::change(state.fleet.as_ref(), &m, op).await;
+    if let Err(e @ (WriteError::Stale { .. } | WriteError::Gone)) = shared {
+        return Err(shared_error("rollout not changed", e));
     }
-    record::change(state.fleet.as_ref(), &m)
-        .await
-        .map_err(|e| shared_error("changed here, not shared", e))?;
+    if m.apply(op) {
+        prewarm::start(state, m.clone());
+    }
+    shared.map_err(|e| shared_error("changed here, not shared", e))?;
     let s = m.status();
     tracing::info!(model, state = ?s.state, share = s.share_percent, "rollout changed");
     Ok(serde_json::to_value(s).unwrap_or_default())

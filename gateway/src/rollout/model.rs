@@ -39,6 +39,17 @@ pub(crate) struct Progress {
     pub finished: bool,
 }
 
+/// An operator's change to a rollout in force.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Change {
+    /// Hold the share.
+    Pause,
+    /// Go on (after an abort: the time ramp and an unfinished pre-warm start over).
+    Resume,
+    /// Every conversation back to `from`.
+    Abort,
+}
+
 /// How a rollout is shared through the fleet's store.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Shared {
@@ -201,10 +212,12 @@ impl ModelRollout {
     }
 
     /// Claims the pre-warm of the generation in force: `Some(generation)` for the one
-    /// caller that starts its task, `None` when it needs none or one was started already.
+    /// caller that starts its task, `None` when it needs none, one was started already, or
+    /// another gateway of the fleet runs it.
     pub(crate) fn claim_prewarm(&self) -> Option<u64> {
         let mut g = self.inner.lock();
-        if !g.wants_prewarm() || g.claimed == Some(g.task) {
+        let elsewhere = g.shared.as_ref().is_some_and(|s| !s.mine);
+        if elsewhere || !g.wants_prewarm() || g.claimed == Some(g.task) {
             return None;
         }
         g.claimed = Some(g.task);
@@ -260,6 +273,36 @@ impl ModelRollout {
     pub(crate) fn parts(&self) -> (RolloutState, f64) {
         let g = self.inner.lock();
         (g.rollout.state, g.rollout.paused_share)
+    }
+
+    /// State, paused share and ramp start as they will be after `c`, changing nothing
+    /// (what a shared change writes before it applies here).
+    pub(crate) fn preview(&self, c: Change) -> (RolloutState, f64, u64) {
+        let g = self.inner.lock();
+        let mut r = g.rollout.clone();
+        let mut since_ms = g.since_ms;
+        match c {
+            Change::Pause => r.pause(g.ramp()),
+            Change::Resume => {
+                if r.state == RolloutState::Aborted {
+                    since_ms = now_ms();
+                }
+                r.resume();
+            }
+            Change::Abort => r.abort(),
+        }
+        (r.state, r.paused_share, since_ms)
+    }
+
+    /// Applies `c` here. True when it resumed from an abort (the caller restarts an
+    /// unfinished pre-warm).
+    pub(crate) fn apply(&self, c: Change) -> bool {
+        match c {
+            Change::Pause => self.pause(),
+            Change::Resume => return self.resume(),
+            Change::Abort => self.abort(),
+        }
+        false
     }
 
     /// Takes a newer record from the fleet's store: its state, paused share and ramp start.

@@ -9,7 +9,7 @@
 //!   setting is still in the store, and only forward: it never touches the state and never
 //!   brings back a replaced or ended rollout.
 
-use super::model::{ModelRollout, PENDING};
+use super::model::{Change, ModelRollout, PENDING};
 use crate::config::RolloutConfig;
 use crate::fleet::rollouts::Written;
 use crate::fleet::Fleet;
@@ -96,14 +96,26 @@ pub(crate) async fn create(fleet: &Arc<Fleet>, m: &ModelRollout) -> Result<u64, 
     outcome(m, 0, w)
 }
 
-/// Writes `m`'s state after a pause, resume or abort here, if it is shared and the store
-/// is still at the generation this gateway knows.
-pub(crate) async fn change(fleet: Option<&Arc<Fleet>>, m: &ModelRollout) -> Result<(), WriteError> {
+/// Writes `m`'s record as it will be after `c` (a pause, resume or abort), if it is shared
+/// and the store is still at the generation this gateway knows; the caller applies `c`
+/// here once it is written.
+pub(crate) async fn change(
+    fleet: Option<&Arc<Fleet>>,
+    m: &ModelRollout,
+    c: Change,
+) -> Result<(), WriteError> {
     let (Some(fleet), Some(s)) = (fleet, m.shared()) else {
         return Ok(());
     };
-    let json = serde_json::to_string(&record_of(m, &s.owner, s.rev))
-        .map_err(|e| WriteError::Unavailable(e.to_string()))?;
+    let (state, paused_share, ramp_start_ms) = m.preview(c);
+    let record = Record {
+        state,
+        paused_share,
+        ramp_start_ms,
+        ..record_of(m, &s.owner, s.rev)
+    };
+    let json =
+        serde_json::to_string(&record).map_err(|e| WriteError::Unavailable(e.to_string()))?;
     let w = fleet
         .write_rollout(&m.model, "change", s.gen, s.rev, &json)
         .await

@@ -158,3 +158,25 @@ fn a_replaced_or_ended_rollouts_prewarm_changes_nothing() {
     assert!(!new.update(task, |p| p.finished = true));
     assert!(r.get("m").is_none(), "ended stays ended");
 }
+
+#[test]
+fn a_shared_change_is_previewed_before_it_applies_and_only_the_owner_prewarms() {
+    let r = Rollouts::default();
+    let m = r.set(&cfg(50.0, 4));
+    // The record a pause or abort writes first; nothing changes here until it is applied.
+    assert_eq!(m.preview(model::Change::Abort).0, RolloutState::Aborted);
+    assert_eq!(m.preview(model::Change::Pause).0, RolloutState::Paused);
+    assert_eq!(m.status().state, RolloutState::Active);
+    let task = m.generation();
+    assert!(!m.apply(model::Change::Abort));
+    assert_ne!(m.generation(), task, "an abort stops the pre-warm");
+    // Resumed on a gateway that does not own it: the owner pre-warms, not this one.
+    m.set_shared(model::Shared {
+        rev: 3,
+        gen: 2,
+        owner: "other".into(),
+        mine: false,
+    });
+    assert!(m.apply(model::Change::Resume));
+    assert_eq!(m.claim_prewarm(), None);
+}
