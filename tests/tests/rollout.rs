@@ -17,6 +17,15 @@ const OLD: &str = "smollm2@old";
 const NEW: &str = "smollm2@new";
 const CONVERSATIONS: usize = 12;
 
+/// Each test here runs two SmolLM2 replicas and times their answers against the
+/// gateways' health probes: one test at a time, so that tests running side by side on a
+/// small machine do not starve each other's replicas into probe timeouts.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn admin(g: &GatewayProc, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
     let bytes = body.map(|b| b.to_string().into_bytes());
     let headers: &[(&str, &str)] = if bytes.is_some() {
@@ -80,6 +89,7 @@ fn rollout_status(g: &GatewayProc) -> Value {
 
 #[test]
 fn a_live_rollout_prewarms_sticks_and_aborts() {
+    let _one = one_at_a_time();
     let model_path = smollm2_model();
     let old = ReplicaProc::spawn_args(&model_path, 0, &["--checkpoint-id", OLD]).unwrap();
     let new = ReplicaProc::spawn_args(&model_path, 0, &["--checkpoint-id", NEW]).unwrap();
@@ -284,26 +294,13 @@ fn checkpoints_of(g: &GatewayProc) -> HashMap<String, String> {
 
 #[test]
 fn a_rollout_set_through_one_gateway_holds_across_the_fleet() {
-    let redis = warmpath_e2e::redis::RedisServer::start().unwrap();
-    let model_path = smollm2_model();
-    let old = ReplicaProc::spawn_args(&model_path, 0, &["--checkpoint-id", OLD]).unwrap();
-    let new = ReplicaProc::spawn_args(&model_path, 0, &["--checkpoint-id", NEW]).unwrap();
-    let model = model_of(&old.addr);
-    let yaml = format!(
-        "auth: {{enabled: false}}\nreplicas:\n  - {}\n  - {}\n\
-         state: {{backend: redis, url: '{}', gateway_count: 2}}\n",
-        old.url(),
-        new.url(),
-        redis.url()
-    );
-    let (a, b) = (
-        GatewayProc::spawn(&yaml, &[], 2).unwrap(),
-        GatewayProc::spawn(&yaml, &[], 2).unwrap(),
-    );
-    let (ck_a, ck_b) = (checkpoints_of(&a), checkpoints_of(&b));
+    let _one = one_at_a_time();
+    let f = shared::Fleet::start();
+    let (model, a, b) = (f.model.clone(), &f.a, &f.b);
+    let (ck_a, ck_b) = (checkpoints_of(a), checkpoints_of(b));
     let on = |g: &GatewayProc, i: usize, k: usize| {
         let (r, _, _) = turn(g, &model, i, k);
-        if std::ptr::eq(g, &a) {
+        if std::ptr::eq(g, a) {
             ck_a[&r].clone()
         } else {
             ck_b[&r].clone()
@@ -314,15 +311,15 @@ fn a_rollout_set_through_one_gateway_holds_across_the_fleet() {
     const N: usize = 8;
     for i in 0..N {
         for _ in 0..2 {
-            assert_eq!(on(&a, i, 0), OLD);
+            assert_eq!(on(a, i, 0), OLD);
         }
     }
 
     // Set through A; B follows, with A's pre-warm progress.
     let body = json!({"from": OLD, "to": NEW, "percent": 50, "prewarm": {"top_n": N}});
-    let (status, set) = admin(&a, "PUT", &format!("/admin/rollouts/{model}"), Some(body));
+    let (status, set) = admin(a, "PUT", &format!("/admin/rollouts/{model}"), Some(body));
     assert_eq!(status, 200, "{set}");
-    let seen = until_rollout(&b, "the rollout, warmed, on B", |s| {
+    let seen = until_rollout(b, "the rollout, warmed, on B", |s| {
         s["progress"]["finished"] == json!(true) && s["share_percent"].as_f64() == Some(50.0)
     });
     eprintln!("B followed A's rollout and its finished pre-warm after {seen:?}");
@@ -333,30 +330,33 @@ fn a_rollout_set_through_one_gateway_holds_across_the_fleet() {
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum::<f64>()
     };
-    assert_eq!(prewarms(&a), N as f64, "A replays its history once");
-    assert_eq!(prewarms(&b), 0.0, "B does not replay");
+    assert_eq!(prewarms(a), N as f64, "A replays its history once");
+    assert_eq!(prewarms(b), 0.0, "B does not replay");
 
     // One conversation, two gateways: one checkpoint.
     let mut moved = 0;
     for i in 0..N {
-        let via_a = on(&a, i, 1);
-        let via_b = on(&b, i, 2);
+        let via_a = on(a, i, 1);
+        let via_b = on(b, i, 2);
         assert_eq!(via_a, via_b, "conversation {i} split across gateways");
         moved += usize::from(via_a == NEW);
     }
     assert!((1..N).contains(&moved), "about half should move: {moved}");
 
     // Abort through B reaches A; every conversation through A is back on old.
-    let (status, _) = admin(&b, "POST", &format!("/admin/rollouts/{model}/abort"), None);
+    let (status, _) = admin(b, "POST", &format!("/admin/rollouts/{model}/abort"), None);
     assert_eq!(status, 200);
-    let seen = until_rollout(&a, "the abort on A", |s| s["state"] == json!("aborted"));
+    let seen = until_rollout(a, "the abort on A", |s| s["state"] == json!("aborted"));
     eprintln!("A saw B's abort after {seen:?}");
     for i in 0..N {
-        assert_eq!(on(&a, i, 3), OLD, "conversation {i} not back after abort");
+        assert_eq!(on(a, i, 3), OLD, "conversation {i} not back after abort");
     }
 
     // Ended through A: gone from B.
-    let (status, _) = admin(&a, "DELETE", &format!("/admin/rollouts/{model}"), None);
+    let (status, _) = admin(a, "DELETE", &format!("/admin/rollouts/{model}"), None);
     assert_eq!(status, 200);
-    until_rollout(&b, "the end on B", Value::is_null);
+    until_rollout(b, "the end on B", Value::is_null);
 }
+
+#[path = "rollout/shared.rs"]
+mod shared;

@@ -30,6 +30,9 @@ pub(crate) enum AdminError {
     /// The shared state (Redis) did not answer.
     #[error("{0}")]
     Unavailable(String),
+    /// The shared state moved on since this gateway read it (a stale generation).
+    #[error("{0}")]
+    Conflict(String),
 }
 
 impl AdminError {
@@ -43,6 +46,7 @@ impl AdminError {
             AdminError::NotFound(_) => 404,
             AdminError::Upstream(_) => 502,
             AdminError::Unavailable(_) => 503,
+            AdminError::Conflict(_) => 409,
         }
     }
 
@@ -56,6 +60,7 @@ impl AdminError {
             AdminError::NotFound(_) => ("invalid_request_error", "not_found"),
             AdminError::Upstream(_) => ("api_error", "replica_unavailable"),
             AdminError::Unavailable(_) => ("api_error", "state_unavailable"),
+            AdminError::Conflict(_) => ("invalid_request_error", "conflict"),
         }
     }
 

@@ -13,11 +13,16 @@
 //! the config file (a reload that leaves the entry as it was keeps it). With
 //! `state.backend: redis` it is shared: every gateway of the fleet follows it
 //! (`crate::rollout::fleet`), and a change through any of them reaches all; Redis
-//! unreachable, the change is refused with 503 (a pause or abort still applies here).
+//! unreachable, the change is refused with 503 (a pause or abort still applies here). A
+//! pause, resume, abort or end is a compare-and-set on the rollout's generation (its
+//! `generation` in `GET`): when the rollout changed through another gateway since this one
+//! last read the store, it is refused with 409 and the store keeps the newer state (this
+//! gateway takes it within a poll).
 
 use super::error::AdminError;
 use crate::config::{PrewarmConfig, RolloutConfig};
-use crate::rollout::{fleet, prewarm, record};
+use crate::rollout::record::{self, WriteError};
+use crate::rollout::{fleet, prewarm};
 use crate::state::AppState;
 use router_policy::RolloutState;
 use serde::Deserialize;
@@ -37,14 +42,7 @@ struct Body {
 }
 
 /// What a rollout route asks.
-pub(crate) enum Op {
-    /// Pause.
-    Pause,
-    /// Resume.
-    Resume,
-    /// Abort.
-    Abort,
-}
+pub(crate) use crate::rollout::model::Change as Op;
 
 /// `GET /admin/rollouts`: the rollouts, and how many hot prefixes the gateway keeps per
 /// checkpoint (what a pre-warm can replay).
@@ -76,7 +74,7 @@ pub(crate) async fn put(
     let m = if state.fleet.is_some() {
         fleet::create(state, &cfg)
             .await
-            .map_err(|e| AdminError::Unavailable(format!("rollout not shared: {e}")))?
+            .map_err(|e| shared_error("rollout not shared", e))?
     } else {
         state.rollouts.set(&cfg)
     };
@@ -95,33 +93,37 @@ pub(crate) async fn change(
         .rollouts
         .get(model)
         .ok_or_else(|| AdminError::NotFound(format!("no rollout for model {model}")))?;
-    match op {
-        Op::Pause => m.pause(),
-        Op::Resume => {
-            if m.resume() {
-                prewarm::start(state, m.clone());
-            }
-        }
-        Op::Abort => m.abort(),
+    // Written to the store first (a compare-and-set), then applied here: a change refused
+    // as stale changes nothing anywhere. With Redis unreachable it still applies here.
+    let shared = record::change(state.fleet.as_ref(), &m, op).await;
+    if let Err(e @ (WriteError::Stale { .. } | WriteError::Gone)) = shared {
+        return Err(shared_error("rollout not changed", e));
     }
-    record::publish(state.fleet.as_ref(), &m)
-        .await
-        .map_err(|e| AdminError::Unavailable(format!("changed here, not shared: {e}")))?;
+    if m.apply(op) {
+        prewarm::start(state, m.clone());
+    }
+    shared.map_err(|e| shared_error("changed here, not shared", e))?;
     let s = m.status();
     tracing::info!(model, state = ?s.state, share = s.share_percent, "rollout changed");
     Ok(serde_json::to_value(s).unwrap_or_default())
 }
 
+/// A shared write's failure: 409 when the store moved on, 503 when Redis did not answer.
+fn shared_error(what: &str, e: WriteError) -> AdminError {
+    match e {
+        WriteError::Unavailable(_) => AdminError::Unavailable(format!("{what}: {e}")),
+        WriteError::Stale { .. } | WriteError::Gone => AdminError::Conflict(format!("{what}: {e}")),
+    }
+}
+
 /// `DELETE /admin/rollouts/{model}`.
 pub(crate) async fn delete(state: &AppState, model: &str) -> Result<serde_json::Value, AdminError> {
-    if state
-        .rollouts
-        .get(model)
-        .is_some_and(|m| m.shared().is_some())
-    {
-        fleet::delete(state, model)
-            .await
-            .map_err(|e| AdminError::Unavailable(format!("rollout not ended: {e}")))?;
+    if let (Some(fleet), Some(m)) = (state.fleet.as_ref(), state.rollouts.get(model)) {
+        match record::delete(fleet, &m).await {
+            // Ended through another gateway already: end it here too.
+            Ok(()) | Err(WriteError::Gone) => {}
+            Err(e) => return Err(shared_error("rollout not ended", e)),
+        }
     }
     if state.rollouts.remove(model) {
         Ok(serde_json::json!({ "ended": model }))

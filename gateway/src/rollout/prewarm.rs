@@ -2,8 +2,11 @@
 //! old checkpoint's hottest prefixes to each of them as prefill-only requests (one token
 //! generated), so the conversations that move find their prefixes cached.
 //!
-//! One task per rollout generation (a change, pause/resume or abort starts a new one and
-//! the old one stops at its next replay):
+//! One task per rollout generation, however many callers ask for it (the admin call, a
+//! reload, the fleet poller): [`start`] claims the generation before it spawns. A change
+//! that stops the pre-warm (a replacement, an end, an abort) takes a new generation and the
+//! old task stops at its next replay; a replay of the old generation that ends after that
+//! is neither counted nor published. A rollout at 0% has nothing to pre-warm.
 //! 1. wait until the new checkpoint has a routable replica serving the model;
 //! 2. take the `top_n` hottest prefixes of the old checkpoint (`rollout::hot`), hottest
 //!    first, and plan `prefixes x replicas` replays;
@@ -29,25 +32,38 @@ use std::time::{Duration, Instant};
 /// How often the task looks for the new checkpoint's replicas.
 const WAIT_POLL: Duration = Duration::from_millis(250);
 
-/// Starts `m`'s pre-warm on the control runtime, if it wants one.
+/// Starts `m`'s pre-warm on the control runtime, if it wants one and its generation has
+/// none yet.
 pub(crate) fn start(state: &Arc<AppState>, m: Arc<ModelRollout>) {
-    if !m.wants_prewarm() {
+    let Some(generation) = m.claim_prewarm() else {
         return;
-    }
+    };
     let state = state.clone();
     state
         .control
         .clone()
-        .spawn(async move { run(state, m).await });
+        .spawn(async move { run(state, m, generation).await });
 }
 
-async fn run(state: Arc<AppState>, m: Arc<ModelRollout>) {
-    let generation = m.generation();
+/// Publishes the progress when the rollout is shared and this gateway runs its pre-warm.
+async fn publish(state: &AppState, m: &ModelRollout) {
+    match super::record::publish_progress(state.fleet.as_ref(), m).await {
+        Ok(true) => {}
+        Ok(false) => tracing::debug!(model = %m.model, "rollout progress not taken by the store"),
+        Err(e) => tracing::debug!(model = %m.model, error = %e, "rollout progress not shared"),
+    }
+}
+
+fn stopped(m: &ModelRollout) {
+    tracing::info!(model = %m.model, "rollout pre-warm stopped: the rollout changed");
+}
+
+async fn run(state: Arc<AppState>, m: Arc<ModelRollout>, generation: u64) {
     let (from, to) = m.checkpoints();
     let cfg = m.prewarm();
     let targets = loop {
         if m.generation() != generation {
-            return;
+            return stopped(&m);
         }
         let now = Instant::now();
         let targets: Vec<Arc<Replica>> = state
@@ -64,16 +80,17 @@ async fn run(state: Arc<AppState>, m: Arc<ModelRollout>) {
     // Hottest first: the prefixes the most conversations share are warm soonest.
     let prefixes = state.rollouts.hot.top(&from, cfg.top_n, cfg.min_tokens);
     let planned = (prefixes.len() * targets.len()) as u64;
-    m.update(generation, |p| {
+    let planned_here = m.update(generation, |p| {
         *p = super::Progress {
             started: true,
             planned,
             ..super::Progress::default()
         };
     });
-    if let Err(e) = super::record::publish(state.fleet.as_ref(), &m).await {
-        tracing::warn!(error = %e, "rollout pre-warm plan not shared");
+    if !planned_here {
+        return stopped(&m);
     }
+    publish(&state, &m).await;
     tracing::info!(model = %m.model, %from, %to, prefixes = prefixes.len(),
         replicas = targets.len(), "rollout pre-warm started");
     let t0 = Instant::now();
@@ -94,14 +111,14 @@ async fn run(state: Arc<AppState>, m: Arc<ModelRollout>) {
                                 return;
                             }
                             let ok = replay(&r, &prefixes[i], timeout).await;
-                            let outcome = if ok { "ok" } else { "failed" };
-                            state.metrics.rollout_prewarm(&m.model, outcome).inc();
-                            m.update(generation, |pr| {
+                            let counted = m.update(generation, |pr| {
                                 pr.done += 1;
                                 pr.failed += u64::from(!ok);
                             });
-                            if let Err(e) = super::record::publish(state.fleet.as_ref(), &m).await {
-                                tracing::debug!(error = %e, "rollout progress not shared");
+                            if counted {
+                                let outcome = if ok { "ok" } else { "failed" };
+                                state.metrics.rollout_prewarm(&m.model, outcome).inc();
+                                publish(&state, &m).await;
                             }
                         }
                     })
@@ -114,10 +131,10 @@ async fn run(state: Arc<AppState>, m: Arc<ModelRollout>) {
     for t in tasks {
         let _ = t.await;
     }
-    m.update(generation, |p| p.finished = true);
-    if let Err(e) = super::record::publish(state.fleet.as_ref(), &m).await {
-        tracing::warn!(error = %e, "rollout pre-warm end not shared");
+    if !m.update(generation, |p| p.finished = true) {
+        return stopped(&m);
     }
+    publish(&state, &m).await;
     let s = m.status();
     tracing::info!(model = %m.model, %to, done = s.progress.done, failed = s.progress.failed,
         ms = t0.elapsed().as_millis() as u64, "rollout pre-warm finished");
@@ -142,3 +159,7 @@ async fn replay(r: &Replica, p: &Replay, timeout: Duration) -> bool {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "prewarm_tests.rs"]
+mod tests;

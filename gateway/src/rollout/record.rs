@@ -1,15 +1,24 @@
-//! A shared rollout's record in the fleet's store (`crate::fleet::rollouts`), and writing
-//! this gateway's copy of it: after an admin change here, and by the owner's pre-warm after
-//! every replay ([`publish`]).
+//! A shared rollout's record in the fleet's store (`crate::fleet::rollouts`), and every
+//! write of this gateway's copy of it. Each write is a compare-and-set in Redis:
+//! - [`create`]s a new setting (a new `rev`; the store's generation goes up, whatever was
+//!   there is replaced);
+//! - [`change`] (pause, resume, abort) and [`delete`] apply only if the store's generation
+//!   is still the one this gateway last saw: otherwise [`WriteError::Stale`] and nothing
+//!   changes in the store;
+//! - [`publish_progress`] (the owner's pre-warm) writes only the progress, only while the
+//!   setting is still in the store, and only forward: it never touches the state and never
+//!   brings back a replaced or ended rollout.
 
-use super::{ModelRollout, Progress};
+use super::model::{Change, ModelRollout, PENDING};
 use crate::config::RolloutConfig;
+use crate::fleet::rollouts::Written;
 use crate::fleet::Fleet;
 use router_policy::RolloutState;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
-/// One model's rollout as the fleet's store holds it.
+/// One model's rollout as the fleet's store holds it (its progress and generation are kept
+/// beside it).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Record {
@@ -19,30 +28,133 @@ pub(crate) struct Record {
     pub state: RolloutState,
     /// The share held while paused.
     pub paused_share: f64,
-    /// The owner's pre-warm progress.
-    pub progress: Progress,
     /// Tag of the gateway running the pre-warm.
     pub owner: String,
     /// This setting's id (a new `PUT` makes a new one).
     pub rev: u64,
+    /// When the ramp started (`prewarm.ramp_s` counts from it on every gateway), Unix ms.
+    pub ramp_start_ms: u64,
 }
 
-/// Writes `m`'s current record (state, progress) when it is shared.
-pub(crate) async fn publish(fleet: Option<&Arc<Fleet>>, m: &ModelRollout) -> Result<(), String> {
-    let (Some(fleet), Some((rev, _))) = (fleet, m.shared()) else {
+/// Why a shared rollout was not written.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum WriteError {
+    /// Redis did not answer.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The store moved on (another gateway changed or ended it since this one read it).
+    #[error("the rollout changed through another gateway (generation {seen}, now {now}); read it again and retry")]
+    Stale {
+        /// The generation this gateway had.
+        seen: u64,
+        /// The store's.
+        now: u64,
+    },
+    /// The store has no such rollout any more (ended through another gateway).
+    #[error("the rollout was ended through another gateway")]
+    Gone,
+}
+
+fn record_of(m: &ModelRollout, owner: &str, rev: u64) -> Record {
+    let (state, paused_share) = m.parts();
+    Record {
+        cfg: m.cfg.clone(),
+        state,
+        paused_share,
+        owner: owner.to_string(),
+        rev,
+        ramp_start_ms: m.ramp_start_ms(),
+    }
+}
+
+fn outcome(m: &ModelRollout, seen: u64, w: Written) -> Result<u64, WriteError> {
+    match w {
+        Written::Done(gen) => {
+            m.set_generation(gen);
+            Ok(gen)
+        }
+        Written::Stale(now) => Err(WriteError::Stale { seen, now }),
+        Written::Missing(_) => Err(WriteError::Gone),
+    }
+}
+
+/// Writes `m` as a new setting owned by this gateway (replacing whatever the store has).
+pub(crate) async fn create(fleet: &Arc<Fleet>, m: &ModelRollout) -> Result<u64, WriteError> {
+    let rev = rand::random::<u64>() | 1;
+    m.set_shared(super::model::Shared {
+        rev,
+        gen: PENDING,
+        owner: fleet.tag().to_string(),
+        mine: true,
+    });
+    let json = serde_json::to_string(&record_of(m, fleet.tag(), rev))
+        .map_err(|e| WriteError::Unavailable(e.to_string()))?;
+    let w = fleet
+        .write_rollout(&m.model, "put", 0, rev, &json)
+        .await
+        .map_err(WriteError::Unavailable)?;
+    outcome(m, 0, w)
+}
+
+/// Writes `m`'s record as it will be after `c` (a pause, resume or abort), if it is shared
+/// and the store is still at the generation this gateway knows; the caller applies `c`
+/// here once it is written.
+pub(crate) async fn change(
+    fleet: Option<&Arc<Fleet>>,
+    m: &ModelRollout,
+    c: Change,
+) -> Result<(), WriteError> {
+    let (Some(fleet), Some(s)) = (fleet, m.shared()) else {
         return Ok(());
     };
-    let (st, paused_share, progress) = m.parts();
+    let (state, paused_share, ramp_start_ms) = m.preview(c);
     let record = Record {
-        cfg: m.cfg.clone(),
-        state: st,
+        state,
         paused_share,
-        progress,
-        owner: m.owner_tag(),
-        rev,
+        ramp_start_ms,
+        ..record_of(m, &s.owner, s.rev)
     };
-    let json = serde_json::to_string(&record).map_err(|e| e.to_string())?;
-    fleet.put_rollout(&m.model, &json).await
+    let json =
+        serde_json::to_string(&record).map_err(|e| WriteError::Unavailable(e.to_string()))?;
+    let w = fleet
+        .write_rollout(&m.model, "change", s.gen, s.rev, &json)
+        .await
+        .map_err(WriteError::Unavailable)?;
+    outcome(m, s.gen, w).map(|_| ())
+}
+
+/// Ends `m` in the store, if the store is still at the generation this gateway knows.
+pub(crate) async fn delete(fleet: &Arc<Fleet>, m: &ModelRollout) -> Result<(), WriteError> {
+    let Some(s) = m.shared() else {
+        return Ok(());
+    };
+    let w = fleet
+        .write_rollout(&m.model, "delete", s.gen, s.rev, "")
+        .await
+        .map_err(WriteError::Unavailable)?;
+    outcome(m, s.gen, w).map(|_| ())
+}
+
+/// Writes the pre-warm progress of `m`, when it is shared and this gateway runs its
+/// pre-warm. True when written; false when the store refused it (replaced, ended, or a
+/// newer progress already there).
+pub(crate) async fn publish_progress(
+    fleet: Option<&Arc<Fleet>>,
+    m: &ModelRollout,
+) -> Result<bool, WriteError> {
+    let (Some(fleet), Some(s)) = (fleet, m.shared()) else {
+        return Ok(false);
+    };
+    if !s.mine {
+        return Ok(false);
+    }
+    let (seq, progress) = m.progress();
+    let json =
+        serde_json::to_string(&progress).map_err(|e| WriteError::Unavailable(e.to_string()))?;
+    fleet
+        .write_progress(&m.model, s.rev, seq, &json)
+        .await
+        .map_err(WriteError::Unavailable)
 }
 
 #[cfg(test)]
@@ -62,15 +174,9 @@ mod tests {
             },
             state: RolloutState::Paused,
             paused_share: 0.125,
-            progress: Progress {
-                started: true,
-                planned: 8,
-                done: 3,
-                failed: 1,
-                finished: false,
-            },
             owner: "00000000deadbeef".into(),
             rev: 7,
+            ramp_start_ms: 1_765_000_000_000,
         };
         let json = serde_json::to_string(&rec).unwrap();
         assert_eq!(serde_json::from_str::<Record>(&json).unwrap(), rec);
