@@ -277,3 +277,44 @@ fn a_client_that_leaves_before_the_header_is_charged_its_prompt() {
     assert_eq!(field("charged_tokens="), prompt, "{line}");
     assert!(line.contains("status=499"), "{line}");
 }
+
+#[test]
+fn prompts_sent_to_replicas_that_timed_out_are_charged_once_per_attempt() {
+    // Two replicas that take the request and never answer: the first attempt times out,
+    // the retry times out too. Each replica ran (or was running) the prefill.
+    let a = MockReplica::start(Mode::Hang);
+    let b = MockReplica::start(Mode::Hang);
+    let yaml = format!(
+        "{}{}timeouts: {{first_token_ms: 600}}\nretry: {{max_attempts: 2}}\n",
+        auth_yaml(&[("t", "key-t", "tokens_per_minute: 1000000")]),
+        replicas_yaml(&[a.url(), b.url()])
+    );
+    let gw = GatewayProc::spawn(&yaml, &[], 2).expect("gateway");
+    let body = chat("mock", &"x".repeat(1000), "time out twice", 10, false);
+    let r = post_json(
+        &gw.addr,
+        "/v1/chat/completions",
+        &[("authorization", "Bearer key-t")],
+        &body,
+    )
+    .unwrap();
+    assert_eq!(r.status, 504, "{}", r.text());
+    assert_eq!(a.generations() + b.generations(), 2, "both replicas got it");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let line = loop {
+        let log = gw.log();
+        if let Some(l) = log.lines().find(|l| l.contains("charged_tokens=")) {
+            break l.to_string();
+        }
+        assert!(Instant::now() < deadline, "no request line in:\n{log}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let field = |name: &str| -> u64 {
+        line.split_whitespace()
+            .find_map(|f| f.strip_prefix(name)?.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {line}"))
+    };
+    let prompt = field("prompt_tokens=");
+    assert!(prompt > 1000, "{line}");
+    assert_eq!(field("charged_tokens="), 2 * prompt, "{line}");
+}

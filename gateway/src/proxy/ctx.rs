@@ -83,6 +83,9 @@ pub(crate) struct Attempts {
     pub replica: Option<Arc<Replica>>,
     /// Attempts made.
     pub count: u32,
+    /// Attempts whose request reached a replica that then failed to answer (a timeout, a
+    /// reset): each replica ran, or was running, the prefill, so each is charged the prompt.
+    pub unanswered: u32,
     /// A stale pooled connection was already retried.
     pub stale_retried: bool,
     /// The longest `Retry-After` a replica answered with (it cools that replica down, and

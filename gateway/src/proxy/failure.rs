@@ -46,6 +46,9 @@ pub(crate) fn proxy_failed(
         return e;
     }
     let upstream_fault = e.esource() == &ErrorSource::Upstream;
+    if upstream_fault && !upstream_status && !ctx.seen.started {
+        ctx.attempts.unanswered += 1;
+    }
     if let Some(slot) = ctx.attempts.slot.take() {
         // An upstream error or a 502-504 counts against the replica's health (a replica
         // that fails every request but passes the probe is ejected all the same); a 429

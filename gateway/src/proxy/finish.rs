@@ -66,13 +66,16 @@ fn log(ctx: &RequestCtx, o: &Outcome<'_>) {
 pub(crate) fn outcome<'a>(ctx: &'a RequestCtx, e: Option<&Error>, now: Instant) -> Outcome<'a> {
     let prompt_tokens = ctx.plan.as_ref().map_or(0, |p| u64::from(p.prompt_tokens));
     let tracker = ctx.seen.tracker.as_ref();
-    let charged_tokens = match tracker {
+    let answered = match tracker {
         Some(t) if ctx.seen.started => t.charged_tokens(prompt_tokens),
         // Sent to a replica, and the client left before the response header: the
         // replica ran (or was running) the prefill, so the prompt is charged.
         _ if ctx.attempts.count > 0 && e.is_some_and(client_gone) => prompt_tokens,
         _ => 0,
     };
+    // Every attempt a replica took and then failed to answer (timed out, reset) ran its
+    // prefill too: the prompt is charged once per such attempt.
+    let charged_tokens = answered + u64::from(ctx.attempts.unanswered) * prompt_tokens;
     let replica = ctx.attempts.replica.as_ref();
     let predicted_cached_tokens = match (&ctx.plan, replica) {
         (Some(plan), Some(r)) => Some(u64::from(plan.predicted_cached_tokens(r))),
