@@ -1,0 +1,49 @@
+//! One HTTP/1.1 connection: connect, and the request as sent.
+
+use crate::{Addr, ClientError, Header};
+use bytes::Bytes;
+use http::header::{ACCEPT, CONTENT_TYPE, HOST};
+use http::Method;
+use http_body_util::Full;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+/// The sending half of a connection.
+pub(crate) type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+
+/// A sender on a new connection to `addr`; the connection task ends when the sender and
+/// the last response body are dropped.
+pub(crate) async fn connect(addr: &Addr) -> Result<Sender, ClientError> {
+    let stream = TcpStream::connect(addr.authority()).await?;
+    stream.set_nodelay(true)?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!(error = %e, "http client connection ended");
+        }
+    });
+    Ok(sender)
+}
+
+/// `method path` to `addr` with `extra` headers; a body is sent as JSON.
+pub(crate) fn build(
+    addr: &Addr,
+    method: Method,
+    path: &str,
+    body: Option<&[u8]>,
+    extra: &[Header],
+) -> Result<http::Request<Full<Bytes>>, ClientError> {
+    let mut req = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header(HOST, addr.authority())
+        .header(ACCEPT, "*/*");
+    for (k, v) in extra {
+        req = req.header(k, v);
+    }
+    if body.is_some() {
+        req = req.header(CONTENT_TYPE, "application/json");
+    }
+    req.body(Full::new(Bytes::copy_from_slice(body.unwrap_or_default())))
+        .map_err(|e| ClientError::Protocol(e.to_string()))
+}
