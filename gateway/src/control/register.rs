@@ -30,7 +30,7 @@ pub(crate) async fn discover(
     }
     let timeout = Duration::from_secs(10);
     let info: ReplicaInfo =
-        client::get_json(&addr, PATH_INFO, timeout)
+        client::get_json(&addr.http(), PATH_INFO, timeout)
             .await
             .map_err(|source| RegisterError::Discovery {
                 url: addr.url(),
@@ -47,7 +47,7 @@ pub(crate) async fn discover(
     let tokenizer = match registry.tokenizer(&info.checkpoint) {
         Some(t) => t,
         None => {
-            let spec: TokenizerSpec = client::get_json(&addr, PATH_TOKENIZER, timeout)
+            let spec: TokenizerSpec = client::get_json(&addr.http(), PATH_TOKENIZER, timeout)
                 .await
                 .map_err(|source| RegisterError::Discovery {
                     url: addr.url(),
