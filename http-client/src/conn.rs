@@ -25,7 +25,8 @@ pub(crate) async fn connect(addr: &Addr) -> Result<Sender, ClientError> {
     Ok(sender)
 }
 
-/// `method path` to `addr` with `extra` headers; a body is sent as JSON.
+/// `method path` to `addr` with `extra` headers (`Accept: */*` unless they name one); a
+/// body is sent as JSON (unless they name a content type).
 pub(crate) fn build(
     addr: &Addr,
     method: Method,
@@ -36,12 +37,15 @@ pub(crate) fn build(
     let mut req = http::Request::builder()
         .method(method)
         .uri(path)
-        .header(HOST, addr.authority())
-        .header(ACCEPT, "*/*");
+        .header(HOST, addr.authority());
+    let named = |h: &http::HeaderName| extra.iter().any(|(k, _)| k == h);
+    if !named(&ACCEPT) {
+        req = req.header(ACCEPT, "*/*");
+    }
     for (k, v) in extra {
         req = req.header(k, v);
     }
-    if body.is_some() {
+    if body.is_some() && !named(&CONTENT_TYPE) {
         req = req.header(CONTENT_TYPE, "application/json");
     }
     req.body(Full::new(Bytes::copy_from_slice(body.unwrap_or_default())))

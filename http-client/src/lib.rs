@@ -28,6 +28,8 @@ mod testing;
 pub use addr::{Addr, Endpoint};
 pub use body::{BodyStream, Response};
 pub use error::ClientError;
+/// The `http` crate the API's types come from (methods, header names and values).
+pub use http;
 pub use kept::KeptAlive;
 pub use oneshot::{
     fetch, get_json, open, open_with, open_with_connect_timeout, post_json, request,

@@ -166,6 +166,36 @@ mod tests {
             "{head}"
         );
         assert!(head.contains("content-length: 2\r\n"), "{head}");
+        assert!(head.contains("accept: */*\r\n"), "{head}");
+
+        // A caller's Accept and Content-Type replace the defaults.
+        let (addr, server) = serve_once(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n").await;
+        let extra = [
+            (
+                http::header::ACCEPT,
+                http::HeaderValue::from_static("text/html"),
+            ),
+            (
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("text/plain"),
+            ),
+        ];
+        fetch(
+            &addr,
+            Method::POST,
+            "/",
+            Some(b"x"),
+            &extra,
+            Duration::from_secs(2),
+        )
+        .await
+        .unwrap();
+        let head = String::from_utf8(server.await.unwrap())
+            .unwrap()
+            .to_ascii_lowercase();
+        assert_eq!(head.matches("accept:").count(), 1, "{head}");
+        assert!(head.contains("accept: text/html\r\n"), "{head}");
+        assert_eq!(head.matches("content-type:").count(), 1, "{head}");
     }
 
     #[tokio::test]

@@ -1,9 +1,10 @@
 //! [`Pool`]: idle connections to one address, shared by concurrent requests.
 
 use crate::conn::{build, connect, Sender};
-use crate::{Addr, BodyStream, ClientError, Header};
+use crate::{Addr, BodyStream, ClientError, Header, Response, MAX_BODY};
 use http::Method;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// Connections to one address, each reused once the body it carried has been read to its
 /// end (a load generator's thousands of requests need not open thousands of connections).
@@ -96,6 +97,25 @@ impl Pool {
         let resp = sender.send_request(req()?).await?;
         Ok(BodyStream::new(resp, Some((sender, self.idle.clone()))))
     }
+
+    /// [`open_with`](Self::open_with) read whole (at most [`MAX_BODY`] bytes) within
+    /// `timeout`; any status comes back.
+    pub async fn fetch(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&[u8]>,
+        extra: &[Header],
+        timeout: Duration,
+    ) -> Result<Response, ClientError> {
+        let fut = async {
+            let (status, stream) = self.open_with(method, path, body, extra).await?;
+            stream.into_response(status, MAX_BODY).await
+        };
+        tokio::time::timeout(timeout, fut)
+            .await
+            .map_err(|_| ClientError::Timeout)?
+    }
 }
 
 #[cfg(test)]
@@ -114,6 +134,13 @@ mod tests {
             assert_eq!(body.read_all(16).await.unwrap(), b"ok", "request {i}");
             assert_eq!(pool.idle(), 1, "request {i}");
         }
+        assert_eq!(accepts.load(Ordering::SeqCst), 1);
+
+        let r = pool
+            .fetch(Method::GET, "/", None, &[], Duration::from_secs(2))
+            .await
+            .unwrap();
+        assert_eq!((r.status, r.body.as_slice()), (200, &b"ok"[..]));
         assert_eq!(accepts.load(Ordering::SeqCst), 1);
 
         // Two at once: two connections; a body dropped unread closes its connection.

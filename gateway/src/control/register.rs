@@ -29,14 +29,13 @@ pub(crate) async fn discover(
         return Err(RegisterError::Duplicate(addr.url()));
     }
     let timeout = Duration::from_secs(10);
-    let info: ReplicaInfo =
-        client::get_json(&addr.http(), PATH_INFO, timeout)
-            .await
-            .map_err(|source| RegisterError::Discovery {
-                url: addr.url(),
-                path: PATH_INFO,
-                source,
-            })?;
+    let info: ReplicaInfo = client::get_json(&addr.http(), PATH_INFO, timeout)
+        .await
+        .map_err(|source| RegisterError::Discovery {
+            url: addr.url(),
+            path: PATH_INFO,
+            source,
+        })?;
     if info.hash_scheme != warmpath_core::SCHEME_VERSION {
         return Err(RegisterError::Scheme(
             addr.url(),
