@@ -3,11 +3,28 @@
 
 use crate::conn::Sender;
 use crate::pool::Idle;
-use crate::ClientError;
+use crate::{ClientError, MAX_BODY};
 use bytes::Bytes;
 use http::HeaderMap;
 use http_body_util::BodyExt;
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
+
+/// The response `opened` gives with its whole body (at most [`MAX_BODY`] bytes), all
+/// within `timeout`.
+pub(crate) async fn whole_within(
+    timeout: Duration,
+    opened: impl Future<Output = Result<(u16, BodyStream), ClientError>>,
+) -> Result<Response, ClientError> {
+    let fut = async {
+        let (status, stream) = opened.await?;
+        stream.into_response(status, MAX_BODY).await
+    };
+    tokio::time::timeout(timeout, fut)
+        .await
+        .map_err(|_| ClientError::Timeout)?
+}
 
 /// An open response: its headers, and its body read incrementally. Dropping it before the
 /// end closes the connection.

@@ -1,8 +1,9 @@
 //! One request on a new connection: opened ([`open`]) or read whole with a deadline
 //! ([`fetch`], [`request`], [`post_json`], [`get_json`]).
 
+use crate::body::whole_within;
 use crate::conn::{build, connect};
-use crate::{Addr, BodyStream, ClientError, Header, Response, MAX_BODY};
+use crate::{Addr, BodyStream, ClientError, Header, Response};
 use http::Method;
 use std::time::Duration;
 
@@ -24,10 +25,7 @@ pub async fn open_with(
     body: Option<&[u8]>,
     extra: &[Header],
 ) -> Result<(u16, BodyStream), ClientError> {
-    let req = build(addr, method, path, body, extra)?;
-    let mut sender = connect(addr).await?;
-    let resp = sender.send_request(req).await?;
-    Ok(BodyStream::new(resp, None))
+    open_on(addr, build(addr, method, path, body, extra)?, None).await
 }
 
 /// [`open_with`], failing with [`ClientError::Timeout`] when the TCP connect takes longer
@@ -41,15 +39,28 @@ pub async fn open_with_connect_timeout(
     connect_timeout: Duration,
 ) -> Result<(u16, BodyStream), ClientError> {
     let req = build(addr, method, path, body, extra)?;
-    let mut sender = tokio::time::timeout(connect_timeout, connect(addr))
-        .await
-        .map_err(|_| ClientError::Timeout)??;
+    open_on(addr, req, Some(connect_timeout)).await
+}
+
+/// Sends `req` on a new connection to `addr` (connected within `connect_timeout`, if any).
+async fn open_on(
+    addr: &Addr,
+    req: http::Request<http_body_util::Full<bytes::Bytes>>,
+    connect_timeout: Option<Duration>,
+) -> Result<(u16, BodyStream), ClientError> {
+    let mut sender = match connect_timeout {
+        Some(t) => tokio::time::timeout(t, connect(addr))
+            .await
+            .map_err(|_| ClientError::Timeout)??,
+        None => connect(addr).await?,
+    };
     let resp = sender.send_request(req).await?;
     Ok(BodyStream::new(resp, None))
 }
 
-/// One request whose whole exchange (connect, response, body of at most [`MAX_BODY`]
-/// bytes) must end within `timeout`; any status comes back (a 3xx is not followed).
+/// One request whose whole exchange (connect, response, body of at most
+/// [`MAX_BODY`](crate::MAX_BODY) bytes) must end within `timeout`; any status comes back
+/// (a 3xx is not followed).
 pub async fn fetch(
     addr: &Addr,
     method: Method,
@@ -58,13 +69,7 @@ pub async fn fetch(
     extra: &[Header],
     timeout: Duration,
 ) -> Result<Response, ClientError> {
-    let fut = async {
-        let (status, stream) = open_with(addr, method, path, body, extra).await?;
-        stream.into_response(status, MAX_BODY).await
-    };
-    tokio::time::timeout(timeout, fut)
-        .await
-        .map_err(|_| ClientError::Timeout)?
+    whole_within(timeout, open_with(addr, method, path, body, extra)).await
 }
 
 /// [`fetch`] with no extra headers; non-2xx is an error.

@@ -1,7 +1,8 @@
 //! [`Pool`]: idle connections to one address, shared by concurrent requests.
 
+use crate::body::whole_within;
 use crate::conn::{build, connect, Sender};
-use crate::{Addr, BodyStream, ClientError, Header, Response, MAX_BODY};
+use crate::{Addr, BodyStream, ClientError, Header, Response};
 use http::Method;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -98,8 +99,8 @@ impl Pool {
         Ok(BodyStream::new(resp, Some((sender, self.idle.clone()))))
     }
 
-    /// [`open_with`](Self::open_with) read whole (at most [`MAX_BODY`] bytes) within
-    /// `timeout`; any status comes back.
+    /// [`open_with`](Self::open_with) read whole (at most [`MAX_BODY`](crate::MAX_BODY)
+    /// bytes) within `timeout`; any status comes back.
     pub async fn fetch(
         &self,
         method: Method,
@@ -108,13 +109,7 @@ impl Pool {
         extra: &[Header],
         timeout: Duration,
     ) -> Result<Response, ClientError> {
-        let fut = async {
-            let (status, stream) = self.open_with(method, path, body, extra).await?;
-            stream.into_response(status, MAX_BODY).await
-        };
-        tokio::time::timeout(timeout, fut)
-            .await
-            .map_err(|_| ClientError::Timeout)?
+        whole_within(timeout, self.open_with(method, path, body, extra)).await
     }
 }
 
