@@ -1,7 +1,7 @@
 //! Where a request goes: [`Addr`] (`host:port`) and [`Endpoint`] (an `http://` URL: an
 //! address and a base path).
 
-use crate::ClientError;
+use crate::error::ClientError;
 use std::fmt;
 use std::net::SocketAddr;
 use std::str::FromStr;

@@ -2,14 +2,17 @@
 //! [`Response`] (the whole body).
 
 use crate::conn::Sender;
-use crate::pool::Idle;
-use crate::{ClientError, MAX_BODY};
+use crate::error::ClientError;
+use crate::idle::Idle;
 use bytes::Bytes;
 use http::HeaderMap;
 use http_body_util::BodyExt;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// The largest body read whole ([`Response`]): a tokenizer spec is a few MB.
+pub const MAX_BODY: usize = 256 * 1024 * 1024;
 
 /// The response `opened` gives with its whole body (at most [`MAX_BODY`] bytes), all
 /// within `timeout`.

@@ -1,12 +1,16 @@
 //! One HTTP/1.1 connection: connect, and the request as sent.
 
-use crate::{Addr, ClientError, Header};
+use crate::addr::Addr;
+use crate::error::ClientError;
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HOST};
 use http::Method;
 use http_body_util::Full;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
+
+/// An extra request header.
+pub type Header = (http::HeaderName, http::HeaderValue);
 
 /// The sending half of a connection.
 pub(crate) type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;

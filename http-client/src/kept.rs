@@ -1,7 +1,9 @@
 //! [`KeptAlive`]: one connection a poller reuses.
 
+use crate::addr::Addr;
+use crate::body::{BodyStream, Response, MAX_BODY};
 use crate::conn::{build, connect, Sender};
-use crate::{Addr, BodyStream, ClientError, Response, MAX_BODY};
+use crate::error::ClientError;
 use http::Method;
 use std::time::Duration;
 

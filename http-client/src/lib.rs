@@ -19,6 +19,7 @@ mod addr;
 mod body;
 mod conn;
 mod error;
+mod idle;
 mod kept;
 mod oneshot;
 mod pool;
@@ -26,7 +27,8 @@ mod pool;
 mod testing;
 
 pub use addr::{Addr, Endpoint};
-pub use body::{BodyStream, Response};
+pub use body::{BodyStream, Response, MAX_BODY};
+pub use conn::Header;
 pub use error::ClientError;
 /// The `http` crate the API's types come from (methods, header names and values).
 pub use http;
@@ -35,9 +37,3 @@ pub use oneshot::{
     fetch, get_json, open, open_with, open_with_connect_timeout, post_json, request,
 };
 pub use pool::Pool;
-
-/// An extra request header.
-pub type Header = (http::HeaderName, http::HeaderValue);
-
-/// The largest body read whole ([`Response`]): a tokenizer spec is a few MB.
-pub const MAX_BODY: usize = 256 * 1024 * 1024;

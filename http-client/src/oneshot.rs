@@ -1,9 +1,10 @@
 //! One request on a new connection: opened ([`open`]) or read whole with a deadline
 //! ([`fetch`], [`request`], [`post_json`], [`get_json`]).
 
-use crate::body::whole_within;
-use crate::conn::{build, connect};
-use crate::{Addr, BodyStream, ClientError, Header, Response};
+use crate::addr::Addr;
+use crate::body::{whole_within, BodyStream, Response};
+use crate::conn::{build, connect, Header};
+use crate::error::ClientError;
 use http::Method;
 use std::time::Duration;
 

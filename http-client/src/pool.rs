@@ -1,10 +1,12 @@
 //! [`Pool`]: idle connections to one address, shared by concurrent requests.
 
-use crate::body::whole_within;
-use crate::conn::{build, connect, Sender};
-use crate::{Addr, BodyStream, ClientError, Header, Response};
+use crate::addr::Addr;
+use crate::body::{whole_within, BodyStream, Response};
+use crate::conn::{build, connect, Header};
+use crate::error::ClientError;
+use crate::idle::Idle;
 use http::Method;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Connections to one address, each reused once the body it carried has been read to its
@@ -17,48 +19,12 @@ pub struct Pool {
     idle: Arc<Idle>,
 }
 
-/// The idle connections (at most `max`).
-#[derive(Debug)]
-pub(crate) struct Idle {
-    senders: Mutex<Vec<Sender>>,
-    max: usize,
-}
-
-impl Idle {
-    /// Keeps `sender` for the next request, unless `max` are kept already.
-    pub(crate) fn put(&self, sender: Sender) {
-        if let Ok(mut s) = self.senders.lock() {
-            if s.len() < self.max && !sender.is_closed() {
-                s.push(sender);
-            }
-        }
-    }
-
-    /// An idle connection still open, if any.
-    fn take(&self) -> Option<Sender> {
-        let mut s = self.senders.lock().ok()?;
-        while let Some(sender) = s.pop() {
-            if !sender.is_closed() {
-                return Some(sender);
-            }
-        }
-        None
-    }
-
-    fn len(&self) -> usize {
-        self.senders.lock().map(|s| s.len()).unwrap_or(0)
-    }
-}
-
 impl Pool {
     /// A pool for `addr` keeping at most `max_idle` idle connections.
     pub fn new(addr: Addr, max_idle: usize) -> Self {
         Self {
             addr,
-            idle: Arc::new(Idle {
-                senders: Mutex::new(Vec::new()),
-                max: max_idle,
-            }),
+            idle: Arc::new(Idle::new(max_idle)),
         }
     }
 

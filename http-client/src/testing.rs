@@ -1,7 +1,7 @@
 //! Test servers on a free loopback port, written against raw TCP so that a test controls
 //! every byte the client reads.
 
-use crate::Addr;
+use crate::addr::Addr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
