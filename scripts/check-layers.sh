@@ -14,6 +14,9 @@
 #                     and its normal dependency tree has no tokio, axum, hyper, reqwest,
 #                     redis or pingora (compute only: serving is the replica's)
 #   gateway, replica  never depend on each other (not even as a dev-dependency)
+#   warmpath-http     depends on no workspace crate, and on no reqwest, axum or pingora
+#                     (the one outbound HTTP client: hyper's, on tokio)
+#   every member      has no reqwest anywhere in its tree (warmpath-http is the client)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -103,6 +106,12 @@ rule_ws warmpath-engine normal,build "warmpath-core warmpath-protocol warmpath-t
 rule_none warmpath-engine normal "$ENGINE_FORBIDDEN" "tokio/axum/hyper/reqwest/redis/pingora crate"
 rule_not gateway normal,build,dev replica
 rule_not replica normal,build,dev gateway
+rule_ws warmpath-http normal,build ""
+rule_none warmpath-http normal,build '^(reqwest|axum|axum-.*|pingora|pingora-.*)$' "reqwest/axum/pingora crate"
+for member in $(cargo metadata -q --no-deps --format-version 1 --offline \
+  | grep -o '"name":"[^"]*","version"' | sed 's/^"name":"//; s/","version"$//'); do
+  rule_none "$member" normal,build,dev '^reqwest$' "reqwest (the workspace's client is warmpath-http)"
+done
 
 if [ "$fail" -ne 0 ]; then
   echo "check-layers: FAILED: a crate depends on one its layer forbids (see FAIL lines above)" >&2

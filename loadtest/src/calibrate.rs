@@ -10,10 +10,11 @@
 use crate::cli::CalibrateArgs;
 use crate::metrics::percentile;
 use crate::prompt::{Prompt, Segment};
-use crate::run::client::{call, resolve_model, CallResult, CallSpec};
+use crate::run::client::{call, pool, resolve_model, CallResult, CallSpec};
 use crate::sim::CostProfile;
 use anyhow::{bail, Context};
 use std::time::Duration;
+use warmpath_http::http::Method;
 use warmpath_protocol::replica_api::{ReplicaInfo, PATH_INFO};
 
 /// Runs the calibration on a fresh tokio runtime and writes the profile.
@@ -50,7 +51,7 @@ fn rand_nonce() -> u64 {
 }
 
 async fn one(
-    client: &reqwest::Client,
+    client: &warmpath_http::Pool,
     args: &CalibrateArgs,
     model: &str,
     prompt: &str,
@@ -76,7 +77,7 @@ async fn one(
 
 /// Measures the endpoint.
 pub async fn measure(args: &CalibrateArgs) -> anyhow::Result<CostProfile> {
-    let client = reqwest::Client::new();
+    let client = pool(&args.endpoint).context("--endpoint")?;
     let (block_size, capacity) = replica_info(&client, args)
         .await
         .unwrap_or((args.block_size, args.kv_capacity_blocks));
@@ -193,18 +194,19 @@ where
         .collect()
 }
 
-/// `(block_size, capacity_blocks)` from the replica's info endpoint, if it has one.
-async fn replica_info(client: &reqwest::Client, args: &CalibrateArgs) -> Option<(u32, u64)> {
-    let url = format!("{}{PATH_INFO}", args.endpoint.trim_end_matches('/'));
+/// `(block_size, capacity_blocks)` from the replica's info endpoint, if it has one (and
+/// answers within 10 s).
+async fn replica_info(client: &warmpath_http::Pool, args: &CalibrateArgs) -> Option<(u32, u64)> {
+    let path = warmpath_http::Endpoint::parse(&args.endpoint)
+        .ok()?
+        .path(PATH_INFO);
     let info: ReplicaInfo = client
-        .get(url)
-        .send()
+        .fetch(Method::GET, &path, None, &[], Duration::from_secs(10))
         .await
         .ok()?
-        .error_for_status()
+        .success()
         .ok()?
         .json()
-        .await
         .ok()?;
     Some((info.block_size.0, info.capacity_blocks))
 }

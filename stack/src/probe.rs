@@ -1,13 +1,10 @@
-//! A loopback HTTP client for readiness checks, on hyper's HTTP/1.1 client: one request
-//! per connection, the whole body read (hyper removes any chunked framing).
+//! A loopback HTTP client for readiness checks: one request per connection, the whole
+//! body read, on the workspace's client ([`warmpath_http`]).
 
 use crate::error::StackError;
-use bytes::Bytes;
-use http::header::{CONTENT_TYPE, HOST};
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
+use http::{HeaderName, HeaderValue, Method};
 use std::time::Duration;
-use tokio::net::TcpStream;
+use warmpath_http::Addr;
 
 /// A response: status, headers and the whole body.
 #[derive(Clone, Debug)]
@@ -41,7 +38,8 @@ impl Reply {
 }
 
 /// Sends `method path` to `addr` (`127.0.0.1:PORT`) with optional JSON body and headers;
-/// the whole exchange (connect, request, body) must finish within `timeout`.
+/// the whole exchange (connect, request, body) must finish within `timeout`. Any status
+/// is a reply (a redirect is not followed).
 pub async fn request(
     addr: &str,
     method: &str,
@@ -50,58 +48,24 @@ pub async fn request(
     body: Option<&str>,
     timeout: Duration,
 ) -> Result<Reply, StackError> {
-    tokio::time::timeout(timeout, exchange(addr, method, path, headers, body))
+    let fail = |e: &dyn std::fmt::Display| StackError::Http(format!("{method} {addr}{path}: {e}"));
+    let to: Addr = addr.parse().map_err(|e| fail(&e))?;
+    let method_ = Method::from_bytes(method.as_bytes()).map_err(|e| fail(&e))?;
+    let extra = headers
+        .iter()
+        .map(|(k, v)| {
+            Ok((
+                HeaderName::from_bytes(k.as_bytes())?,
+                HeaderValue::from_str(v)?,
+            ))
+        })
+        .collect::<Result<Vec<_>, http::Error>>()
+        .map_err(|e| fail(&e))?;
+    let r = warmpath_http::fetch(&to, method_, path, body.map(str::as_bytes), &extra, timeout)
         .await
-        .map_err(|_| StackError::Http(format!("{method} {addr}{path}: timed out")))?
-}
-
-/// `GET path`, within 5 s.
-pub async fn get(addr: &str, path: &str) -> Result<Reply, StackError> {
-    request(addr, "GET", path, &[], None, Duration::from_secs(5)).await
-}
-
-async fn exchange(
-    addr: &str,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: Option<&str>,
-) -> Result<Reply, StackError> {
-    let fail = |what: &str, e: &dyn std::fmt::Display| {
-        StackError::Http(format!("{what} {method} {addr}{path}: {e}"))
-    };
-    let mut req = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header(HOST, addr);
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    if body.is_some() {
-        req = req.header(CONTENT_TYPE, "application/json");
-    }
-    let req = req
-        .body(Full::new(Bytes::copy_from_slice(
-            body.unwrap_or_default().as_bytes(),
-        )))
-        .map_err(|e| fail("build", &e))?;
-    let stream = TcpStream::connect(addr)
-        .await
-        .map_err(|e| fail("connect", &e))?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| fail("handshake", &e))?;
-    // The connection task ends with the exchange (the sender and body are dropped).
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    let resp = sender
-        .send_request(req)
-        .await
-        .map_err(|e| fail("send", &e))?;
-    let status = resp.status().as_u16();
-    let headers = resp
-        .headers()
+        .map_err(|e| fail(&e))?;
+    let headers = r
+        .headers
         .iter()
         .map(|(k, v)| {
             (
@@ -110,18 +74,16 @@ async fn exchange(
             )
         })
         .collect();
-    let body = resp
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| fail("read", &e))?
-        .to_bytes()
-        .to_vec();
     Ok(Reply {
-        status,
+        status: r.status,
         headers,
-        body,
+        body: r.body,
     })
+}
+
+/// `GET path`, within 5 s.
+pub async fn get(addr: &str, path: &str) -> Result<Reply, StackError> {
+    request(addr, "GET", path, &[], None, Duration::from_secs(5)).await
 }
 
 #[cfg(test)]

@@ -1,9 +1,20 @@
-//! A blocking HTTP/1.1 client for tests: one request per connection, full or streamed body.
+//! The e2e tests' HTTP client, blocking (the tests are plain threads): one request per
+//! connection, full or streamed body.
+//!
+//! [`request`], [`get`], [`post_json`], [`post_sse`] and [`first_ndjson_line`] run the
+//! workspace's client ([`warmpath_http`]) on a current-thread runtime per call. [`raw`]
+//! and [`read_response`] stay a raw-socket reader on purpose: the tests that use them send
+//! bytes no HTTP client would (smuggling, malformed heads, partial requests held open,
+//! connections counted against a limit) and read what comes back on that same socket.
 
 use anyhow::{anyhow, bail, Context, Result};
+use std::future::Future;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
+use warmpath_http::http::header::CONNECTION;
+use warmpath_http::http::{HeaderMap, HeaderName, HeaderValue, Method};
+use warmpath_http::{Addr, Header};
 
 /// A complete response.
 #[derive(Debug, Clone)]
@@ -51,7 +62,39 @@ pub fn raw(addr: &str, request: &[u8], timeout: Duration) -> Result<HttpResponse
     read_response(&mut r)
 }
 
-/// `method path` with optional JSON body and extra headers.
+/// Runs `f` to its end on a current-thread runtime of its own.
+fn block_on<T>(f: impl Future<Output = Result<T>>) -> Result<T> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(f)
+}
+
+/// Where `addr` (`host:port`) is, and `headers` after a `Connection: close` (every
+/// exchange here is the connection's only one).
+fn target(addr: &str, headers: &[(&str, &str)]) -> Result<(Addr, Vec<Header>)> {
+    let to: Addr = addr.parse()?;
+    let mut extra = vec![(CONNECTION, HeaderValue::from_static("close"))];
+    for (k, v) in headers {
+        extra.push((
+            HeaderName::from_bytes(k.as_bytes()).with_context(|| format!("header {k:?}"))?,
+            HeaderValue::from_bytes(v.as_bytes()).with_context(|| format!("header {k}: {v:?}"))?,
+        ));
+    }
+    Ok((to, extra))
+}
+
+/// The headers as (lower-case name, value) pairs.
+fn pairs(h: &HeaderMap) -> Vec<(String, String)> {
+    h.iter()
+        .map(|(k, v)| {
+            let v = String::from_utf8_lossy(v.as_bytes()).trim().to_string();
+            (k.as_str().to_string(), v)
+        })
+        .collect()
+}
+
+/// `method path` with optional JSON body and extra headers (within 120 s).
 pub fn request(
     addr: &str,
     method: &str,
@@ -59,11 +102,18 @@ pub fn request(
     headers: &[(&str, &str)],
     body: Option<&[u8]>,
 ) -> Result<HttpResponse> {
-    raw(
-        addr,
-        &build(addr, method, path, headers, body),
-        Duration::from_secs(120),
-    )
+    let (to, extra) = target(addr, headers)?;
+    let method = Method::from_bytes(method.as_bytes())?;
+    let timeout = Duration::from_secs(120);
+    let r = block_on(async {
+        let r = warmpath_http::fetch(&to, method, path, body, &extra, timeout).await;
+        r.with_context(|| format!("{addr}{path}"))
+    })?;
+    Ok(HttpResponse {
+        status: r.status,
+        headers: pairs(&r.headers),
+        body: r.body,
+    })
 }
 
 /// POST JSON.
@@ -85,31 +135,6 @@ pub fn post_json(
 /// GET.
 pub fn get(addr: &str, path: &str, headers: &[(&str, &str)]) -> Result<HttpResponse> {
     request(addr, "GET", path, headers, None)
-}
-
-fn build(
-    addr: &str,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: Option<&[u8]>,
-) -> Vec<u8> {
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    if let Some(b) = body {
-        req.push_str(&format!(
-            "Content-Type: application/json\r\nContent-Length: {}\r\n",
-            b.len()
-        ));
-    }
-    req.push_str("\r\n");
-    let mut out = req.into_bytes();
-    if let Some(b) = body {
-        out.extend_from_slice(b);
-    }
-    out
 }
 
 fn read_head(r: &mut impl BufRead) -> Result<(u16, Vec<(String, String)>)> {
@@ -239,38 +264,33 @@ impl Sse {
     }
 }
 
-/// POSTs a streaming request and collects SSE events until the stream ends.
+/// POSTs a streaming request and collects SSE events until the stream ends (or nothing
+/// arrives for 60 s: not a clean end).
 pub fn post_sse(
     addr: &str,
     path: &str,
     headers: &[(&str, &str)],
     body: &serde_json::Value,
 ) -> Result<Sse> {
-    let mut s = TcpStream::connect(addr)?;
-    s.set_read_timeout(Some(Duration::from_secs(60)))?;
-    s.write_all(&build(
-        addr,
-        "POST",
-        path,
-        headers,
-        Some(body.to_string().as_bytes()),
-    ))?;
-    let mut r = BufReader::new(s);
-    let (status, headers) = read_head(&mut r)?;
-    let chunked = headers
-        .iter()
-        .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
-    let mut raw = Vec::new();
-    let clean_end = if chunked {
-        let mut c = ChunkReader {
-            inner: &mut r,
-            left: 0,
-            done: false,
+    let (to, extra) = target(addr, headers)?;
+    let body = body.to_string();
+    let quiet = Duration::from_secs(60);
+    let (status, headers, raw, clean_end) = block_on(async {
+        let open = warmpath_http::open_with(&to, Method::POST, path, Some(body.as_bytes()), &extra);
+        let (status, mut stream) = tokio::time::timeout(quiet, open)
+            .await
+            .map_err(|_| anyhow!("{addr}{path}: no response head in {quiet:?}"))??;
+        let headers = pairs(stream.headers());
+        let mut raw = Vec::new();
+        let clean_end = loop {
+            match tokio::time::timeout(quiet, stream.next_chunk()).await {
+                Ok(Ok(Some(c))) => raw.extend_from_slice(&c),
+                Ok(Ok(None)) => break true,
+                Ok(Err(_)) | Err(_) => break false,
+            }
         };
-        c.read_to_end(&mut raw).is_ok()
-    } else {
-        r.read_to_end(&mut raw).is_ok()
-    };
+        Ok((status, headers, raw, clean_end))
+    })?;
     let text = String::from_utf8_lossy(&raw);
     let events = text
         .split("\n\n")
@@ -292,37 +312,40 @@ pub fn post_sse(
 }
 
 /// Opens a GET whose body is newline-delimited (e.g. the KV event stream) and returns the
-/// first non-empty line of the de-chunked body.
+/// first non-empty line of the body (with its newline), within 10 s.
 pub fn first_ndjson_line(addr: &str, path: &str) -> Result<String> {
-    let mut s = TcpStream::connect(addr)?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())?;
-    let mut r = BufReader::new(s);
-    let (status, headers) = read_head(&mut r)?;
-    if status != 200 {
-        bail!("status {status}");
-    }
-    let chunked = headers
-        .iter()
-        .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
-    let mut body: Box<dyn BufRead> = if chunked {
-        Box::new(BufReader::new(ChunkReader {
-            inner: r,
-            left: 0,
-            done: false,
-        }))
-    } else {
-        Box::new(r)
-    };
-    loop {
-        let mut line = String::new();
-        if body.read_line(&mut line)? == 0 {
-            bail!("stream ended without a line");
-        }
-        if !line.trim().is_empty() {
-            return Ok(line);
-        }
-    }
+    let to: Addr = addr.parse()?;
+    block_on(async {
+        let find = async {
+            let (status, mut stream) = warmpath_http::open(&to, Method::GET, path, None).await?;
+            if status != 200 {
+                bail!("status {status}");
+            }
+            let mut buf = Vec::new();
+            loop {
+                let chunk = stream.next_chunk().await?;
+                if let Some(c) = &chunk {
+                    buf.extend_from_slice(c);
+                }
+                let ended = chunk.is_none();
+                while let Some(n) = buf.iter().position(|&b| b == b'\n') {
+                    let line: Vec<u8> = buf.drain(..=n).collect();
+                    if !line.iter().all(u8::is_ascii_whitespace) {
+                        return Ok(String::from_utf8_lossy(&line).into_owned());
+                    }
+                }
+                if ended {
+                    if buf.iter().all(u8::is_ascii_whitespace) {
+                        bail!("stream ended without a line");
+                    }
+                    return Ok(String::from_utf8_lossy(&buf).into_owned());
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), find)
+            .await
+            .map_err(|_| anyhow!("{addr}{path}: no line in 10 s"))?
+    })
 }
 
 /// Serves each connection `l` accepts on its own thread with `serve` until the flag

@@ -14,7 +14,7 @@ use warmpath_protocol::replica_api::{ReplicaLoad, PATH_LOAD};
 
 /// Polls a Warmpath replica's load endpoint every `load_poll_ms`.
 pub(crate) async fn poll_load(state: Arc<AppState>, r: Arc<Replica>) {
-    let mut conn = client::KeptAlive::new(r.addr.clone());
+    let mut conn = client::KeptAlive::new(r.addr.http());
     while !r.is_removed() {
         let every = Duration::from_millis(state.config().load_poll_ms);
         match conn
@@ -45,7 +45,7 @@ pub(crate) async fn poll_metrics(state: Arc<AppState>, r: Arc<Replica>) {
     let Some(dialect) = dialect(r.upstream.engine) else {
         return;
     };
-    let mut conn = client::KeptAlive::new(r.addr.clone());
+    let mut conn = client::KeptAlive::new(r.addr.http());
     let mut warned = false;
     let mut rate = metrics::PrefillRate::default();
     while !r.is_removed() {

@@ -11,7 +11,7 @@
 //!   [`probe`] (the health prober); [`zmq`]: a vLLM or SGLang server's KV events.
 //! - [`reload`]: SIGHUP reload of the config file.
 //! - [`history`]: the other gateways' routing decisions, from the fleet's shared history.
-//! - [`client`]: the control plane's HTTP client (hyper).
+//! - [`client`]: the control plane's HTTP client (the workspace's `warmpath_http`).
 
 pub(crate) mod client;
 pub(crate) mod history;

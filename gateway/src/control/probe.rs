@@ -28,7 +28,8 @@ pub(crate) async fn probe(state: Arc<AppState>, r: Arc<Replica>) {
         }
         let deadline = Duration::from_millis(cfg.health.probe_timeout_ms);
         if let Some(path) = engine_health_path(&r) {
-            if let Err(e) = client::request(&r.addr, http::Method::GET, path, None, deadline).await
+            if let Err(e) =
+                client::request(&r.addr.http(), http::Method::GET, path, None, deadline).await
             {
                 tracing::debug!(replica = %r.id, error = %e, "engine health endpoint failed");
                 state.report(&r, false);
@@ -41,7 +42,7 @@ pub(crate) async fn probe(state: Arc<AppState>, r: Arc<Replica>) {
         }
         let steps_before = r.load.lock().steps;
         let res = client::request(
-            &r.addr,
+            &r.addr.http(),
             http::Method::POST,
             "/v1/completions",
             Some(body.as_bytes()),

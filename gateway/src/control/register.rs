@@ -29,14 +29,13 @@ pub(crate) async fn discover(
         return Err(RegisterError::Duplicate(addr.url()));
     }
     let timeout = Duration::from_secs(10);
-    let info: ReplicaInfo =
-        client::get_json(&addr, PATH_INFO, timeout)
-            .await
-            .map_err(|source| RegisterError::Discovery {
-                url: addr.url(),
-                path: PATH_INFO,
-                source,
-            })?;
+    let info: ReplicaInfo = client::get_json(&addr.http(), PATH_INFO, timeout)
+        .await
+        .map_err(|source| RegisterError::Discovery {
+            url: addr.url(),
+            path: PATH_INFO,
+            source,
+        })?;
     if info.hash_scheme != warmpath_core::SCHEME_VERSION {
         return Err(RegisterError::Scheme(
             addr.url(),
@@ -47,7 +46,7 @@ pub(crate) async fn discover(
     let tokenizer = match registry.tokenizer(&info.checkpoint) {
         Some(t) => t,
         None => {
-            let spec: TokenizerSpec = client::get_json(&addr, PATH_TOKENIZER, timeout)
+            let spec: TokenizerSpec = client::get_json(&addr.http(), PATH_TOKENIZER, timeout)
                 .await
                 .map_err(|source| RegisterError::Discovery {
                     url: addr.url(),

@@ -58,7 +58,7 @@ async fn follow_events(state: Arc<AppState>, r: Arc<Replica>) {
         fresh = false;
         let opened = tokio::time::timeout(
             Duration::from_secs(2),
-            client::open(&r.addr, http::Method::GET, &path, None),
+            client::open(&r.addr.http(), http::Method::GET, &path, None),
         )
         .await;
         match opened {

@@ -42,7 +42,7 @@ pub(crate) async fn discover_upstream(
     if registry.contains(&addr) {
         return Err(RegisterError::Duplicate(addr.url()));
     }
-    let listed: ModelList = client::get_json(&addr, MODELS_PATH, Duration::from_secs(10))
+    let listed: ModelList = client::get_json(&addr.http(), MODELS_PATH, Duration::from_secs(10))
         .await
         .map_err(|source| RegisterError::Discovery {
             url: addr.url(),

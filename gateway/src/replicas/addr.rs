@@ -42,6 +42,11 @@ impl ReplicaAddr {
     pub(crate) fn url(&self) -> String {
         format!("http://{}", self.authority())
     }
+
+    /// The address the HTTP client connects to.
+    pub(crate) fn http(&self) -> warmpath_http::Addr {
+        warmpath_http::Addr::new(self.host.clone(), self.port)
+    }
 }
 
 #[cfg(test)]
@@ -52,6 +57,7 @@ mod tests {
     fn parses_replica_urls() {
         let a = ReplicaAddr::parse("http://127.0.0.1:9000/").unwrap();
         assert_eq!(a.authority(), "127.0.0.1:9000");
+        assert_eq!(a.http().authority(), a.authority());
         assert!(ReplicaAddr::parse("https://x:1").is_err());
         assert!(ReplicaAddr::parse("http://x").is_err());
         assert!(ReplicaAddr::parse("http://x:1/v1").is_err());

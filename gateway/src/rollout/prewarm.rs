@@ -151,7 +151,7 @@ async fn replay(r: &Replica, p: &Replay, timeout: Duration) -> bool {
     });
     let body = serde_json::to_vec(&body).unwrap_or_default();
     let headers = [(CACHE_SALT, p.salt.clone())];
-    match client::post_json(&r.addr, "/v1/completions", &body, &headers, timeout).await {
+    match client::post_json(&r.addr.http(), "/v1/completions", &body, &headers, timeout).await {
         Ok(_) => true,
         Err(e) => {
             tracing::warn!(replica = %r.id, error = %e, "rollout pre-warm replay failed");

@@ -1,12 +1,48 @@
 //! One streamed OpenAI request: builds the body, reads the SSE stream, timestamps every
 //! content chunk, and reads usage (with `prompt_tokens_details.cached_tokens`) and the
-//! gateway's response headers.
+//! gateway's response headers. Requests go over a [`Pool`] of kept-alive connections to
+//! the endpoint ([`pool`]); a redirect is an answer, not followed.
 
 use super::sse::SseParser;
 use crate::cli::Api;
 use crate::metrics::ErrorKind;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
+use warmpath_http::http::{header::AUTHORIZATION, HeaderValue, Method};
+use warmpath_http::{ClientError, Endpoint, Header, Pool};
+
+/// Idle connections kept to the endpoint (one per concurrent request, up to this).
+const MAX_IDLE: usize = 4096;
+
+/// A connection pool to `endpoint`'s address (an `http://host:port[/base]` URL), for
+/// [`call`] and [`resolve_model`] with that endpoint.
+pub fn pool(endpoint: &str) -> Result<Pool, ClientError> {
+    Ok(Pool::new(Endpoint::parse(endpoint)?.addr, MAX_IDLE))
+}
+
+/// The request path for `path` under `endpoint`, which must be where `client` connects,
+/// and the bearer token header.
+fn target(
+    client: &Pool,
+    endpoint: &str,
+    path: &str,
+    api_key: Option<&str>,
+) -> Result<(String, Vec<Header>), ClientError> {
+    let ep = Endpoint::parse(endpoint)?;
+    if ep.addr != *client.addr() {
+        return Err(ClientError::Url(format!(
+            "{endpoint:?}: the pool connects to {}",
+            client.addr()
+        )));
+    }
+    let mut extra = Vec::new();
+    if let Some(k) = api_key {
+        let v = HeaderValue::from_str(&format!("Bearer {k}"))
+            .map_err(|e| ClientError::Protocol(format!("api key: {e}")))?;
+        extra.push((AUTHORIZATION, v));
+    }
+    Ok((ep.path(path), extra))
+}
 
 /// Response header naming the serving replica (see `warmpath_protocol::replica_api`).
 pub const HEADER_REPLICA: &str = "x-warmpath-replica";
@@ -157,7 +193,7 @@ pub const DEFAULT_MODEL: &str = "default";
 /// case the first id the endpoint lists at `GET /v1/models` (real replicas reject unknown
 /// names). Falls back to `requested` when the endpoint lists nothing.
 pub async fn resolve_model(
-    client: &reqwest::Client,
+    client: &Pool,
     endpoint: &str,
     requested: &str,
     api_key: Option<&str>,
@@ -165,20 +201,15 @@ pub async fn resolve_model(
     if requested != DEFAULT_MODEL {
         return requested.to_string();
     }
-    let url = format!("{}/v1/models", endpoint.trim_end_matches('/'));
-    let mut req = client.get(url).timeout(Duration::from_secs(10));
-    if let Some(k) = api_key {
-        req = req.bearer_auth(k);
-    }
     let listed = async {
-        let v: Value = req
-            .send()
+        let (path, extra) = target(client, endpoint, "/v1/models", api_key).ok()?;
+        let v: Value = client
+            .fetch(Method::GET, &path, None, &extra, Duration::from_secs(10))
             .await
             .ok()?
-            .error_for_status()
+            .success()
             .ok()?
             .json()
-            .await
             .ok()?;
         first_model_id(&v)
     }
@@ -201,59 +232,74 @@ pub fn first_model_id(v: &Value) -> Option<String> {
         .map(str::to_string)
 }
 
-/// Sends one streamed request and measures it.
-pub async fn call(client: &reqwest::Client, spec: &CallSpec<'_>) -> CallResult {
-    let url = format!(
-        "{}{}",
-        spec.endpoint.trim_end_matches('/'),
-        api_path(spec.api)
-    );
+/// The error kind of a failed exchange: the deadline, or anything else on the wire.
+fn failure(e: &ClientError) -> ErrorKind {
+    match e {
+        ClientError::Timeout => ErrorKind::Timeout,
+        _ => ErrorKind::Connect,
+    }
+}
+
+/// `fut`, or [`ClientError::Timeout`] at `deadline`.
+async fn by<T>(
+    deadline: tokio::time::Instant,
+    fut: impl std::future::Future<Output = Result<T, ClientError>>,
+) -> Result<T, ClientError> {
+    tokio::time::timeout_at(deadline, fut)
+        .await
+        .unwrap_or(Err(ClientError::Timeout))
+}
+
+/// `429 Too Many Requests`: the code and its reason phrase, when it has one.
+fn status_line(status: u16) -> String {
+    match warmpath_http::http::StatusCode::from_u16(status) {
+        Ok(s) => s.to_string(),
+        Err(_) => status.to_string(),
+    }
+}
+
+/// Sends one streamed request over `client` (a [`pool`] to `spec.endpoint`) and measures
+/// it; the whole request (connect to the end of the stream) has `spec.timeout`.
+pub async fn call(client: &Pool, spec: &CallSpec<'_>) -> CallResult {
     let start = Instant::now();
+    let deadline = tokio::time::Instant::now() + spec.timeout;
     let ms = |s: Instant| s.elapsed().as_secs_f64() * 1000.0;
     let mut res = CallResult::default();
-    let mut req = client
-        .post(&url)
-        .json(&request_body(spec))
-        .timeout(spec.timeout);
-    if let Some(k) = spec.api_key {
-        req = req.bearer_auth(k);
-    }
-    let resp = match req.send().await {
+    let opened = match target(client, spec.endpoint, api_path(spec.api), spec.api_key) {
+        Ok((path, extra)) => {
+            let body = request_body(spec).to_string();
+            let open = client.open_with(Method::POST, &path, Some(body.as_bytes()), &extra);
+            by(deadline, open).await
+        }
+        Err(e) => Err(e),
+    };
+    let (status, mut body) = match opened {
         Ok(r) => r,
         Err(e) => {
-            let kind = if e.is_timeout() {
-                ErrorKind::Timeout
-            } else {
-                ErrorKind::Connect
-            };
-            res.error = Some((kind, e.to_string()));
+            res.error = Some((failure(&e), e.to_string()));
             res.e2el_ms = ms(start);
             return res;
         }
     };
-    let header = |name: &str| {
-        resp.headers()
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
-    };
+    let header = |name: &str| body.header(name).map(str::to_string);
     res.replica = header(HEADER_REPLICA);
     res.predicted_cached_tokens = header(HEADER_PREDICTED_CACHED).and_then(|v| v.parse().ok());
-    let status = resp.status();
-    if !status.is_success() {
-        let body = resp.text().await.unwrap_or_default();
+    if !(200..300).contains(&status) {
+        let text = by(deadline, body.read_all(warmpath_http::MAX_BODY))
+            .await
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
         res.error = Some((
-            ErrorKind::from_status(status.as_u16()),
-            format!("HTTP {status}: {}", truncate(&body)),
+            ErrorKind::from_status(status),
+            format!("HTTP {}: {}", status_line(status), truncate(&text)),
         ));
         res.e2el_ms = ms(start);
         return res;
     }
-    let mut resp = resp;
     let mut parser = SseParser::new();
     let mut last = 0.0;
     loop {
-        match resp.chunk().await {
+        match by(deadline, body.next_chunk()).await {
             Ok(Some(bytes)) => {
                 let at = ms(start);
                 for payload in parser.feed(&bytes) {
@@ -262,12 +308,7 @@ pub async fn call(client: &reqwest::Client, spec: &CallSpec<'_>) -> CallResult {
             }
             Ok(None) => break,
             Err(e) => {
-                let kind = if e.is_timeout() {
-                    ErrorKind::Timeout
-                } else {
-                    ErrorKind::Connect
-                };
-                res.error = Some((kind, e.to_string()));
+                res.error = Some((failure(&e), e.to_string()));
                 break;
             }
         }
@@ -287,6 +328,124 @@ pub async fn call(client: &reqwest::Client, spec: &CallSpec<'_>) -> CallResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    /// A server on a free loopback port that reads one request and writes `parts` with
+    /// `gap` between them; it returns the endpoint URL and the request it read.
+    async fn serve(
+        parts: Vec<&'static [u8]>,
+        gap: Duration,
+    ) -> (String, tokio::task::JoinHandle<String>) {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", l.local_addr().unwrap());
+        let task = tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let mut got = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = s.read(&mut buf).await.unwrap();
+                got.extend_from_slice(&buf[..n]);
+            }
+            for p in parts {
+                s.write_all(p).await.unwrap();
+                tokio::time::sleep(gap).await;
+            }
+            String::from_utf8_lossy(&got).into_owned()
+        });
+        (url, task)
+    }
+
+    fn spec(endpoint: &str, timeout: Duration) -> CallSpec<'_> {
+        CallSpec {
+            endpoint,
+            api: Api::Completions,
+            model: "m",
+            prompt: "hi",
+            system: None,
+            max_tokens: 2,
+            ignore_eos: false,
+            api_key: Some("k"),
+            timeout,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stream_is_timed_chunk_by_chunk() {
+        let (url, server) = serve(
+            vec![
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nx-warmpath-replica: r1\r\nx-warmpath-predicted-cached-tokens: 16\r\nTransfer-Encoding: chunked\r\n\r\n",
+                b"22\r\ndata: {\"choices\":[{\"text\":\"a\"}]}\n\n\r\n",
+                b"22\r\ndata: {\"choices\":[{\"text\":\"b\"}]}\n\n\r\n",
+                b"74\r\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2,\"prompt_tokens_details\":{\"cached_tokens\":4}}}\n\n\r\n0\r\n\r\n",
+            ],
+            Duration::from_millis(60),
+        )
+        .await;
+        let client = pool(&url).unwrap();
+        let r = call(&client, &spec(&url, Duration::from_secs(5))).await;
+        assert!(r.error.is_none(), "{:?}", r.error);
+        assert_eq!(r.chunks, 2);
+        // The chunks arrived 60 ms apart, and each was timed as it arrived.
+        assert!(
+            r.itls_ms.len() == 1 && r.itls_ms[0] >= 40.0,
+            "{:?}",
+            r.itls_ms
+        );
+        assert!(
+            r.ttft_ms.is_some_and(|t| t >= 40.0 && t < r.e2el_ms),
+            "{r:?}"
+        );
+        assert_eq!(r.replica.as_deref(), Some("r1"));
+        assert_eq!(r.predicted_cached_tokens, Some(16));
+        assert_eq!((r.prompt_tokens, r.cached_tokens), (Some(5), Some(4)));
+        let head = server.await.unwrap().to_ascii_lowercase();
+        assert!(
+            head.starts_with("post /v1/completions http/1.1\r\n"),
+            "{head}"
+        );
+        assert!(head.contains("authorization: bearer k\r\n"), "{head}");
+        assert!(
+            head.contains("content-type: application/json\r\n"),
+            "{head}"
+        );
+        // The connection went back to the pool at the end of the stream.
+        assert_eq!(client.idle(), 1);
+    }
+
+    #[tokio::test]
+    async fn refusals_and_silence_are_classified() {
+        let (url, _) = serve(
+            vec![b"HTTP/1.1 429 Too Many Requests\r\nContent-Length: 4\r\n\r\nslow"],
+            Duration::ZERO,
+        )
+        .await;
+        let r = call(&pool(&url).unwrap(), &spec(&url, Duration::from_secs(5))).await;
+        let (kind, detail) = r.error.unwrap();
+        assert_eq!(kind, ErrorKind::from_status(429));
+        assert_eq!(detail, "HTTP 429 Too Many Requests: slow");
+
+        let (url, _) = serve(
+            vec![b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"],
+            Duration::from_secs(5),
+        )
+        .await;
+        let r = call(
+            &pool(&url).unwrap(),
+            &spec(&url, Duration::from_millis(200)),
+        )
+        .await;
+        assert_eq!(r.error.map(|e| e.0), Some(ErrorKind::Timeout));
+
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let url = format!("http://{closed}");
+        let r = call(&pool(&url).unwrap(), &spec(&url, Duration::from_secs(2))).await;
+        assert_eq!(r.error.map(|e| e.0), Some(ErrorKind::Connect));
+        assert!(pool("https://x:1").is_err());
+    }
 
     #[test]
     fn chunks_usage_and_body() {

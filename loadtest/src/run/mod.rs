@@ -27,7 +27,7 @@ struct Shared {
     api_key: Option<String>,
     ignore_eos: bool,
     timeout: Duration,
-    client: reqwest::Client,
+    client: warmpath_http::Pool,
     start: Instant,
     bar: ProgressBar,
 }
@@ -76,9 +76,7 @@ pub async fn drive(args: &RunArgs, workload: &Workload) -> anyhow::Result<Vec<Re
         ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(4096)
-        .build()?;
+    let client = client::pool(&args.endpoint).context("--endpoint")?;
     let model = resolve_model(
         &client,
         &args.endpoint,

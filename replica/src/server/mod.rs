@@ -181,10 +181,6 @@ pub async fn start(args: ServeArgs) -> Result<ServerHandle, ServerError> {
         shared,
         started: unix_now(),
         role: args.role,
-        http: reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(5))
-            .build()
-            .map_err(|e| ServerError::Config(format!("HTTP client: {e}")))?,
         kv_transfer_timeout_ms: args.kv_transfer_timeout_ms,
         fault_kv_cut_after_blocks: args.fault_kv_cut_after_blocks,
         kv,

@@ -31,8 +31,6 @@ pub struct AppInner {
     pub started: u64,
     /// Role in a prefill/decode split.
     pub role: warmpath_core::ReplicaRole,
-    /// Client for fetching KV from prefill replicas.
-    pub http: reqwest::Client,
     /// How long a KV fetch may take (`--kv-transfer-timeout-ms`).
     pub kv_transfer_timeout_ms: u64,
     /// Test hook: cut every KV stream after this many blocks.

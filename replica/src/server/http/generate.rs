@@ -109,7 +109,6 @@ async fn submit(
     {
         Some(from) if state.role.decodes() && !from.is_empty() => {
             let peer = Peer {
-                http: &state.http,
                 from,
                 timeout: Duration::from_millis(state.kv_transfer_timeout_ms),
             };

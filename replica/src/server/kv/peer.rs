@@ -22,21 +22,23 @@ use super::record::Expected;
 use super::sink::Sink;
 use super::source::{KvSource, LoadOutcome, SourceMetrics};
 use crate::server::metrics::Metrics;
-use futures_util::StreamExt;
 use std::time::Duration;
 use tokio::time::timeout_at;
 use warmpath_core::CacheSalt;
+use warmpath_http::{Endpoint, Header};
 use warmpath_protocol::kv_block::{Frame, FrameReader};
 use warmpath_protocol::replica_api::{
     PrefillRequest, HEADER_CACHE_SALT, KV_TRANSFER_REASON_IMPORT, PATH_KV_PREFILL,
 };
 
-/// The prefill replica at `from`, asked over `http` within `timeout`.
+/// How long connecting to the prefill replica may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The prefill replica at `from`, asked over HTTP ([`warmpath_http`]: a redirect is an
+/// `http_status` failure, never followed) within `timeout`.
 #[derive(Clone, Copy, Debug)]
 pub struct Peer<'a> {
-    /// The HTTP client.
-    pub http: &'a reqwest::Client,
-    /// The prefill replica's base URL.
+    /// The prefill replica's base URL (`http://host:port`).
     pub from: &'a str,
     /// How long the whole transfer may take (`--kv-transfer-timeout-ms`).
     pub timeout: Duration,
@@ -97,35 +99,41 @@ impl KvSource for Peer<'_> {
             prompt: want.prompt.to_vec(),
             skip_blocks: skip as u32,
         };
-        let mut req = self
-            .http
-            .post(format!(
-                "{}{PATH_KV_PREFILL}",
-                self.from.trim_end_matches('/')
-            ))
-            .header(reqwest::header::CONTENT_TYPE, "application/json");
+        let Ok(to) = Endpoint::parse(self.from) else {
+            return "connect";
+        };
+        let mut extra: Vec<Header> = Vec::new();
         if let Some(s) = salt {
-            req = req.header(HEADER_CACHE_SALT, s.as_str());
+            match axum::http::HeaderValue::from_str(s.as_str()) {
+                Ok(v) => extra.push((axum::http::HeaderName::from_static(HEADER_CACHE_SALT), v)),
+                Err(_) => return "connect",
+            }
         }
         let body = match serde_json::to_vec(&body) {
             Ok(b) => b,
             Err(_) => return "connect",
         };
-        let resp = match timeout_at(deadline, req.body(body).send()).await {
+        let path = to.path(PATH_KV_PREFILL);
+        let open = warmpath_http::open_with_connect_timeout(
+            &to.addr,
+            axum::http::Method::POST,
+            &path,
+            Some(&body),
+            &extra,
+            CONNECT_TIMEOUT,
+        );
+        let mut stream = match timeout_at(deadline, open).await {
             Err(_) => return "timeout",
             Ok(Err(_)) => return "connect",
-            Ok(Ok(r)) => r,
+            Ok(Ok((status, s))) if (200..300).contains(&status) => s,
+            Ok(Ok(_)) => return "http_status",
         };
-        if !resp.status().is_success() {
-            return "http_status";
-        }
-        let mut stream = resp.bytes_stream();
         let mut reader = FrameReader::default();
         loop {
-            let chunk = match timeout_at(deadline, stream.next()).await {
+            let chunk = match timeout_at(deadline, stream.next_chunk()).await {
                 Err(_) => return "timeout",
-                Ok(None) | Ok(Some(Err(_))) => return "truncated",
-                Ok(Some(Ok(c))) => c,
+                Ok(Ok(None)) | Ok(Err(_)) => return "truncated",
+                Ok(Ok(Some(c))) => c,
             };
             reader.push(&chunk);
             loop {
