@@ -22,6 +22,9 @@ pub(crate) const CACHE_SALT: HeaderName = HeaderName::from_static(HEADER_CACHE_S
 pub(crate) const PREFILL_FROM: HeaderName = HeaderName::from_static(HEADER_PREFILL_FROM);
 /// `x-warmpath-kv-transfer` (from a decode replica: how its KV fetch went).
 pub(crate) const KV_TRANSFER: HeaderName = HeaderName::from_static(HEADER_KV_TRANSFER);
+/// The gateway's signature of [`PREFILL_FROM`].
+pub(crate) const PREFILL_AUTH: HeaderName =
+    HeaderName::from_static(warmpath_protocol::transfer_auth::HEADER_PREFILL_AUTH);
 /// Why the decode replica's KV transfer ended.
 pub(crate) const KV_TRANSFER_REASON: HeaderName =
     HeaderName::from_static(HEADER_KV_TRANSFER_REASON);

@@ -12,8 +12,10 @@
 //!   and its stream framing, for KV transfer between replicas.
 //! - [`replica_api`]: endpoint paths, headers, replica info and load documents.
 //! - [`tokenizer_spec`]: the tokenizer and chat template a replica publishes.
+//! - [`transfer_auth`]: signing and checking the requests of a prefill/decode transfer.
 
 pub mod kv_block;
 pub mod openai;
 pub mod replica_api;
 pub mod tokenizer_spec;
+pub mod transfer_auth;

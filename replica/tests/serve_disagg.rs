@@ -161,3 +161,131 @@ async fn broken_transfers_end_in_the_right_answer_by_recomputation() {
         s.shutdown(Duration::from_secs(5)).await.unwrap();
     }
 }
+
+/// Sends a completion to `addr` with `headers`, returning the response.
+async fn complete_with(addr: SocketAddr, prompt: &[u32], headers: &[(&str, &str)]) -> Resp {
+    let model = get(addr, "/v1/models").await.json()["data"][0]["id"].clone();
+    let body = json!({"model": model, "prompt": prompt, "max_tokens": 4, "temperature": 0});
+    let r = send(
+        addr,
+        "POST",
+        "/v1/completions",
+        headers,
+        body.to_string().as_bytes(),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    r
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_transfer_the_gateway_asked_for_is_started() {
+    // Without a transfer key: only a loopback prefill replica is fetched from, so a client
+    // that reaches the replica cannot make it POST prompts elsewhere.
+    let open = server(MODEL, role(ReplicaRole::Decode)).await;
+    let p = prompt(64, 3);
+    let r = complete_with(
+        open.addr(),
+        &p,
+        &[("x-warmpath-prefill-from", "http://10.255.255.1:9")],
+    )
+    .await;
+    assert_eq!(
+        r.header("x-warmpath-kv-transfer"),
+        None,
+        "no transfer started"
+    );
+
+    // With a transfer key: only a name the gateway signed.
+    let dir = std::env::temp_dir().join(format!("wp-transfer-key-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = b"a deployment secret of 32+ bytes, shared";
+    let key_file = dir.join("key");
+    std::fs::write(&key_file, key).unwrap();
+    let with_key = |r: ReplicaRole| {
+        let path = key_file.to_str().unwrap().to_string();
+        move |a: &mut ServeArgs| {
+            a.role = r;
+            a.kv_transfer_key_file = Some(path);
+        }
+    };
+    let prefill = server(MODEL, with_key(ReplicaRole::Prefill)).await;
+    let decode = server(MODEL, with_key(ReplicaRole::Decode)).await;
+    let from = format!("http://{}", prefill.addr());
+    let exported = || async {
+        metric(prefill.addr(), "warmpath_replica_kv_export_blocks_total")
+            .await
+            .unwrap()
+    };
+    let before = exported().await;
+    let unsigned = complete_with(
+        decode.addr(),
+        &p,
+        &[("x-warmpath-prefill-from", from.as_str())],
+    )
+    .await;
+    assert_eq!(unsigned.header("x-warmpath-kv-transfer"), None);
+    let forged_sig = warmpath_protocol::transfer_auth::sign(
+        b"another secret, another deployment!!",
+        warmpath_protocol::transfer_auth::Purpose::PrefillFrom,
+        &from,
+        now_ms(),
+    );
+    let forged = complete_with(
+        decode.addr(),
+        &prompt(64, 4),
+        &[
+            ("x-warmpath-prefill-from", from.as_str()),
+            ("x-warmpath-prefill-auth", forged_sig.as_str()),
+        ],
+    )
+    .await;
+    assert_eq!(forged.header("x-warmpath-kv-transfer"), None);
+    assert_eq!(
+        exported().await,
+        before,
+        "the prefill replica exported nothing"
+    );
+
+    let sig = warmpath_protocol::transfer_auth::sign(
+        key,
+        warmpath_protocol::transfer_auth::Purpose::PrefillFrom,
+        &from,
+        now_ms(),
+    );
+    let signed = complete_with(
+        decode.addr(),
+        &prompt(64, 5),
+        &[
+            ("x-warmpath-prefill-from", from.as_str()),
+            ("x-warmpath-prefill-auth", sig.as_str()),
+        ],
+    )
+    .await;
+    assert_eq!(signed.header("x-warmpath-kv-transfer"), Some("ok"));
+
+    // The prefill endpoint itself serves only a signed pull.
+    let body = json!({"prompt": prompt(64, 6), "skip_blocks": 0}).to_string();
+    let r = send(
+        prefill.addr(),
+        "POST",
+        "/v1/kv/prefill",
+        &[],
+        body.as_bytes(),
+    )
+    .await;
+    assert_eq!(r.status, 401, "{}", r.text());
+    assert!(
+        r.text().contains("invalid_transfer_signature"),
+        "{}",
+        r.text()
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}

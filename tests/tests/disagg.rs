@@ -42,10 +42,22 @@ fn labels(g: &GatewayProc) -> HashMap<String, String> {
         .collect()
 }
 
+/// The transfer key the gateway and the replicas share (so the split below runs signed).
+const TRANSFER_KEY: &str = "an e2e transfer key, 32 bytes or more";
+
+/// A file holding [`TRANSFER_KEY`].
+fn key_file() -> String {
+    let dir = std::env::temp_dir().join(format!("wp-disagg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("transfer.key");
+    std::fs::write(&path, TRANSFER_KEY).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
 fn gateway(prefill: &ReplicaProc, decode: &ReplicaProc) -> GatewayProc {
     let yaml = format!(
         "auth: {{enabled: false}}\nreplicas:\n  - {}\n  - {}\n\
-         disaggregation: {{min_prompt_tokens: 256}}\n",
+         disaggregation: {{min_prompt_tokens: 256}}\nkv_transfer_key: \"{TRANSFER_KEY}\"\n",
         prefill.url(),
         decode.url()
     );
@@ -56,8 +68,10 @@ fn gateway(prefill: &ReplicaProc, decode: &ReplicaProc) -> GatewayProc {
 fn a_split_request_answers_like_a_colocated_one_and_survives_a_cut_transfer() {
     let model_path = smollm2_model();
     let colocated = ReplicaProc::spawn(&model_path).unwrap();
-    let prefill = ReplicaProc::spawn_args(&model_path, 0, &["--role", "prefill"]).unwrap();
-    let decode = ReplicaProc::spawn_args(&model_path, 0, &["--role", "decode"]).unwrap();
+    let key = key_file();
+    let keyed = |role: &'static str| ["--role", role, "--kv-transfer-key-file", key.as_str()];
+    let prefill = ReplicaProc::spawn_args(&model_path, 0, &keyed("prefill")).unwrap();
+    let decode = ReplicaProc::spawn_args(&model_path, 0, &keyed("decode")).unwrap();
     let model = model_of(&colocated.addr);
     let g = gateway(&prefill, &decode);
     let url_of = labels(&g);
@@ -152,7 +166,14 @@ fn a_split_request_answers_like_a_colocated_one_and_survives_a_cut_transfer() {
     let cut = ReplicaProc::spawn_args(
         &model_path,
         0,
-        &["--role", "prefill", "--fault-kv-cut-after-blocks", "5"],
+        &[
+            "--role",
+            "prefill",
+            "--fault-kv-cut-after-blocks",
+            "5",
+            "--kv-transfer-key-file",
+            key.as_str(),
+        ],
     )
     .unwrap();
     let g2 = gateway(&cut, &decode);
@@ -186,4 +207,36 @@ fn a_split_request_answers_like_a_colocated_one_and_survives_a_cut_transfer() {
         m.contains("warmpath_gateway_kv_transfers_total{outcome=\"partial\""),
         "{m}"
     );
+}
+
+#[test]
+fn a_clients_prefill_from_and_its_signature_never_reach_a_replica() {
+    use warmpath_e2e::mock::{MockReplica, Mode};
+    let mock = MockReplica::start(Mode::Ok);
+    let yaml = format!(
+        "auth: {{enabled: false}}\n{}",
+        warmpath_e2e::fixtures::replicas_yaml(&[mock.url()])
+    );
+    let g = GatewayProc::spawn(&yaml, &[], 1).unwrap();
+    let body = warmpath_e2e::fixtures::chat("mock", "s", "u", 4, false);
+    let r = post_json(
+        &g.addr,
+        "/v1/chat/completions",
+        &[
+            ("x-warmpath-prefill-from", "http://10.255.255.1:9"),
+            ("x-warmpath-prefill-auth", "t=1,mac=00"),
+        ],
+        &body,
+    )
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    let seen = mock.raw_requests();
+    assert_eq!(seen.len(), 1);
+    let head = String::from_utf8_lossy(&seen[0]).to_ascii_lowercase();
+    assert!(
+        head.contains("x-warmpath-cache-salt"),
+        "the gateway's own headers: {head}"
+    );
+    assert!(!head.contains("x-warmpath-prefill-from"), "{head}");
+    assert!(!head.contains("x-warmpath-prefill-auth"), "{head}");
 }

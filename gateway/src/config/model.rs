@@ -60,6 +60,10 @@ pub struct Config {
     /// When a pool with `prefill` replicas splits a request between a prefill and a
     /// decode replica (router-policy's `DisaggConfig`).
     pub disaggregation: router_policy::DisaggConfig,
+    /// The transfer key (at least 32 bytes; write `${ENV_VAR}`): the gateway signs the
+    /// prefill replica it names, and decode replicas started with the same key
+    /// (`--kv-transfer-key-file`) fetch only from a signed name.
+    pub kv_transfer_key: Option<TransferKey>,
     /// Request size and connection bounds.
     pub limits: RequestLimits,
     /// Admission control / load shedding.
@@ -99,6 +103,7 @@ impl Default for Config {
             rollouts: Vec::new(),
             hot_prefixes: super::rollout::HotPrefixConfig::default(),
             disaggregation: router_policy::DisaggConfig::default(),
+            kv_transfer_key: None,
             limits: RequestLimits::default(),
             admission: AdmissionConfig::default(),
             retry: RetryConfig::default(),
@@ -436,6 +441,18 @@ impl Config {
         self.state.validate()?;
         super::rollout::validate_regions(self.regions.as_ref())?;
         super::rollout::validate_rollouts(&self.rollouts, &self.hot_prefixes)?;
+        if let Some(k) = &self.kv_transfer_key {
+            if k.0.len() < warmpath_protocol::transfer_auth::MIN_KEY_BYTES {
+                return Err(invalid(
+                    "kv_transfer_key",
+                    format!(
+                        "has {} bytes, at least {} are needed",
+                        k.0.len(),
+                        warmpath_protocol::transfer_auth::MIN_KEY_BYTES
+                    ),
+                ));
+            }
+        }
         if self.disaggregation.min_prompt_tokens == 0 {
             return Err(invalid(
                 "disaggregation.min_prompt_tokens",
@@ -655,5 +672,16 @@ mod tests {
     fn example_config_is_valid() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/gateway.example.yaml");
         Config::load(&path).unwrap();
+    }
+}
+
+/// A secret string: serialized as itself (the stack writes configs), never printed.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct TransferKey(pub String);
+
+impl std::fmt::Debug for TransferKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TransferKey(<redacted>)")
     }
 }

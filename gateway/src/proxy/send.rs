@@ -128,6 +128,7 @@ pub(crate) fn stamp_request(
     // Only the gateway names a prefill replica: a client's value would make a replica
     // fetch from an address of the client's choosing.
     h.remove(headers::PREFILL_FROM);
+    h.remove(headers::PREFILL_AUTH);
     h.insert(headers::REQUEST_ID, ctx.id.header.clone());
     if let (Some(plan), Some(slot)) = (&ctx.plan, &ctx.attempts.slot) {
         let r = slot.replica();
@@ -156,6 +157,18 @@ pub(crate) fn stamp_request(
             .router
             .record_routed(computes, &plan.hashes, state.millis_at(now));
         if let Some((_, from)) = split {
+            // Decode replicas with the transfer key fetch only from a name the gateway signed.
+            if let Some(key) = &state.config().kv_transfer_key {
+                let sig = warmpath_protocol::transfer_auth::sign(
+                    key.0.as_bytes(),
+                    warmpath_protocol::transfer_auth::Purpose::PrefillFrom,
+                    from.to_str().unwrap_or(""),
+                    crate::rollout::model::now_ms(),
+                );
+                if let Ok(v) = HeaderValue::from_str(&sig) {
+                    h.insert(headers::PREFILL_AUTH, v);
+                }
+            }
             h.insert(headers::PREFILL_FROM, from);
         }
         // An engine without KV events is known only by where requests went: tell the fleet.

@@ -59,6 +59,12 @@ pub struct ServeArgs {
     /// rest of the prompt itself.
     #[arg(long, default_value_t = 30_000)]
     pub kv_transfer_timeout_ms: u64,
+    /// File holding the transfer key (at least 32 bytes), the deployment secret the
+    /// gateways share: a decode replica then fetches KV only from a prefill replica the
+    /// gateway named and signed, and a prefill replica serves `POST /v1/kv/prefill` only to
+    /// pulls its peers signed. Without it, only loopback prefill replicas are fetched from.
+    #[arg(long)]
+    pub kv_transfer_key_file: Option<String>,
     /// Shared KV tier: `redis://HOST:PORT[/DB]`. Every full block this replica computes is
     /// written there in the background, and on a local miss the prompt's following blocks
     /// are read from there instead of computed. Run Redis with `maxmemory` and
@@ -108,6 +114,7 @@ impl ServeArgs {
             fault_nan_logits_after: None,
             role: warmpath_core::ReplicaRole::Both,
             kv_transfer_timeout_ms: 30_000,
+            kv_transfer_key_file: None,
             kv_store: None,
             kv_store_queue: ByteSize(256 << 20),
             kv_load_memory: ByteSize(256 << 20),

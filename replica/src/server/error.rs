@@ -69,6 +69,9 @@ pub enum ApiError {
     /// No route matches.
     #[error("no route for {0}")]
     NotFound(String),
+    /// A replica-to-replica request without a valid transfer signature.
+    #[error("unauthorized: {0}")]
+    Unauthorized(String),
 }
 
 impl ApiError {
@@ -128,6 +131,12 @@ impl ApiError {
                 "invalid_request_error",
                 None,
                 "not_found",
+            ),
+            ApiError::Unauthorized(_) => (
+                StatusCode::UNAUTHORIZED,
+                "authentication_error",
+                None,
+                "invalid_transfer_signature",
             ),
         }
     }

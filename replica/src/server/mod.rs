@@ -171,6 +171,14 @@ pub async fn start(args: ServeArgs) -> Result<ServerHandle, ServerError> {
             args.kv_load_memory.0
         ))
     })?;
+    let trust = kv::TransferTrust::from_file(args.kv_transfer_key_file.as_deref())?;
+    if !trust.has_key() && args.role != warmpath_core::ReplicaRole::Both {
+        tracing::warn!(
+            role = %args.role,
+            "no --kv-transfer-key-file: KV transfers only with prefill replicas on loopback, \
+             and POST /v1/kv/prefill serves any caller"
+        );
+    }
     let state: AppState = Arc::new(AppInner {
         facts,
         info,
@@ -185,6 +193,7 @@ pub async fn start(args: ServeArgs) -> Result<ServerHandle, ServerError> {
         fault_kv_cut_after_blocks: args.fault_kv_cut_after_blocks,
         kv,
         tier,
+        trust,
     });
     let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port)).await?;
     let addr = listener.local_addr()?;

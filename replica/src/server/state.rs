@@ -39,6 +39,8 @@ pub struct AppInner {
     pub kv: KvLink,
     /// The shared KV tier (`--kv-store`), when on.
     pub tier: Option<Tier>,
+    /// Who may start a KV transfer (`--kv-transfer-key-file`).
+    pub trust: crate::server::kv::TransferTrust,
 }
 
 /// Shared handler state.

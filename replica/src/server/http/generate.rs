@@ -6,6 +6,7 @@ use super::respond::{self, Endpoint, Job};
 use crate::server::error::ApiError;
 use crate::server::kv::load::load;
 use crate::server::kv::peer::Peer;
+use crate::server::kv::trust::now_ms;
 use crate::server::state::AppState;
 use crate::server::worker::{GenRequest, WorkerMsg};
 use axum::body::Bytes;
@@ -23,6 +24,7 @@ use warmpath_protocol::replica_api::{
     HEADER_CACHE_SALT, HEADER_KV_TIER, HEADER_KV_TIER_TOKENS, HEADER_KV_TRANSFER,
     HEADER_KV_TRANSFERRED_TOKENS, HEADER_KV_TRANSFER_REASON, HEADER_PREFILL_FROM,
 };
+use warmpath_protocol::transfer_auth::HEADER_PREFILL_AUTH;
 use warmpath_text::ChatMessage;
 
 /// Parses a request body; a missing field or a wrong type names the field's path.
@@ -108,11 +110,24 @@ async fn submit(
         .and_then(|v| v.to_str().ok())
     {
         Some(from) if state.role.decodes() && !from.is_empty() => {
-            let peer = Peer {
-                from,
-                timeout: Duration::from_millis(state.kv_transfer_timeout_ms),
-            };
-            Some(load(&state.kv, &peer, &prompt, salt.as_ref()).await)
+            let auth = headers
+                .get(HEADER_PREFILL_AUTH)
+                .and_then(|v| v.to_str().ok());
+            match state.trust.may_fetch_from(from, auth, now_ms()) {
+                Ok(()) => {
+                    let peer = Peer {
+                        from,
+                        timeout: Duration::from_millis(state.kv_transfer_timeout_ms),
+                        trust: &state.trust,
+                    };
+                    Some(load(&state.kv, &peer, &prompt, salt.as_ref()).await)
+                }
+                Err(e) => {
+                    // Not the gateway's request: compute the prompt, fetch nothing.
+                    tracing::warn!(from, error = %e, "KV transfer refused: not the gateway's");
+                    None
+                }
+            }
         }
         _ => None,
     };

@@ -7,6 +7,7 @@ use super::params::sampling_params;
 use crate::server::error::ApiError;
 use crate::server::kv::block::{Export, ExportedBlock, EXPORT_QUEUE_BLOCKS};
 use crate::server::kv::record::{encode, record_layout};
+use crate::server::kv::trust::now_ms;
 use crate::server::state::AppState;
 use crate::server::worker::{GenRequest, SeqEvent, WorkerMsg};
 use axum::body::{Body, Bytes};
@@ -17,7 +18,8 @@ use tokio::sync::mpsc::{channel, unbounded_channel, Receiver, UnboundedReceiver}
 use warmpath_core::CacheSalt;
 use warmpath_engine::sampling::SamplingParams;
 use warmpath_protocol::kv_block::{push_frame, KvRecordLayout, END_FRAME};
-use warmpath_protocol::replica_api::{PrefillRequest, HEADER_CACHE_SALT};
+use warmpath_protocol::replica_api::{PrefillRequest, HEADER_CACHE_SALT, PATH_KV_PREFILL};
+use warmpath_protocol::transfer_auth::HEADER_TRANSFER_AUTH;
 
 /// The handler.
 pub async fn prefill(
@@ -31,6 +33,13 @@ pub async fn prefill(
             state.role
         )));
     }
+    let auth = headers
+        .get(HEADER_TRANSFER_AUTH)
+        .and_then(|v| v.to_str().ok());
+    state
+        .trust
+        .may_serve_pull(PATH_KV_PREFILL, auth, now_ms())
+        .map_err(|e| ApiError::Unauthorized(e.to_string()))?;
     let req: PrefillRequest =
         serde_json::from_slice(&body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
     let vocab = state.facts.vocab_size;

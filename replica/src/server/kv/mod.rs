@@ -19,7 +19,8 @@
 //!   engine loop; [`sink`]: the batches a load caches while its source delivers;
 //!   [`budget`]: the byte budget all loads share (`--kv-load-memory`).
 //! - Sources: [`peer`] (a prefill replica, `POST /v1/kv/prefill`) and [`tier`] (the shared
-//!   tier in Redis, `--kv-store`, whose write side is here too).
+//!   tier in Redis, `--kv-store`, whose write side is here too); [`trust`]: who may start a
+//!   transfer (the transfer key's signatures).
 //!
 //! The engine loop's side (export, import, tier writes) is `impl` blocks of the loop in
 //! `worker/kv.rs` and `worker/tier.rs`; the prefill endpoint is `http/kv_prefill.rs`.
@@ -33,6 +34,7 @@ pub mod record;
 pub mod sink;
 pub mod source;
 pub mod tier;
+pub mod trust;
 
 pub use block::{Export, ExportedBlock, ImportBlock};
 pub use budget::LoadBudget;
@@ -42,3 +44,4 @@ pub use peer::Peer;
 pub use sink::Sink;
 pub use source::{KvSource, LoadOutcome, SourceMetrics};
 pub use tier::Tier;
+pub use trust::TransferTrust;

@@ -21,6 +21,7 @@
 use super::record::Expected;
 use super::sink::Sink;
 use super::source::{KvSource, LoadOutcome, SourceMetrics};
+use super::trust::{now_ms, TransferTrust};
 use crate::server::metrics::Metrics;
 use std::time::Duration;
 use tokio::time::timeout_at;
@@ -30,6 +31,7 @@ use warmpath_protocol::kv_block::{Frame, FrameReader};
 use warmpath_protocol::replica_api::{
     PrefillRequest, HEADER_CACHE_SALT, KV_TRANSFER_REASON_IMPORT, PATH_KV_PREFILL,
 };
+use warmpath_protocol::transfer_auth::HEADER_TRANSFER_AUTH;
 
 /// How long connecting to the prefill replica may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -42,6 +44,8 @@ pub struct Peer<'a> {
     pub from: &'a str,
     /// How long the whole transfer may take (`--kv-transfer-timeout-ms`).
     pub timeout: Duration,
+    /// Signs the pull when a transfer key is set.
+    pub trust: &'a TransferTrust,
 }
 
 impl KvSource for Peer<'_> {
@@ -114,6 +118,12 @@ impl KvSource for Peer<'_> {
             Err(_) => return "connect",
         };
         let path = to.path(PATH_KV_PREFILL);
+        if let Some(sig) = self.trust.sign_pull(PATH_KV_PREFILL, now_ms()) {
+            match axum::http::HeaderValue::from_str(&sig) {
+                Ok(v) => extra.push((axum::http::HeaderName::from_static(HEADER_TRANSFER_AUTH), v)),
+                Err(_) => return "connect",
+            }
+        }
         let open = warmpath_http::open_with_connect_timeout(
             &to.addr,
             axum::http::Method::POST,
