@@ -209,4 +209,26 @@ mod tests {
         let ok = parse("{backend: redis, cluster: ['redis://a:1', 'redis://b:2']}").unwrap();
         assert_eq!(ok.cluster.len(), 2);
     }
+
+    #[test]
+    fn a_password_file_needs_redis_and_is_read_without_its_newline() {
+        let e = parse("{password_file: /x}").unwrap_err();
+        assert!(
+            e.contains("state.backend") && e.contains("password_file"),
+            "{e}"
+        );
+        let path = std::env::temp_dir().join(format!("wp-state-pw-{}", std::process::id()));
+        std::fs::write(&path, "s3cret\n").unwrap();
+        let yaml = format!(
+            "{{backend: redis, url: 'redis://gw@a:1', password_file: '{}'}}",
+            path.display()
+        );
+        assert_eq!(
+            parse(&yaml).unwrap().password().unwrap().as_deref(),
+            Some("s3cret")
+        );
+        std::fs::remove_file(&path).unwrap();
+        let e = parse(&yaml).unwrap().password().unwrap_err().to_string();
+        assert!(e.contains("state.password_file"), "{e}");
+    }
 }
