@@ -62,7 +62,8 @@ pub struct ServeArgs {
     /// Shared KV tier: `redis://HOST:PORT[/DB]`. Every full block this replica computes is
     /// written there in the background, and on a local miss the prompt's following blocks
     /// are read from there instead of computed. Run Redis with `maxmemory` and
-    /// `maxmemory-policy allkeys-lru` (docs/operations.md).
+    /// `maxmemory-policy allkeys-lru`, apart from the gateways' state Redis, and log in as
+    /// an ACL user reaching only `wpkv:*` (`redis://replica@HOST:PORT`, docs/security.md).
     #[arg(long)]
     pub kv_store: Option<String>,
     /// A file holding the tier Redis user's password (used instead of one in the URL, so
