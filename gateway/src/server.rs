@@ -30,6 +30,9 @@ pub fn run(cfg: Config, path: Option<PathBuf>, overrides: Overrides) -> anyhow::
         .thread_name("warmpath-control")
         .enable_all()
         .build()?;
+    if cfg.state.backend == crate::config::StateBackend::Redis {
+        crate::fleet::preflight::at_start(&cfg.state, control.handle())?;
+    }
     let state = AppState::new(cfg.clone(), control.handle().clone());
     for target in cfg.targets() {
         register_with_retry(state.clone(), target);

@@ -18,6 +18,10 @@ pub struct RedisServer {
     pub port: u16,
     dir: PathBuf,
     cluster: bool,
+    /// Extra `redis-server` arguments.
+    extra: Vec<String>,
+    /// The user and password `redis-cli` logs in with, on a server with an ACL.
+    auth: Option<(String, String)>,
 }
 
 impl RedisServer {
@@ -26,18 +30,43 @@ impl RedisServer {
         Self::start_on(free_port(), false)
     }
 
+    /// Starts a server on a free port whose users are those of `acl` (ACL file lines, e.g.
+    /// `user gateway on >pw ~warmpath:* +@all`), with `extra` server arguments;
+    /// [`Self::cli`] logs in as `admin` (user, password), which `acl` must define.
+    pub fn start_with_acl(acl: &str, admin: (&str, &str), extra: &[&str]) -> Result<Self> {
+        let mut s = Self::new(free_port(), false)?;
+        let file = s.dir.join("users.acl");
+        std::fs::write(&file, acl)?;
+        s.extra = vec!["--aclfile".into(), file.display().to_string()];
+        s.extra.extend(extra.iter().map(|a| a.to_string()));
+        s.auth = Some((admin.0.into(), admin.1.into()));
+        s.spawn()?;
+        Ok(s)
+    }
+
     fn start_on(port: u16, cluster: bool) -> Result<Self> {
+        let mut s = Self::new(port, cluster)?;
+        s.spawn()?;
+        Ok(s)
+    }
+
+    fn new(port: u16, cluster: bool) -> Result<Self> {
         let dir =
             std::env::temp_dir().join(format!("warmpath-redis-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
-        let mut s = Self {
+        Ok(Self {
             child: None,
             port,
             dir,
             cluster,
-        };
-        s.spawn()?;
-        Ok(s)
+            extra: Vec::new(),
+            auth: None,
+        })
+    }
+
+    /// The server's scratch directory (removed with it).
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
     }
 
     fn spawn(&mut self) -> Result<()> {
@@ -45,7 +74,8 @@ impl RedisServer {
         cmd.args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
             .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
             .arg("--dir")
-            .arg(&self.dir);
+            .arg(&self.dir)
+            .args(&self.extra);
         if self.cluster {
             cmd.args(["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"]);
             cmd.args(["--cluster-config-file", "nodes.conf"]);
@@ -76,16 +106,31 @@ impl RedisServer {
     pub fn cli(&self, args: &[&str]) -> Result<String> {
         let out = Command::new("redis-cli")
             .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(self.auth.iter().flat_map(|(u, p)| {
+                [
+                    "--user",
+                    u.as_str(),
+                    "--pass",
+                    p.as_str(),
+                    "--no-auth-warning",
+                ]
+            }))
             .args(args)
             .output()
             .context("redis-cli not found: install Debian's redis-tools")?;
+        // redis-cli exits 0 on a refused command; the error is its output.
+        let text = String::from_utf8_lossy(&out.stdout);
+        if text.starts_with("NOPERM") || text.starts_with("WRONGPASS") || text.starts_with("NOAUTH")
+        {
+            bail!("redis-cli {args:?}: {text}");
+        }
         if !out.status.success() {
             bail!(
                 "redis-cli {args:?}: {}",
                 String::from_utf8_lossy(&out.stderr)
             );
         }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        Ok(text.into_owned())
     }
 
     /// Kills the server (SIGKILL), as a crash would.

@@ -3,7 +3,9 @@
 //! schemas; this test then reads the rendered objects and checks what ties them together:
 //! the gateway's config (from the ConfigMap, secrets from the Secret) is one the gateway
 //! accepts, it names the replica StatefulSet's pods on their Service and port, and the
-//! gateway Deployment has its fleet shape (three pods, `/ready`, a preStop, a budget).
+//! gateway Deployment has its fleet shape (three pods, `/ready`, a preStop, a budget), and
+//! Redis and the replicas are fenced: Redis needs the gateway's ACL user, whose password
+//! reaches the gateway as a file, and NetworkPolicies admit only gateways and replicas.
 
 #![allow(clippy::unwrap_used)]
 
@@ -107,6 +109,75 @@ fn manifests_render_validate_and_fit_together() {
     );
     let pdb = object(&objs, "PodDisruptionBudget", "gateway");
     assert_eq!(pdb["spec"]["selector"], deployment["spec"]["selector"]);
+    fenced(&objs, &cfg, pod, &env("redis-password"));
+}
+
+/// Redis with an ACL the gateway logs in to, and the NetworkPolicies around Redis and the
+/// replicas.
+fn fenced(objs: &[Value], cfg: &gateway::config::Config, pod: &Value, password: &str) {
+    let url = cfg.state.url.as_deref().unwrap();
+    assert!(url.starts_with("redis://gateway@"), "{url}");
+    let file = cfg.state.password_file.as_deref().unwrap();
+    let mount = pod["containers"][0]["volumeMounts"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|m| file.starts_with(m["mountPath"].as_str().unwrap()))
+        .expect("state.password_file is mounted");
+    let volume = pod["volumes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == mount["name"])
+        .unwrap();
+    assert_eq!(volume["secret"]["items"][0]["key"], "redis-password");
+    let acl = object(objs, "Secret", "redis-acl");
+    let acl = {
+        use base64::Engine;
+        let b64: String = acl["data"]["users.acl"]
+            .as_str()
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .unwrap();
+        String::from_utf8(raw).unwrap()
+    };
+    assert!(
+        acl.contains(&format!("user gateway on >{password} ~warmpath:*")),
+        "{acl}"
+    );
+    assert!(
+        acl.contains("user default on nopass resetchannels -@all +ping"),
+        "{acl}"
+    );
+    let redis = object(objs, "StatefulSet", "redis");
+    let args = &redis["spec"]["template"]["spec"]["containers"][0]["args"];
+    assert!(args.as_sequence().unwrap().iter().any(|a| a == "--aclfile"));
+
+    let from = |target: &str| -> Vec<String> {
+        let np = objs
+            .iter()
+            .find(|o| {
+                o["kind"] == "NetworkPolicy"
+                    && o["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/name"] == target
+            })
+            .unwrap_or_else(|| panic!("no NetworkPolicy for {target}"));
+        let mut peers: Vec<String> = np["spec"]["ingress"][0]["from"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                let name = &p["podSelector"]["matchLabels"]["app.kubernetes.io/name"];
+                name.as_str().unwrap().to_string()
+            })
+            .collect();
+        peers.sort();
+        peers
+    };
+    assert_eq!(from("redis"), ["gateway", "replica"]);
+    assert_eq!(from("replica"), ["gateway", "replica"]);
 }
 
 /// The validation is not a formality: a misspelt field in a copy of the manifests fails.

@@ -24,6 +24,10 @@ pub struct StateConfig {
     pub backend: StateBackend,
     /// One Redis server, `redis://[:password@]host:port[/db]`.
     pub url: Option<String>,
+    /// A file holding the Redis user's password, used instead of one in the URL so it is
+    /// in neither the config file nor a command line (read at every connect; one trailing
+    /// newline ignored). The user comes from the URL (`redis://USER@host:port`).
+    pub password_file: Option<String>,
     /// Seed nodes of a Redis Cluster (`redis://host:port` each), instead of `url`.
     pub cluster: Vec<String>,
     /// Gateways in the fleet. While Redis is unreachable each gateway admits a tenant's
@@ -56,6 +60,7 @@ impl Default for StateConfig {
         Self {
             backend: StateBackend::Memory,
             url: None,
+            password_file: None,
             cluster: Vec::new(),
             gateway_count: 1,
             timeout_ms: 100,
@@ -93,13 +98,29 @@ fn check_url(key: &str, url: &str) -> Result<(), ConfigError> {
 }
 
 impl StateConfig {
+    /// The password in `password_file`, if set (read now: a rotated file is picked up at
+    /// the next connect).
+    pub fn password(&self) -> redis::RedisResult<Option<String>> {
+        let Some(path) = &self.password_file else {
+            return Ok(None);
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            redis::RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "state.password_file unreadable",
+                format!("{path}: {e}"),
+            ))
+        })?;
+        Ok(Some(text.strip_suffix('\n').unwrap_or(&text).to_string()))
+    }
+
     /// Checks the section; errors name the key under `state.`.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.backend == StateBackend::Memory {
-            if self.url.is_some() || !self.cluster.is_empty() {
+            if self.url.is_some() || !self.cluster.is_empty() || self.password_file.is_some() {
                 return Err(invalid(
                     "backend",
-                    "is `memory` but `url` or `cluster` is set: say `backend: redis`",
+                    "is `memory` but `url`, `cluster` or `password_file` is set: say `backend: redis`",
                 ));
             }
             return Ok(());
@@ -117,6 +138,11 @@ impl StateConfig {
                 for (i, u) in self.cluster.iter().enumerate() {
                     check_url(&format!("cluster[{i}]"), u)?;
                 }
+            }
+        }
+        if let Some(p) = &self.password_file {
+            if p.is_empty() {
+                return Err(invalid("password_file", "must be a path"));
             }
         }
         if self.gateway_count == 0 {
@@ -182,5 +208,27 @@ mod tests {
         assert!(e.contains("unknown field"), "{e}");
         let ok = parse("{backend: redis, cluster: ['redis://a:1', 'redis://b:2']}").unwrap();
         assert_eq!(ok.cluster.len(), 2);
+    }
+
+    #[test]
+    fn a_password_file_needs_redis_and_is_read_without_its_newline() {
+        let e = parse("{password_file: /x}").unwrap_err();
+        assert!(
+            e.contains("state.backend") && e.contains("password_file"),
+            "{e}"
+        );
+        let path = std::env::temp_dir().join(format!("wp-state-pw-{}", std::process::id()));
+        std::fs::write(&path, "s3cret\n").unwrap();
+        let yaml = format!(
+            "{{backend: redis, url: 'redis://gw@a:1', password_file: '{}'}}",
+            path.display()
+        );
+        assert_eq!(
+            parse(&yaml).unwrap().password().unwrap().as_deref(),
+            Some("s3cret")
+        );
+        std::fs::remove_file(&path).unwrap();
+        let e = parse(&yaml).unwrap().password().unwrap_err().to_string();
+        assert!(e.contains("state.password_file"), "{e}");
     }
 }

@@ -5,7 +5,7 @@ use crate::config::StateConfig;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
-use redis::{FromRedisValue, RedisResult, ScriptInvocation};
+use redis::{FromRedisValue, IntoConnectionInfo, RedisResult, ScriptInvocation};
 use std::time::Duration;
 
 /// A connection to the configured Redis.
@@ -23,8 +23,14 @@ impl Conn {
         let response = Duration::from_millis(cfg.timeout_ms);
         // Opening a TCP connection may take longer than a command; it never holds a request.
         let connect = response.max(Duration::from_millis(500));
+        let password = cfg.password()?;
         if let Some(url) = &cfg.url {
-            let client = redis::Client::open(url.as_str())?;
+            let mut info = url.as_str().into_connection_info()?;
+            if let Some(p) = &password {
+                let settings = info.redis_settings().clone().set_password(p);
+                info = info.set_redis_settings(settings);
+            }
+            let client = redis::Client::open(info)?;
             let config = ConnectionManagerConfig::new()
                 .set_connection_timeout(Some(connect))
                 .set_response_timeout(Some(response))
@@ -33,7 +39,11 @@ impl Conn {
                 ConnectionManager::new_with_config(client, config).await?,
             ));
         }
-        let client = ClusterClientBuilder::new(cfg.cluster.clone())
+        let mut builder = ClusterClientBuilder::new(cfg.cluster.clone());
+        if let Some(p) = password {
+            builder = builder.password(p);
+        }
+        let client = builder
             .connection_timeout(connect)
             .response_timeout(response)
             .retries(1)

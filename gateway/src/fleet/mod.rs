@@ -22,7 +22,8 @@
 //!
 //! # Layout
 //! - this module: [`Fleet`], the connection slot, the degraded probe.
-//! - [`conn`]: the connection, single server or Cluster.
+//! - [`conn`]: the connection, single server or Cluster; [`preflight`]: the eviction
+//!   policy check (at start and on every connect).
 //! - [`health`]: the degraded flag, its metric and log line.
 //! - [`limits`]: the admission call and the lease a request holds.
 //! - [`settlements`]: settling leases, and the queue that keeps settlements Redis missed
@@ -40,6 +41,7 @@ pub(crate) mod history;
 pub(crate) mod keys;
 pub(crate) mod limits;
 pub(crate) mod pending;
+pub(crate) mod preflight;
 pub(crate) mod reconcile;
 pub(crate) mod rollouts;
 pub(crate) mod routed;
@@ -233,6 +235,15 @@ impl Fleet {
             Some(c) => c,
             None => match within(Duration::from_secs(2), Conn::connect(&self.cfg)).await {
                 Ok(c) => {
+                    let limit = Duration::from_secs(2);
+                    match preflight::check_policy(&c, limit).await {
+                        Err(e @ preflight::PolicyError::Evicting(_)) => {
+                            tracing::error!("{e}: not used");
+                            return false;
+                        }
+                        Err(e) => tracing::debug!("{e}"),
+                        Ok(()) => {}
+                    }
                     *self.conn.write() = Some(c.clone());
                     c
                 }

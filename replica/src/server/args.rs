@@ -68,9 +68,21 @@ pub struct ServeArgs {
     /// Shared KV tier: `redis://HOST:PORT[/DB]`. Every full block this replica computes is
     /// written there in the background, and on a local miss the prompt's following blocks
     /// are read from there instead of computed. Run Redis with `maxmemory` and
-    /// `maxmemory-policy allkeys-lru` (docs/operations.md).
+    /// `maxmemory-policy allkeys-lru`, apart from the gateways' state Redis, and log in as
+    /// an ACL user reaching only `wpkv:*` (`redis://replica@HOST:PORT`, docs/security.md).
     #[arg(long)]
     pub kv_store: Option<String>,
+    /// A file holding the tier Redis user's password (used instead of one in the URL, so
+    /// it is in neither a command line nor a config file; one trailing newline ignored).
+    /// The user comes from the URL (`redis://USER@HOST:PORT`), `default` when absent.
+    #[arg(long)]
+    pub kv_store_password_file: Option<std::path::PathBuf>,
+    /// A file holding the tier's deployment secret (at least 32 random bytes, the same on
+    /// every replica): each value is then written as `HMAC-SHA256 || record`, bound to its
+    /// Redis key, and a value that does not verify is refused (reason `forged`). Without
+    /// it tier values are unauthenticated and the replica warns at start.
+    #[arg(long)]
+    pub kv_store_key_file: Option<std::path::PathBuf>,
     /// Record bytes the tier's write queue holds before new blocks are dropped (counted in
     /// `warmpath_replica_kv_tier_writes_total{outcome="dropped"}`).
     #[arg(long, default_value = "256MiB")]
@@ -116,6 +128,8 @@ impl ServeArgs {
             kv_transfer_timeout_ms: 30_000,
             kv_transfer_key_file: None,
             kv_store: None,
+            kv_store_password_file: None,
+            kv_store_key_file: None,
             kv_store_queue: ByteSize(256 << 20),
             kv_load_memory: ByteSize(256 << 20),
             kv_store_timeout_ms: 500,
@@ -164,6 +178,13 @@ impl ServeArgs {
                     "--kv-store {url:?}: expected a Redis URL, redis://HOST:PORT[/DB]"
                 )));
             }
+        }
+        if self.kv_store.is_none()
+            && (self.kv_store_password_file.is_some() || self.kv_store_key_file.is_some())
+        {
+            return Err(ServerError::Config(
+                "--kv-store-password-file and --kv-store-key-file need --kv-store".into(),
+            ));
         }
         if self.kv_store_timeout_ms == 0 {
             return Err(ServerError::Config(

@@ -54,8 +54,8 @@ pub struct Metrics {
     /// KV blocks a prefill replica streamed to decode replicas.
     pub kv_export_blocks: IntCounter,
     /// Shared KV tier lookups, by `outcome` (`hit`, `partial`, `miss`, `skipped`) and
-    /// `reason` (what ended the run: `complete`, `absent`, `corrupt`, `mismatch`,
-    /// `timeout`, `unavailable`, `import`, `cached`).
+    /// `reason` (what ended the run: `complete`, `absent`, `forged`, `corrupt`,
+    /// `mismatch`, `timeout`, `unavailable`, `import`, `busy`, `cached`).
     pub kv_tier_lookups: IntCounterVec,
     /// Prompt tokens whose KV came from the shared tier.
     pub kv_tier_hit_tokens: IntCounter,

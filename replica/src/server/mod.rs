@@ -33,6 +33,7 @@ use events::{random_epoch, EventLog, DEFAULT_RING};
 use kv::link::KvLink;
 use kv::record::record_layout;
 use kv::tier::conn::TierConn;
+use kv::tier::mac::TierMac;
 use kv::tier::rate::TierRate;
 use kv::tier::read::Tier;
 use kv::tier::write::{run_writer, TierSink};
@@ -105,10 +106,26 @@ pub async fn start(args: ServeArgs) -> Result<ServerHandle, ServerError> {
     let tier = match &args.kv_store {
         Some(url) => {
             let timeout = Duration::from_millis(args.kv_store_timeout_ms);
-            let conn = TierConn::new(url, timeout, metrics.clone())
+            let password = args
+                .kv_store_password_file
+                .as_deref()
+                .map(kv::tier::conn::read_password)
+                .transpose()?;
+            let conn = TierConn::new(url, password, timeout, metrics.clone())
                 .map_err(|e| ServerError::Config(format!("--kv-store {url:?}: {e}")))?;
+            let mac = match &args.kv_store_key_file {
+                Some(p) => Some(TierMac::load(p).map_err(|e| ServerError::Config(e.to_string()))?),
+                None => {
+                    tracing::warn!(
+                        "KV tier values are unauthenticated: whoever can write to the tier's \
+                         Redis can forge KV for any prompt; set --kv-store-key-file \
+                         (docs/security.md)"
+                    );
+                    None
+                }
+            };
             let (sink, rx) = TierSink::new(args.kv_store_queue.0, metrics.clone());
-            Some((conn, sink, rx, timeout))
+            Some((conn, sink, rx, timeout, mac))
         }
         None => None,
     };
@@ -126,14 +143,16 @@ pub async fn start(args: ServeArgs) -> Result<ServerHandle, ServerError> {
         tier: tier.as_ref().map(|t| t.1.clone()),
     };
     let (facts, submit, shared) = worker::spawn(cfg, events.clone(), metrics.clone()).await?;
-    let tier = tier.map(|(conn, sink, rx, timeout)| {
+    let tier = tier.map(|(conn, sink, rx, timeout, mac)| {
         let layout = record_layout(facts.kv_layout);
         conn.get(); // start connecting now
-        tokio::spawn(run_writer(rx, conn.clone(), layout, sink, events.clone()));
+        let writer = run_writer(rx, conn.clone(), layout, mac.clone(), sink, events.clone());
+        tokio::spawn(writer);
         Tier {
             conn,
             timeout,
             rate: TierRate::default(),
+            mac,
         }
     });
     let info = ReplicaInfo {

@@ -3,7 +3,9 @@
 //! failure log that speaks once per interval however many calls fail.
 
 use crate::server::metrics::Metrics;
+use crate::server::ServerError;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::IntoConnectionInfo;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -37,9 +39,20 @@ struct State {
 }
 
 impl TierConn {
-    /// Parses `url`; connects in the background on first use.
-    pub fn new(url: &str, timeout: Duration, metrics: Metrics) -> redis::RedisResult<Self> {
-        let client = redis::Client::open(url)?;
+    /// Parses `url` (with `password`, when given, in place of the URL's); connects in the
+    /// background on first use.
+    pub fn new(
+        url: &str,
+        password: Option<String>,
+        timeout: Duration,
+        metrics: Metrics,
+    ) -> redis::RedisResult<Self> {
+        let mut info = url.into_connection_info()?;
+        if let Some(p) = password {
+            let settings = info.redis_settings().clone().set_password(p);
+            info = info.set_redis_settings(settings);
+        }
+        let client = redis::Client::open(info)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 client,
@@ -117,4 +130,12 @@ impl TierConn {
             );
         }
     }
+}
+
+/// Reads `--kv-store-password-file` (one trailing newline ignored).
+pub fn read_password(path: &std::path::Path) -> Result<String, ServerError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ServerError::Config(format!("--kv-store-password-file {}: {e}", path.display()))
+    })?;
+    Ok(text.strip_suffix('\n').unwrap_or(&text).to_string())
 }

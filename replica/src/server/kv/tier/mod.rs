@@ -20,14 +20,20 @@
 //!   writes count the failure, the log says so once per interval, and the connection is
 //!   retried in the background of later calls.
 //!
+//! * **Authenticated** ([`mac`]): with `--kv-store-key-file`, each value is `MAC || record`
+//!   under a deployment secret and bound to its Redis key; a value that does not verify is
+//!   refused (reason `forged`).
+//!
 //! Redis is expected to bound itself: `maxmemory` with `allkeys-lru` (docs/operations.md).
 
 pub mod conn;
+pub mod mac;
 pub mod rate;
 pub mod read;
 pub mod write;
 
 pub use conn::TierConn;
+pub use mac::TierMac;
 pub use rate::TierRate;
 pub use read::Tier;
 pub use write::{run_writer, TierSink};

@@ -2,13 +2,14 @@
 //! prompt's next blocks that the tier holds, checked record by record; the loader caches
 //! it before the request is submitted. Lookups are counted by outcome (`hit`, `partial`,
 //! `miss`, `skipped`) and reason (`complete`: every block found, `absent`: the next block
-//! is not in the tier, `corrupt`, `mismatch`: another layout, checkpoint, salt or prompt,
+//! is not in the tier, `forged`: its MAC does not verify under `--kv-store-key-file`, `corrupt`, `mismatch`: another layout, checkpoint, salt or prompt,
 //! `timeout`, `unavailable`: no connection or a Redis error, `import`: the pool had no
 //! room, `busy`: no room in the load budget, `cached`: skipped). At most
 //! [`READ_AHEAD_GROUPS`] `MGET`s are in flight at once, so a long prompt's lookup holds a
 //! bounded number of records.
 
 use super::conn::TierConn;
+use super::mac::TierMac;
 use super::rate::TierRate;
 use crate::server::kv::record::Expected;
 use crate::server::kv::sink::Sink;
@@ -40,6 +41,8 @@ pub struct Tier {
     pub timeout: Duration,
     /// Measured load rate, reported to the router.
     pub rate: TierRate,
+    /// The tier key values are sealed with, if any.
+    pub mac: Option<TierMac>,
 }
 
 impl std::fmt::Debug for Tier {
@@ -114,6 +117,7 @@ impl KvSource for Tier {
                 cmd
             })
             .collect();
+        let mut keys = keys.into_iter();
         let mut groups = stream::iter(cmds)
             .map(|cmd| {
                 let mut c = conn.clone();
@@ -131,10 +135,18 @@ impl KvSource for Tier {
                 Ok(Some(Ok(v))) => v,
             };
             for v in values {
+                let key = keys.next().unwrap_or_default();
                 let Some(bytes) = v else {
                     return "absent";
                 };
-                match want.check(skip + sink.taken(), &bytes) {
+                let record = match &self.mac {
+                    None => bytes.as_slice(),
+                    Some(m) => match m.open(&key, &bytes) {
+                        Some(r) => r,
+                        None => return "forged",
+                    },
+                };
+                match want.check(skip + sink.taken(), record) {
                     Ok(b) => {
                         if sink.push(b).await.is_err() {
                             return KV_TRANSFER_REASON_IMPORT;

@@ -4,6 +4,7 @@
 //! fetch; the replica's own device snapshot is not affected).
 
 use super::conn::TierConn;
+use super::mac::TierMac;
 use crate::server::events::EventLog;
 use crate::server::kv::block::ExportedBlock;
 use crate::server::kv::record::encode;
@@ -71,10 +72,12 @@ impl TierSink {
 /// pipeline of `SET key record`. A batch that cannot be written (no connection, an error)
 /// is counted as `failed` and let go: the tier is a cache. A written batch is published on
 /// `events` as one `Stored` event with `tier: shared` (no parent: a batch mixes sequences).
+/// With `mac`, each value is sealed to its key ([`TierMac::seal`]).
 pub async fn run_writer(
     mut rx: UnboundedReceiver<(ExportedBlock, u64)>,
     conn: TierConn,
     layout: KvRecordLayout,
+    mac: Option<TierMac>,
     sink: TierSink,
     events: Arc<EventLog>,
 ) {
@@ -96,8 +99,12 @@ pub async fn run_writer(
         for (b, _) in batch.drain(..) {
             let key = tier_key(b.hash);
             let record = encode(layout, b);
-            written_bytes += record.len() as u64;
-            pipe.set(key, record).ignore();
+            let value = match &mac {
+                Some(m) => m.seal(&key, &record),
+                None => record,
+            };
+            written_bytes += value.len() as u64;
+            pipe.set(key, value).ignore();
         }
         let outcome = match conn.get() {
             None => {
