@@ -128,6 +128,8 @@ pub(crate) fn stamp_request(
     // Only the gateway names a prefill replica: a client's value would make a replica
     // fetch from an address of the client's choosing.
     h.remove(headers::PREFILL_FROM);
+    // Likewise the tier switch: only the gateway's residency rule sets it (below).
+    h.remove(headers::KV_TIER_OFF);
     h.insert(headers::REQUEST_ID, ctx.id.header.clone());
     if let (Some(plan), Some(slot)) = (&ctx.plan, &ctx.attempts.slot) {
         let r = slot.replica();
@@ -155,6 +157,8 @@ pub(crate) fn stamp_request(
         state
             .router
             .record_routed(computes, &plan.hashes, state.millis_at(now));
+        let prefill = split.as_ref().map(|(p, _)| p.as_ref());
+        crate::residency::stamp_tier(h, &tenant.residency, r, prefill);
         if let Some((_, from)) = split {
             h.insert(headers::PREFILL_FROM, from);
         }

@@ -65,6 +65,11 @@ pub struct ServeArgs {
     /// `maxmemory-policy allkeys-lru` (docs/operations.md).
     #[arg(long)]
     pub kv_store: Option<String>,
+    /// The region the `--kv-store` Redis runs in (default: `--region`), reported in the
+    /// replica info: the gateway turns the tier off, per request, for a region-pinned
+    /// tenant whose regions do not include it (`x-warmpath-kv-tier-off`).
+    #[arg(long)]
+    pub kv_store_region: Option<String>,
     /// Record bytes the tier's write queue holds before new blocks are dropped (counted in
     /// `warmpath_replica_kv_tier_writes_total{outcome="dropped"}`).
     #[arg(long, default_value = "256MiB")]
@@ -109,6 +114,7 @@ impl ServeArgs {
             role: warmpath_core::ReplicaRole::Both,
             kv_transfer_timeout_ms: 30_000,
             kv_store: None,
+            kv_store_region: None,
             kv_store_queue: ByteSize(256 << 20),
             kv_load_memory: ByteSize(256 << 20),
             kv_store_timeout_ms: 500,

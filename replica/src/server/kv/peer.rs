@@ -28,7 +28,8 @@ use tokio::time::timeout_at;
 use warmpath_core::CacheSalt;
 use warmpath_protocol::kv_block::{Frame, FrameReader};
 use warmpath_protocol::replica_api::{
-    PrefillRequest, HEADER_CACHE_SALT, KV_TRANSFER_REASON_IMPORT, PATH_KV_PREFILL,
+    PrefillRequest, HEADER_CACHE_SALT, HEADER_KV_TIER_OFF, KV_TRANSFER_REASON_IMPORT,
+    PATH_KV_PREFILL,
 };
 
 /// The prefill replica at `from`, asked over `http` within `timeout`.
@@ -40,6 +41,9 @@ pub struct Peer<'a> {
     pub from: &'a str,
     /// How long the whole transfer may take (`--kv-transfer-timeout-ms`).
     pub timeout: Duration,
+    /// The gateway turned the shared KV tier off for this request: the prefill replica
+    /// is asked the same (`x-warmpath-kv-tier-off`), so it writes none of the blocks.
+    pub tier_off: bool,
 }
 
 impl KvSource for Peer<'_> {
@@ -106,6 +110,9 @@ impl KvSource for Peer<'_> {
             .header(reqwest::header::CONTENT_TYPE, "application/json");
         if let Some(s) = salt {
             req = req.header(HEADER_CACHE_SALT, s.as_str());
+        }
+        if self.tier_off {
+            req = req.header(HEADER_KV_TIER_OFF, "1");
         }
         let body = match serde_json::to_vec(&body) {
             Ok(b) => b,

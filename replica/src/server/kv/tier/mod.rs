@@ -20,6 +20,11 @@
 //!   writes count the failure, the log says so once per interval, and the connection is
 //!   retried in the background of later calls.
 //!
+//! * **Residency**: a request the gateway sent with `x-warmpath-kv-tier-off` (a
+//!   region-pinned tenant, this tier's Redis outside its regions: `--kv-store-region`)
+//!   neither reads the tier nor writes its blocks there (`http::generate`,
+//!   `worker::tier`).
+//!
 //! Redis is expected to bound itself: `maxmemory` with `allkeys-lru` (docs/operations.md).
 
 pub mod conn;
