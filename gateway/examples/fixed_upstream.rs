@@ -75,6 +75,7 @@ fn main() -> anyhow::Result<()> {
         region: None,
         device: "cpu".into(),
         role: Default::default(),
+        kv_store_region: None,
     };
     let mut snapshot = serde_json::to_vec(&KvStreamMessage::Snapshot {
         epoch: Epoch(1),

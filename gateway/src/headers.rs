@@ -12,14 +12,17 @@
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use pingora_http::{RequestHeader, ResponseHeader};
 use warmpath_protocol::replica_api::{
-    HEADER_CACHE_SALT, HEADER_KV_TIER_TOKENS, HEADER_KV_TRANSFER, HEADER_KV_TRANSFER_REASON,
-    HEADER_PREDICTED_CACHED, HEADER_PREFILL_FROM, HEADER_REPLICA,
+    HEADER_CACHE_SALT, HEADER_KV_TIER_OFF, HEADER_KV_TIER_TOKENS, HEADER_KV_TRANSFER,
+    HEADER_KV_TRANSFER_REASON, HEADER_PREDICTED_CACHED, HEADER_PREFILL_FROM, HEADER_REPLICA,
 };
 
 /// `x-warmpath-cache-salt` (gateway to replica).
 pub(crate) const CACHE_SALT: HeaderName = HeaderName::from_static(HEADER_CACHE_SALT);
 /// `x-warmpath-prefill-from` (gateway to a decode replica; never from a client).
 pub(crate) const PREFILL_FROM: HeaderName = HeaderName::from_static(HEADER_PREFILL_FROM);
+/// `x-warmpath-kv-tier-off` (gateway to a replica; never from a client): the replica
+/// neither reads nor writes its shared KV tier for the request (data residency).
+pub(crate) const KV_TIER_OFF: HeaderName = HeaderName::from_static(HEADER_KV_TIER_OFF);
 /// `x-warmpath-kv-transfer` (from a decode replica: how its KV fetch went).
 pub(crate) const KV_TRANSFER: HeaderName = HeaderName::from_static(HEADER_KV_TRANSFER);
 /// The gateway's signature of [`PREFILL_FROM`].

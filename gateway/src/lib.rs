@@ -53,6 +53,7 @@ pub(crate) mod metrics;
 pub(crate) mod outcome;
 pub(crate) mod proxy;
 pub(crate) mod replicas;
+pub(crate) mod residency;
 pub(crate) mod retry;
 pub(crate) mod rollout;
 pub(crate) mod routing;

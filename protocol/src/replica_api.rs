@@ -43,6 +43,13 @@ pub const HEADER_KV_TIER: &str = "x-warmpath-kv-tier";
 /// the tier (they count as cached in `usage`).
 pub const HEADER_KV_TIER_TOKENS: &str = "x-warmpath-kv-tier-tokens";
 
+/// Request header, set by the gateway only (it drops any client value): `1` tells the
+/// replica not to use its shared KV tier for this request: nothing read from it, no block
+/// written to it (and the same asked of the prefill replica it fetches from). The gateway
+/// sets it for a region-pinned tenant when the replica's tier
+/// ([`ReplicaInfo::kv_store_region`]) is outside the tenant's regions: data residency.
+pub const HEADER_KV_TIER_OFF: &str = "x-warmpath-kv-tier-off";
+
 /// Request header carrying the tenant cache salt. Set by the gateway, which overwrites any
 /// client value; part of every block hash of the request.
 pub const HEADER_CACHE_SALT: &str = "x-warmpath-cache-salt";
@@ -74,6 +81,11 @@ pub struct ReplicaInfo {
     /// Role in a prefill/decode split (`both` from replicas that predate roles).
     #[serde(default)]
     pub role: ReplicaRole,
+    /// The region of the shared KV tier's Redis (`--kv-store-region`, by default the
+    /// replica's `--region`); `None` without a tier, or with a tier of no known region
+    /// (treated as outside every region by residency pins).
+    #[serde(default)]
+    pub kv_store_region: Option<String>,
 }
 
 /// Body of `POST` [`PATH_KV_PREFILL`]; the tenant's salt travels in

@@ -48,5 +48,7 @@ pub use error::RouteError;
 pub use hot::{HotPrefix, HotPrefixes};
 pub use index::{IndexConfig, IndexStats, PrefixIndex, PrefixMatches, ReplicaMatch};
 pub use policy::{Policy, PolicyConfig, RouteRequest, POLICY_NAMES};
-pub use region::{resident, RegionMode, RegionNote, Regions, Rtt, SpillReason};
+pub use region::{
+    allows as residency_allows, resident, RegionMode, RegionNote, Regions, Rtt, SpillReason,
+};
 pub use rollout::{conversation_key, sticky_key, Rollout, RolloutState};

@@ -190,7 +190,14 @@ impl Regions {
 /// True when a tenant pinned to `residency` (empty = anywhere) may use replica `r`. A
 /// replica without a region label is refused by any pin: residency fails closed.
 pub fn resident(residency: &[RegionId], r: &ReplicaSnapshot) -> bool {
-    residency.is_empty() || r.region.as_ref().is_some_and(|g| residency.contains(g))
+    allows(residency, r.region.as_ref())
+}
+
+/// True when a tenant pinned to `residency` (empty = anywhere) may have its data in
+/// `region`: a replica's, or its shared KV tier's. No region fails closed under any pin.
+/// The one residency rule, for the router, pre-warm and the tier alike.
+pub fn allows(residency: &[RegionId], region: Option<&RegionId>) -> bool {
+    residency.is_empty() || region.is_some_and(|g| residency.contains(g))
 }
 
 #[cfg(test)]

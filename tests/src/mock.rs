@@ -129,6 +129,7 @@ fn info() -> ReplicaInfo {
         region: None,
         device: "cpu".into(),
         role: Default::default(),
+        kv_store_region: None,
     }
 }
 

@@ -85,6 +85,7 @@ pub(crate) async fn discover_upstream(
         region: pool.region.clone(),
         device: pool.engine.as_str().to_string(),
         role: Default::default(),
+        kv_store_region: None,
     };
     let meta = UpstreamMeta {
         engine: pool.engine,

@@ -191,6 +191,7 @@ mod tests {
             region: None,
             device: "cpu".into(),
             role: Default::default(),
+            kv_store_region: None,
         };
         let addr = ReplicaAddr::parse("http://127.0.0.1:9").unwrap();
         state

@@ -201,10 +201,15 @@ pub(crate) fn record(
         // Keyed by the first blocks, not the conversation: every conversation behind one
         // system prompt counts towards it, and the entry is cut back to what they share.
         let key = sticky_key(tokens, plan.block_size, Some(&tenant.salt));
+        let tag = crate::rollout::hot::HotTag {
+            tenant: tenant.id.clone(),
+            salt: tenant.salt_header.clone(),
+            residency: tenant.residency.clone(),
+        };
         state
             .rollouts
             .hot
-            .record(&plan.checkpoint, key, tokens, &tenant.salt_header);
+            .record(&plan.checkpoint, key, tokens, &tag);
     }
     m.route_tokenize_hash.observe(plan.prepare.as_secs_f64());
     m.route_select.observe(plan.select.as_secs_f64());

@@ -129,6 +129,8 @@ pub(crate) fn stamp_request(
     // fetch from an address of the client's choosing.
     h.remove(headers::PREFILL_FROM);
     h.remove(headers::PREFILL_AUTH);
+    // Likewise the tier switch: only the gateway's residency rule sets it (below).
+    h.remove(headers::KV_TIER_OFF);
     h.insert(headers::REQUEST_ID, ctx.id.header.clone());
     if let (Some(plan), Some(slot)) = (&ctx.plan, &ctx.attempts.slot) {
         let r = slot.replica();
@@ -156,6 +158,8 @@ pub(crate) fn stamp_request(
         state
             .router
             .record_routed(computes, &plan.hashes, state.millis_at(now));
+        let prefill = split.as_ref().map(|(p, _)| p.as_ref());
+        crate::residency::stamp_tier(h, &tenant.residency, r, prefill);
         if let Some((_, from)) = split {
             // Decode replicas with the transfer key fetch only from a name the gateway signed.
             if let Some(key) = &state.config().kv_transfer_key {

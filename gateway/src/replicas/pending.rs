@@ -133,6 +133,7 @@ mod tests {
             region: None,
             device: "cpu".into(),
             role: Default::default(),
+            kv_store_region: None,
         };
         let add = |port: u16, engine: EngineKind| {
             let meta = UpstreamMeta {

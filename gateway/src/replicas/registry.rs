@@ -296,6 +296,7 @@ mod tests {
             region: None,
             device: "cpu".into(),
             role: Default::default(),
+            kv_store_region: None,
         };
         let addr = ReplicaAddr::parse(&format!("http://127.0.0.1:{port}")).unwrap();
         reg.insert(addr, info, Arc::new(PromptEncoder::TextUnits))

@@ -72,6 +72,8 @@ pub(crate) struct Replica {
     pub info: ReplicaInfo,
     /// Its region (`info.region` as a typed id, made once).
     pub region: Option<RegionId>,
+    /// Its shared KV tier's region (`info.kv_store_region` as a typed id, made once).
+    pub kv_store_region: Option<RegionId>,
     /// Prompt encoder (tokenizer, or text units) shared by every replica of the checkpoint.
     pub tokenizer: Arc<PromptEncoder>,
     /// The engine it runs, and how the gateway follows it.
@@ -115,6 +117,7 @@ impl Replica {
             label,
             addr,
             region: info.region.as_deref().map(RegionId::new),
+            kv_store_region: info.kv_store_region.as_deref().map(RegionId::new),
             info,
             tokenizer,
             upstream,

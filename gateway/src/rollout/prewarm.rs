@@ -9,11 +9,15 @@
 //! is neither counted nor published. A rollout at 0% has nothing to pre-warm.
 //! 1. wait until the new checkpoint has a routable replica serving the model;
 //! 2. take the `top_n` hottest prefixes of the old checkpoint (`rollout::hot`), hottest
-//!    first, and plan `prefixes x replicas` replays;
+//!    first, and plan each prefix on every replica its tenant's residency allows
+//!    ([`crate::residency::ReplayPins`]: the pin recorded with the prefix and the tenant's
+//!    pin now; an unpinned tenant's prefixes go to every replica, a removed tenant's to
+//!    none);
 //! 3. replay them, `concurrency` at a time per replica, each under `timeout_ms`, as
 //!    `POST /v1/completions {"prompt": [token ids], "max_tokens": 1}` with the tenant's cache
-//!    salt; a failure counts as done (the ramp must not stall on one bad replay) and is
-//!    counted in `warmpath_rollout_prewarm_total{outcome="failed"}`.
+//!    salt (and `x-warmpath-kv-tier-off` where the replica's tier is outside the pin); a
+//!    failure counts as done (the ramp must not stall on one bad replay) and is counted in
+//!    `warmpath_rollout_prewarm_total{outcome="failed"}`.
 //!
 //! The share ramps with the fraction done ([`super::ModelRollout::share`]). Replicas of the
 //! new checkpoint that join after the plan was made are not replayed to (their KV events
@@ -22,8 +26,9 @@
 use super::hot::Replay;
 use super::ModelRollout;
 use crate::control::client;
-use crate::headers::CACHE_SALT;
+use crate::headers::{CACHE_SALT, KV_TIER_OFF};
 use crate::replicas::Replica;
+use crate::residency::ReplayPins;
 use crate::state::AppState;
 use futures::StreamExt;
 use std::sync::Arc;
@@ -78,8 +83,21 @@ async fn run(state: Arc<AppState>, m: Arc<ModelRollout>, generation: u64) {
         tokio::time::sleep(WAIT_POLL).await;
     };
     // Hottest first: the prefixes the most conversations share are warm soonest.
-    let prefixes = state.rollouts.hot.top(&from, cfg.top_n, cfg.min_tokens);
-    let planned = (prefixes.len() * targets.len()) as u64;
+    let prefixes = with_pins(
+        &state,
+        state.rollouts.hot.top(&from, cfg.top_n, cfg.min_tokens),
+    );
+    // Residency: each replica gets the prefixes whose tenants may have data in its region.
+    let targets: Vec<(Arc<Replica>, Vec<usize>)> = targets
+        .into_iter()
+        .map(|r| {
+            let allowed = (0..prefixes.len())
+                .filter(|&i| prefixes[i].1.allow(&r))
+                .collect();
+            (r, allowed)
+        })
+        .collect();
+    let planned = targets.iter().map(|(_, a)| a.len() as u64).sum();
     let planned_here = m.update(generation, |p| {
         *p = super::Progress {
             started: true,
@@ -98,11 +116,11 @@ async fn run(state: Arc<AppState>, m: Arc<ModelRollout>, generation: u64) {
     let prefixes = Arc::new(prefixes);
     let tasks: Vec<_> = targets
         .into_iter()
-        .map(|r| {
+        .map(|(r, allowed)| {
             let (m, state, prefixes) = (m.clone(), state.clone(), prefixes.clone());
             let concurrency = cfg.concurrency;
             tokio::spawn(async move {
-                futures::stream::iter(0..prefixes.len())
+                futures::stream::iter(allowed)
                     .map(|i| {
                         let (m, state, prefixes, r) =
                             (m.clone(), state.clone(), prefixes.clone(), r.clone());
@@ -110,7 +128,8 @@ async fn run(state: Arc<AppState>, m: Arc<ModelRollout>, generation: u64) {
                             if m.generation() != generation {
                                 return;
                             }
-                            let ok = replay(&r, &prefixes[i], timeout).await;
+                            let (p, pins) = &prefixes[i];
+                            let ok = replay(&r, p, pins, timeout).await;
                             let counted = m.update(generation, |pr| {
                                 pr.done += 1;
                                 pr.failed += u64::from(!ok);
@@ -140,8 +159,24 @@ async fn run(state: Arc<AppState>, m: Arc<ModelRollout>, generation: u64) {
         ms = t0.elapsed().as_millis() as u64, "rollout pre-warm finished");
 }
 
+/// `prefixes` with their tenants' pins; a prefix whose tenant is no longer configured is
+/// dropped (its namespace serves no one, and its pin is unknown).
+fn with_pins(state: &AppState, prefixes: Vec<Replay>) -> Vec<(Replay, ReplayPins)> {
+    let tenants = state.tenants();
+    prefixes
+        .into_iter()
+        .filter_map(|p| {
+            let pins = ReplayPins {
+                recorded: p.tag.residency.clone(),
+                current: tenants.get(&p.tag.tenant)?.residency.clone(),
+            };
+            Some((p, pins))
+        })
+        .collect()
+}
+
 /// Replays one prefix to `r`; true when the replica answered 2xx in time.
-async fn replay(r: &Replica, p: &Replay, timeout: Duration) -> bool {
+async fn replay(r: &Replica, p: &Replay, pins: &ReplayPins, timeout: Duration) -> bool {
     let ids: Vec<u32> = p.tokens.iter().map(|t| t.0).collect();
     let body = serde_json::json!({
         "model": r.info.model,
@@ -150,7 +185,10 @@ async fn replay(r: &Replica, p: &Replay, timeout: Duration) -> bool {
         "temperature": 0,
     });
     let body = serde_json::to_vec(&body).unwrap_or_default();
-    let headers = [(CACHE_SALT, p.salt.clone())];
+    let mut headers = vec![(CACHE_SALT, p.tag.salt.clone())];
+    if !pins.tier(r) {
+        headers.push((KV_TIER_OFF, http::HeaderValue::from_static("1")));
+    }
     match client::post_json(&r.addr.http(), "/v1/completions", &body, &headers, timeout).await {
         Ok(_) => true,
         Err(e) => {

@@ -1,22 +1,27 @@
-//! The pre-warm task against a counting mock replica: one task per rollout generation,
-//! whoever asks for it and however often.
+//! The pre-warm task against counting mock replicas: one task per rollout generation,
+//! whoever asks for it and however often; a region-pinned tenant's prefixes replayed only
+//! in its regions, with the tier off where the replica's tier is elsewhere.
 
 use super::*;
 use crate::config::{Config, RolloutConfig};
 use crate::replicas::ReplicaAddr;
+use crate::rollout::hot::HotTag;
 use crate::tokenize::CachedTokenizer;
 use http::HeaderValue;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use warmpath_core::{BlockSize, CheckpointId, TokenId};
 use warmpath_protocol::replica_api::ReplicaInfo;
 use warmpath_text::bytelevel::chatml_bpe_spec as byte_level_spec;
 
-/// A replica that answers every request 200 and counts them.
-async fn counting_replica(rt: &tokio::runtime::Runtime) -> (String, Arc<AtomicUsize>) {
+/// Each request a mock replica answered, as text (head and body).
+type Served = Arc<Mutex<Vec<String>>>;
+
+/// A replica that answers every request 200 and keeps them.
+async fn counting_replica(rt: &tokio::runtime::Runtime) -> (String, Served) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let served = Arc::new(AtomicUsize::new(0));
+    let served = Served::default();
     let count = served.clone();
     rt.spawn(async move {
         while let Ok((mut s, _)) = listener.accept().await {
@@ -46,7 +51,9 @@ async fn counting_replica(rt: &tokio::runtime::Runtime) -> (String, Arc<AtomicUs
                         }
                     }
                 }
-                count.fetch_add(1, Ordering::SeqCst);
+                count
+                    .lock()
+                    .push(String::from_utf8_lossy(&got).to_lowercase());
                 let body = r#"{"choices":[{"text":"x"}]}"#;
                 let reply = format!(
                     "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
@@ -66,9 +73,35 @@ fn rollout(percent: f64) -> RolloutConfig {
     c
 }
 
-/// A gateway with one replica of `m@2` at `url` and two hot prefixes of `m@1`.
+/// A gateway without authentication (one tenant), with one replica of `m@2` at `url` and
+/// two hot prefixes of `m@1`.
 fn state(rt: &tokio::runtime::Runtime, url: &str) -> Arc<AppState> {
-    let state = AppState::new(Config::default(), rt.handle().clone());
+    let mut cfg = Config::default();
+    cfg.auth.enabled = false;
+    let state = AppState::new(cfg, rt.handle().clone());
+    add_replica(&state, url, None, None);
+    let tag = HotTag {
+        tenant: crate::tenants::LOCAL_TENANT.into(),
+        salt: HeaderValue::from_static("s"),
+        residency: Arc::from(Vec::new()),
+    };
+    for key in [1u64, 2] {
+        hot(&state, key, &tag);
+    }
+    state
+}
+
+/// Records a 40-token hot prefix of `m@1` with conversation key `key` for `tag`.
+fn hot(state: &AppState, key: u64, tag: &HotTag) {
+    let tokens: Vec<TokenId> = (0..40).map(|t| TokenId(t + key as u32 * 100)).collect();
+    state
+        .rollouts
+        .hot
+        .record(&CheckpointId::new("m@1"), key, &tokens, tag);
+}
+
+/// Registers a replica of `m@2` at `url` in `region`, its tier in `tier`.
+fn add_replica(state: &AppState, url: &str, region: Option<&str>, tier: Option<&str>) {
     let tok = CachedTokenizer::new(&byte_level_spec(), 64, 1).unwrap();
     let info = ReplicaInfo {
         model: "m".into(),
@@ -77,34 +110,30 @@ fn state(rt: &tokio::runtime::Runtime, url: &str) -> Arc<AppState> {
         hash_scheme: warmpath_core::SCHEME_VERSION,
         capacity_blocks: 1 << 16,
         max_context: 1 << 16,
-        region: None,
+        region: region.map(String::from),
         device: "cpu".into(),
         role: Default::default(),
+        kv_store_region: tier.map(String::from),
     };
     let addr = ReplicaAddr::parse(url).unwrap();
     state
         .registry
         .insert(addr, info, Arc::new(tok.into()))
         .unwrap();
-    let salt = HeaderValue::from_static("s");
-    for key in [1u64, 2] {
-        let tokens: Vec<TokenId> = (0..40).map(|t| TokenId(t + key as u32 * 100)).collect();
-        state
-            .rollouts
-            .hot
-            .record(&CheckpointId::new("m@1"), key, &tokens, &salt);
-    }
-    state
 }
 
 /// Waits (up to 10 s) until the rollout's pre-warm finished and every task on `rt` but the
-/// mock replica's listener ended (no pre-warm task left running).
-fn until_finished(rt: &tokio::runtime::Runtime, m: &ModelRollout) -> crate::rollout::Progress {
+/// `listeners` mock replicas' ended (no pre-warm task left running).
+fn until_finished(
+    rt: &tokio::runtime::Runtime,
+    m: &ModelRollout,
+    listeners: usize,
+) -> crate::rollout::Progress {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let p = m.status().progress;
         let tasks = rt.metrics().num_alive_tasks();
-        if p.finished && tasks == 1 {
+        if p.finished && tasks == listeners {
             return p;
         }
         assert!(
@@ -129,9 +158,77 @@ fn a_rollout_started_twice_replays_each_prefix_once() {
     // rollout generation before either task ran.
     start(&state, m.clone());
     start(&state, m.clone());
-    let p = until_finished(&rt, &m);
+    let p = until_finished(&rt, &m, 1);
     assert_eq!((p.planned, p.done, p.failed), (2, 2, 0), "{p:?}");
     let ok = state.metrics.rollout_prewarm("m", "ok").get();
     assert_eq!(ok, 2, "replays counted: {ok}");
-    assert_eq!(served.load(Ordering::SeqCst), 2, "replays sent");
+    assert_eq!(served.lock().len(), 2, "replays sent");
+}
+
+/// Issue 44, item 7: a pinned tenant's hot prefix is replayed only on the new
+/// checkpoint's replicas in its region, with the tier off where that replica's tier is in
+/// another region; an unpinned tenant's goes everywhere with the tier on; a removed
+/// tenant's goes nowhere.
+#[test]
+fn a_pinned_tenants_prefix_is_replayed_only_in_its_region() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let yaml = "auth: {enabled: true, salt_secret: 0123456789abcdef0}\ntenants:\n  \
+        - {id: eu-only, api_key_sha256: [], regions: [eu]}\n  \
+        - {id: anywhere, api_key_sha256: []}\n";
+    let state = AppState::new(Config::from_yaml(yaml).unwrap(), rt.handle().clone());
+    // `eu` with its tier in `us`, `eu` with its tier at home, and `us`.
+    let mocks: Vec<(String, Served)> = (0..3).map(|_| rt.block_on(counting_replica(&rt))).collect();
+    add_replica(&state, &mocks[0].0, Some("eu"), Some("us"));
+    add_replica(&state, &mocks[1].0, Some("eu"), Some("eu"));
+    add_replica(&state, &mocks[2].0, Some("us"), Some("us"));
+    let tag = |tenant: &str, salt: &'static str, pin: &[&str]| HotTag {
+        tenant: tenant.into(),
+        salt: HeaderValue::from_static(salt),
+        residency: pin
+            .iter()
+            .map(|r| warmpath_core::RegionId::new(*r))
+            .collect(),
+    };
+    hot(&state, 1, &tag("eu-only", "salt-eu", &["eu"]));
+    hot(&state, 2, &tag("anywhere", "salt-any", &[]));
+    hot(&state, 3, &tag("removed", "salt-gone", &[]));
+    let m = state.rollouts.set(&rollout(50.0));
+    start(&state, m.clone());
+    let p = until_finished(&rt, &m, 3);
+    assert_eq!((p.planned, p.done, p.failed), (5, 5, 0), "{p:?}");
+    let seen = |i: usize, salt: &str| -> Vec<bool> {
+        let got = mocks[i].1.lock();
+        got.iter()
+            .filter(|r| r.contains(&format!("x-warmpath-cache-salt: {salt}\r\n")))
+            .map(|r| r.contains("x-warmpath-kv-tier-off: 1\r\n"))
+            .collect()
+    };
+    // (replica, salt): the replays it got, each as "tier off".
+    assert_eq!(
+        seen(0, "salt-eu"),
+        [true],
+        "in region, tier in us: tier off"
+    );
+    assert_eq!(seen(1, "salt-eu"), [false], "in region, tier at home");
+    assert_eq!(
+        seen(2, "salt-eu"),
+        [] as [bool; 0],
+        "never out of its region"
+    );
+    for i in 0..3 {
+        assert_eq!(
+            seen(i, "salt-any"),
+            [false],
+            "unpinned: everywhere, tier on"
+        );
+        assert_eq!(
+            seen(i, "salt-gone"),
+            [] as [bool; 0],
+            "a removed tenant's: nowhere"
+        );
+    }
 }

@@ -56,8 +56,9 @@ pub(crate) struct Tenant {
     key_hashes: Vec<[u8; 32]>,
     /// Root hash seeds of this tenant's namespace per checkpoint, computed once each.
     seeds: Mutex<Vec<(CheckpointId, RootSeed)>>,
-    /// Regions its requests may be processed in (empty: any).
-    pub residency: Vec<RegionId>,
+    /// Regions its requests may be processed in (empty: any); shared with the hot-prefix
+    /// history (`crate::rollout::hot`) without a copy.
+    pub residency: Arc<[RegionId]>,
 }
 
 /// Most checkpoints whose root seeds a tenant keeps (a replica set serves a few at once).
@@ -70,7 +71,7 @@ impl Tenant {
         salt: CacheSalt,
         (limits, limiter): (TenantLimits, Arc<TenantLimiter>),
         key_hashes: Vec<[u8; 32]>,
-        residency: Vec<RegionId>,
+        residency: Arc<[RegionId]>,
     ) -> Self {
         Self {
             id,
@@ -177,7 +178,7 @@ pub fn derive_salt(secret: &str, tenant: &str) -> CacheSalt {
 }
 
 /// A tenant's residency pin as typed region ids.
-fn residency(t: &TenantConfig) -> Vec<RegionId> {
+fn residency(t: &TenantConfig) -> Arc<[RegionId]> {
     t.regions
         .iter()
         .map(|r| RegionId::new(r.as_str()))
@@ -202,7 +203,7 @@ impl TenantTable {
                     Arc::new(TenantLimiter::new(&TenantLimits::default())),
                 ),
                 Vec::new(),
-                Vec::new(),
+                Arc::from(Vec::new()),
             )));
         }
         for t in &cfg.tenants {

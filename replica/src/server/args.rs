@@ -83,6 +83,11 @@ pub struct ServeArgs {
     /// it tier values are unauthenticated and the replica warns at start.
     #[arg(long)]
     pub kv_store_key_file: Option<std::path::PathBuf>,
+    /// The region the `--kv-store` Redis runs in (default: `--region`), reported in the
+    /// replica info: the gateway turns the tier off, per request, for a region-pinned
+    /// tenant whose regions do not include it (`x-warmpath-kv-tier-off`).
+    #[arg(long)]
+    pub kv_store_region: Option<String>,
     /// Record bytes the tier's write queue holds before new blocks are dropped (counted in
     /// `warmpath_replica_kv_tier_writes_total{outcome="dropped"}`).
     #[arg(long, default_value = "256MiB")]
@@ -130,6 +135,7 @@ impl ServeArgs {
             kv_store: None,
             kv_store_password_file: None,
             kv_store_key_file: None,
+            kv_store_region: None,
             kv_store_queue: ByteSize(256 << 20),
             kv_load_memory: ByteSize(256 << 20),
             kv_store_timeout_ms: 500,

@@ -165,6 +165,10 @@ pub async fn start(args: ServeArgs) -> Result<ServerHandle, ServerError> {
         region: args.region.clone(),
         device: facts.device.clone(),
         role: args.role,
+        kv_store_region: args
+            .kv_store
+            .as_ref()
+            .and(args.kv_store_region.clone().or_else(|| args.region.clone())),
     };
     tracing::info!(
         model = %facts.model_name,

@@ -21,8 +21,9 @@ use warmpath_protocol::openai::{
     ChatCompletionRequest, CompletionRequest, PromptInput, SamplingFields,
 };
 use warmpath_protocol::replica_api::{
-    HEADER_CACHE_SALT, HEADER_KV_TIER, HEADER_KV_TIER_TOKENS, HEADER_KV_TRANSFER,
-    HEADER_KV_TRANSFERRED_TOKENS, HEADER_KV_TRANSFER_REASON, HEADER_PREFILL_FROM,
+    HEADER_CACHE_SALT, HEADER_KV_TIER, HEADER_KV_TIER_OFF, HEADER_KV_TIER_TOKENS,
+    HEADER_KV_TRANSFER, HEADER_KV_TRANSFERRED_TOKENS, HEADER_KV_TRANSFER_REASON,
+    HEADER_PREFILL_FROM,
 };
 use warmpath_protocol::transfer_auth::HEADER_PREFILL_AUTH;
 use warmpath_text::ChatMessage;
@@ -65,6 +66,14 @@ fn check_model(state: &AppState, model: &str) -> Result<(), ApiError> {
     }
 }
 
+/// Whether the gateway turned the shared KV tier off for this request
+/// ([`HEADER_KV_TIER_OFF`]: a region-pinned tenant, a tier outside its regions).
+pub(crate) fn tier_off(headers: &HeaderMap) -> bool {
+    headers
+        .get(HEADER_KV_TIER_OFF)
+        .is_some_and(|v| v.as_bytes() == b"1")
+}
+
 fn salt(headers: &HeaderMap) -> Option<CacheSalt> {
     headers
         .get(HEADER_CACHE_SALT)
@@ -98,11 +107,13 @@ async fn submit(
         rx,
     };
     let salt = salt(headers);
+    let tier_off = tier_off(headers);
     // The shared tier first: what another replica computed is one round trip away. A
-    // prefill replica, if named, is asked only for what is still missing.
+    // prefill replica, if named, is asked only for what is still missing. Neither read
+    // nor written when the gateway turned it off (data residency).
     let tiered = match &state.tier {
-        Some(t) => Some(load(&state.kv, t, &prompt, salt.as_ref()).await),
-        None => None,
+        Some(t) if !tier_off => Some(load(&state.kv, t, &prompt, salt.as_ref()).await),
+        _ => None,
     };
     // A role-split pool: the gateway names the prefill replica holding this prompt's KV.
     let transfer = match headers
@@ -119,6 +130,7 @@ async fn submit(
                         from,
                         timeout: Duration::from_millis(state.kv_transfer_timeout_ms),
                         trust: &state.trust,
+                        tier_off,
                     };
                     Some(load(&state.kv, &peer, &prompt, salt.as_ref()).await)
                 }
@@ -138,6 +150,7 @@ async fn submit(
         ignore_eos: fields.ignore_eos.unwrap_or(false),
         reply: tx,
         export: None,
+        tier: !tier_off,
     };
     state
         .submit

@@ -75,6 +75,8 @@ pub async fn prefill(
         ignore_eos: true,
         reply,
         export: Some(Export::new(tx, req.skip_blocks as usize)),
+        // The decode replica passes on the gateway's tier switch (data residency).
+        tier: !super::generate::tier_off(&headers),
     };
     state
         .submit

@@ -29,7 +29,8 @@ use warmpath_core::CacheSalt;
 use warmpath_http::{Endpoint, Header};
 use warmpath_protocol::kv_block::{Frame, FrameReader};
 use warmpath_protocol::replica_api::{
-    PrefillRequest, HEADER_CACHE_SALT, KV_TRANSFER_REASON_IMPORT, PATH_KV_PREFILL,
+    PrefillRequest, HEADER_CACHE_SALT, HEADER_KV_TIER_OFF, KV_TRANSFER_REASON_IMPORT,
+    PATH_KV_PREFILL,
 };
 use warmpath_protocol::transfer_auth::HEADER_TRANSFER_AUTH;
 
@@ -46,6 +47,9 @@ pub struct Peer<'a> {
     pub timeout: Duration,
     /// Signs the pull when a transfer key is set.
     pub trust: &'a TransferTrust,
+    /// The gateway turned the shared KV tier off for this request: the prefill replica
+    /// is asked the same (`x-warmpath-kv-tier-off`), so it writes none of the blocks.
+    pub tier_off: bool,
 }
 
 impl KvSource for Peer<'_> {
@@ -112,6 +116,12 @@ impl KvSource for Peer<'_> {
                 Ok(v) => extra.push((axum::http::HeaderName::from_static(HEADER_CACHE_SALT), v)),
                 Err(_) => return "connect",
             }
+        }
+        if self.tier_off {
+            extra.push((
+                axum::http::HeaderName::from_static(HEADER_KV_TIER_OFF),
+                axum::http::HeaderValue::from_static("1"),
+            ));
         }
         let body = match serde_json::to_vec(&body) {
             Ok(b) => b,

@@ -86,6 +86,9 @@ pub struct GenRequest {
     /// A prefill for another replica: every full prompt block from `skip` on is sent here
     /// as soon as it is cached (`POST /v1/kv/prefill`).
     pub export: Option<Export>,
+    /// Whether its computed blocks go to the shared KV tier (false: the gateway turned
+    /// the tier off for it, `x-warmpath-kv-tier-off`).
+    pub tier: bool,
 }
 
 /// Messages to the engine loop.
@@ -184,6 +187,8 @@ struct Live {
     export: Option<Export>,
     /// Blocks offered to the shared KV tier so far (or skipped as found cached).
     tier_next: usize,
+    /// Whether its blocks may go to the shared KV tier ([`GenRequest::tier`]).
+    tier: bool,
 }
 
 /// Loads the model with a KV pool sized from the memory budget.
@@ -382,6 +387,7 @@ impl Loop {
                     announced: false,
                     export: req.export,
                     tier_next: 0,
+                    tier: req.tier,
                 };
                 let seq =
                     Sequence::new(SeqId(self.next_id), req.prompt, seed, self.block_size, live);

@@ -1,7 +1,8 @@
 //! The engine loop's side of the shared KV tier: after each step, the full blocks each
 //! sequence newly computed go to the tier's queue ([`TierSink`]). Blocks a sequence found
 //! cached (its own earlier work, a prefill replica's or the tier's) are not written again;
-//! a full queue drops blocks before their page is read.
+//! a full queue drops blocks before their page is read. A sequence the gateway turned the
+//! tier off for (data residency, `x-warmpath-kv-tier-off`) writes nothing.
 
 use super::Loop;
 use crate::server::kv::record::record_layout;
@@ -16,7 +17,7 @@ impl Loop {
         let bs = self.block_size.get();
         let bytes = record_layout(self.engine.kv_layout()).record_bytes() as u64;
         for it in items {
-            let Some(seq) = self.sched.get(it.id) else {
+            let Some(seq) = self.sched.get(it.id).filter(|s| s.extra.tier) else {
                 continue;
             };
             let hashes = seq.hasher.hashes();

@@ -23,6 +23,10 @@
 //! * **Authenticated** ([`mac`]): with `--kv-store-key-file`, each value is `MAC || record`
 //!   under a deployment secret and bound to its Redis key; a value that does not verify is
 //!   refused (reason `forged`).
+//! * **Residency**: a request the gateway sent with `x-warmpath-kv-tier-off` (a
+//!   region-pinned tenant, this tier's Redis outside its regions: `--kv-store-region`)
+//!   neither reads the tier nor writes its blocks there (`http::generate`,
+//!   `worker::tier`).
 //!
 //! Redis is expected to bound itself: `maxmemory` with `allkeys-lru` (docs/operations.md).
 
