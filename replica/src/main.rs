@@ -17,7 +17,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Serve the OpenAI-compatible API, KV events and metrics.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Generate a continuation of one prompt.
     Generate(GenerateArgs),
     /// Print the token ids of a text as a JSON array.
@@ -41,7 +41,7 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let out = match cli.cmd {
         Cmd::Serve(args) => {
-            replica::server::run(args)?;
+            replica::server::run(*args)?;
             return Ok(());
         }
         Cmd::Generate(a) => replica::cli::generate::run(&a)?,

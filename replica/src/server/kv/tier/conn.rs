@@ -2,8 +2,8 @@
 //! connect), multiplexed and reconnecting once open (redis' `ConnectionManager`), and a
 //! failure log that speaks once per interval however many calls fail.
 
+use crate::server::error::ServerError;
 use crate::server::metrics::Metrics;
-use crate::server::ServerError;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::IntoConnectionInfo;
 use std::sync::atomic::{AtomicU64, Ordering};
