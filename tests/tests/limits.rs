@@ -258,20 +258,8 @@ fn a_client_that_leaves_before_the_header_is_charged_its_prompt() {
     }
     drop(s);
     // The access log's `request` line says what the tenant was charged.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let line = loop {
-        let log = gw.log();
-        if let Some(l) = log.lines().find(|l| l.contains("charged_tokens=")) {
-            break l.to_string();
-        }
-        assert!(Instant::now() < deadline, "no request line in:\n{log}");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let field = |name: &str| -> u64 {
-        line.split_whitespace()
-            .find_map(|f| f.strip_prefix(name)?.parse().ok())
-            .unwrap_or_else(|| panic!("no {name} in {line}"))
-    };
+    let line = request_line(&gw);
+    let field = |name: &str| field(&line, name);
     let prompt = field("prompt_tokens=");
     assert!(prompt > 1000, "{line}");
     assert_eq!(field("charged_tokens="), prompt, "{line}");
@@ -300,21 +288,29 @@ fn prompts_sent_to_replicas_that_timed_out_are_charged_once_per_attempt() {
     .unwrap();
     assert_eq!(r.status, 504, "{}", r.text());
     assert_eq!(a.generations() + b.generations(), 2, "both replicas got it");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let line = loop {
-        let log = gw.log();
-        if let Some(l) = log.lines().find(|l| l.contains("charged_tokens=")) {
-            break l.to_string();
-        }
-        assert!(Instant::now() < deadline, "no request line in:\n{log}");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let field = |name: &str| -> u64 {
-        line.split_whitespace()
-            .find_map(|f| f.strip_prefix(name)?.parse().ok())
-            .unwrap_or_else(|| panic!("no {name} in {line}"))
-    };
+    let line = request_line(&gw);
+    let field = |name: &str| field(&line, name);
     let prompt = field("prompt_tokens=");
     assert!(prompt > 1000, "{line}");
     assert_eq!(field("charged_tokens="), 2 * prompt, "{line}");
+}
+
+/// The access log's `request` line, once the gateway has written it.
+fn request_line(gw: &GatewayProc) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let log = gw.log();
+        if let Some(l) = log.lines().find(|l| l.contains("charged_tokens=")) {
+            return l.to_string();
+        }
+        assert!(Instant::now() < deadline, "no request line in:\n{log}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The number after `name` in a log line.
+fn field(line: &str, name: &str) -> u64 {
+    line.split_whitespace()
+        .find_map(|f| f.strip_prefix(name)?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {line}"))
 }
