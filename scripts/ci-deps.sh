@@ -18,6 +18,9 @@ python3 -c 'import ensurepip' 2>/dev/null || need+=(python3-venv)
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v redis-cli >/dev/null || need+=(redis-tools)
 [ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ] || command -v faketime >/dev/null || need+=(faketime)
+# iproute2 (`ip netns`, veth): the fleet chaos test (tests/tests/fleet_chaos.rs) cuts one
+# gateway off Redis in a network namespace (it needs root, as CI has).
+command -v ip >/dev/null || need+=(iproute2)
 # Debian Chromium + ChromeDriver: the dashboard browser test (tests/tests/dashboard.rs).
 command -v chromium >/dev/null || need+=(chromium)
 command -v chromedriver >/dev/null || need+=(chromium-driver)

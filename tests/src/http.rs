@@ -252,6 +252,8 @@ pub struct Sse {
     pub events: Vec<String>,
     /// Whether the body ended cleanly (terminal chunk).
     pub clean_end: bool,
+    /// The whole body as text (an error status's JSON body has no `data:` lines).
+    pub body: String,
 }
 
 impl Sse {
@@ -291,7 +293,7 @@ pub fn post_sse(
         };
         Ok((status, headers, raw, clean_end))
     })?;
-    let text = String::from_utf8_lossy(&raw);
+    let text = String::from_utf8_lossy(&raw).into_owned();
     let events = text
         .split("\n\n")
         .filter_map(|ev| {
@@ -308,6 +310,7 @@ pub fn post_sse(
         headers,
         events,
         clean_end,
+        body: text,
     })
 }
 

@@ -5,11 +5,13 @@
 //! (`target/<profile>/replica`); build them first with `cargo build -p replica -p gateway`.
 
 pub mod browser;
+pub mod chaos;
 pub mod fixtures;
 pub mod fleet;
 pub mod http;
 pub mod llamacpp;
 pub mod mock;
+pub mod netns;
 pub mod openai_upstream;
 pub mod procs;
 pub mod redis;

@@ -238,6 +238,27 @@ impl GatewayProc {
         }
     }
 
+    /// `method path` on the admin listener with an optional JSON body and the admin key:
+    /// (status, JSON body, `Null` when it has none).
+    pub fn admin_call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&serde_json::Value>,
+    ) -> Result<(u16, serde_json::Value)> {
+        let bytes = body.map(|b| b.to_string().into_bytes());
+        let auth = self.admin_auth();
+        let mut headers = Vec::new();
+        if bytes.is_some() {
+            headers.push(("content-type", "application/json"));
+        }
+        if let Some(a) = &auth {
+            headers.push(("Authorization", a.as_str()));
+        }
+        let r = http::request(&self.admin, method, path, &headers, bytes.as_deref())?;
+        Ok((r.status, r.json().unwrap_or(serde_json::Value::Null)))
+    }
+
     /// The metrics text, read with the admin key.
     pub fn metrics(&self) -> Result<String> {
         Ok(self.admin_get("/metrics")?.text())

@@ -2,6 +2,7 @@
 //! three-master Redis Cluster made with `redis-cli --cluster create`. Each server keeps
 //! nothing on disk (no RDB, no AOF), so a restart comes back empty.
 
+use crate::netns::Netns;
 use crate::procs::free_port;
 use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
@@ -22,6 +23,10 @@ pub struct RedisServer {
     extra: Vec<String>,
     /// The user and password `redis-cli` logs in with, on a server with an ACL.
     auth: Option<(String, String)>,
+    /// What runs `redis-server` and `redis-cli` (empty, or `ip netns exec NAME`).
+    prefix: Vec<String>,
+    /// The address it listens on.
+    bind: String,
 }
 
 impl RedisServer {
@@ -44,6 +49,16 @@ impl RedisServer {
         Ok(s)
     }
 
+    /// Starts a server inside `ns`, listening on every address there (the host reaches it
+    /// at [`Netns::server_addr`] on [`Self::port`]); [`Self::cli`] runs inside `ns` too.
+    pub fn start_in(ns: &Netns) -> Result<Self> {
+        let mut s = Self::new(free_port(), false)?;
+        s.prefix = ns.exec_prefix();
+        s.bind = "0.0.0.0".into();
+        s.spawn()?;
+        Ok(s)
+    }
+
     fn start_on(port: u16, cluster: bool) -> Result<Self> {
         let mut s = Self::new(port, cluster)?;
         s.spawn()?;
@@ -61,6 +76,8 @@ impl RedisServer {
             cluster,
             extra: Vec::new(),
             auth: None,
+            prefix: Vec::new(),
+            bind: "127.0.0.1".into(),
         })
     }
 
@@ -69,9 +86,18 @@ impl RedisServer {
         &self.dir
     }
 
+    /// `program`, run through [`Self::prefix`].
+    fn command(&self, program: &str) -> Command {
+        let mut cmd = Command::new(self.prefix.first().map_or(program, String::as_str));
+        if !self.prefix.is_empty() {
+            cmd.args(&self.prefix[1..]).arg(program);
+        }
+        cmd
+    }
+
     fn spawn(&mut self) -> Result<()> {
-        let mut cmd = Command::new("redis-server");
-        cmd.args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
+        let mut cmd = self.command("redis-server");
+        cmd.args(["--bind", &self.bind, "--port", &self.port.to_string()])
             .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
             .arg("--dir")
             .arg(&self.dir)
@@ -104,7 +130,8 @@ impl RedisServer {
 
     /// Runs `redis-cli -p PORT args...` and returns its output.
     pub fn cli(&self, args: &[&str]) -> Result<String> {
-        let out = Command::new("redis-cli")
+        let out = self
+            .command("redis-cli")
             .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
             .args(self.auth.iter().flat_map(|(u, p)| {
                 [

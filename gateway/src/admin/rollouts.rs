@@ -13,7 +13,10 @@
 //! the config file (a reload that leaves the entry as it was keeps it). With
 //! `state.backend: redis` it is shared: every gateway of the fleet follows it
 //! (`crate::rollout::fleet`), and a change through any of them reaches all; Redis
-//! unreachable, the change is refused with 503 (a pause or abort still applies here). A
+//! unreachable, a new setting or an end is refused with 503; a pause, resume or abort
+//! applies here, is answered 503, and is written to the store when Redis answers again
+//! (unless the rollout changed through another gateway meanwhile: then the store's state
+//! wins). A
 //! pause, resume, abort or end is a compare-and-set on the rollout's generation (its
 //! `generation` in `GET`): when the rollout changed through another gateway since this one
 //! last read the store, it is refused with 409 and the store keeps the newer state (this
@@ -102,7 +105,12 @@ pub(crate) async fn change(
     if m.apply(op) {
         prewarm::start(state, m.clone());
     }
-    shared.map_err(|e| shared_error("changed here, not shared", e))?;
+    if shared.is_err() {
+        // Written to the store when Redis answers again, unless the rollout changed
+        // through another gateway meanwhile (`crate::rollout::resync`).
+        m.mark_unsynced();
+    }
+    shared.map_err(|e| shared_error("changed here, not shared yet", e))?;
     let s = m.status();
     tracing::info!(model, state = ?s.state, share = s.share_percent, "rollout changed");
     Ok(serde_json::to_value(s).unwrap_or_default())

@@ -12,7 +12,10 @@
 //! - `<prefix>:{rollouts}:progress`: hash, model -> `"<seq> <JSON>"`, the owner's pre-warm
 //!   progress, written only for the setting in force and only forward
 //!   (`rollout_progress.lua`);
-//! - `<prefix>:{rollouts}:epoch`: counter bumped by every write.
+//! - `<prefix>:{rollouts}:epoch`: counter bumped by every write;
+//! - `<prefix>:{rollouts}:store`: the store's random id, set by the first write: a Redis
+//!   that lost its data has none (then a new one), so its generations restarting at 1 are
+//!   never compared with the old store's (`crate::rollout::resync`).
 
 use super::Fleet;
 use std::collections::HashMap;
@@ -29,9 +32,14 @@ pub(crate) enum Written {
     Missing(u64),
 }
 
+/// Which store, and how far it is: (the store's id, `None` when it has none; its epoch).
+pub(crate) type Stamp = (Option<u64>, u64);
+
 /// Everything the store holds about rollouts, read atomically.
 #[derive(Debug, Default)]
 pub(crate) struct Snapshot {
+    /// The store's id (`None`: a new store, or one that lost its data).
+    pub store: Option<u64>,
     /// Model -> record JSON.
     pub records: HashMap<String, String>,
     /// Model -> generation (ended rollouts included).
@@ -70,7 +78,8 @@ impl Fleet {
     }
 
     /// Writes `model`'s record: `mode` `put` (a new setting `rev`, whatever the generation),
-    /// `change` or `delete` (only at generation `gen`).
+    /// `restore` (a put into a store that lost it), `change` or `delete` (only at
+    /// generation `gen`).
     pub(crate) async fn write_rollout(
         self: &Arc<Self>,
         model: &str,
@@ -85,11 +94,13 @@ impl Fleet {
             .key(self.rollouts_key("rev"))
             .key(self.rollouts_key("progress"))
             .key(self.rollouts_key("epoch"))
+            .key(self.rollouts_key("store"))
             .arg(model)
             .arg(mode)
             .arg(gen)
             .arg(rev.to_string())
-            .arg(record);
+            .arg(record)
+            .arg(rand::random::<u64>().max(1).to_string());
         let (ok, n): (i64, u64) = self.rollouts_call(&call).await?;
         Ok(match ok {
             1 => Written::Done(n),
@@ -133,34 +144,50 @@ impl Fleet {
         }
     }
 
-    /// The store when the epoch moved past `seen` (with the new epoch); `None` when it did
-    /// not, or Redis did not answer.
+    /// Gives a store without an id one (a new store, or one that lost its data and had
+    /// nothing to restore).
+    pub(crate) async fn ensure_rollout_store(self: &Arc<Self>) -> Result<(), String> {
+        let mut pipe = redis::pipe();
+        pipe.set_nx(
+            self.rollouts_key("store"),
+            rand::random::<u64>().max(1).to_string(),
+        )
+        .ignore();
+        self.rollouts_pipe::<()>(&pipe).await
+    }
+
+    /// The store when its id or epoch moved past `seen` (with the new stamp); `None` when
+    /// neither did, or Redis did not answer.
     pub(crate) async fn read_rollouts(
         self: &Arc<Self>,
-        seen: Option<u64>,
-    ) -> Option<(u64, Snapshot)> {
+        seen: Option<Stamp>,
+    ) -> Option<(Stamp, Snapshot)> {
         let mut pipe = redis::pipe();
-        pipe.get(self.rollouts_key("epoch"));
-        let (epoch,): (Option<u64>,) = self.rollouts_pipe(&pipe).await.ok()?;
-        if seen == Some(epoch.unwrap_or(0)) {
+        pipe.get(self.rollouts_key("store"))
+            .get(self.rollouts_key("epoch"));
+        let (store, epoch): (Option<u64>, Option<u64>) = self.rollouts_pipe(&pipe).await.ok()?;
+        if store.is_some() && seen == Some((store, epoch.unwrap_or(0))) {
             return None;
         }
         let mut pipe = redis::pipe();
         pipe.atomic()
+            .get(self.rollouts_key("store"))
             .get(self.rollouts_key("epoch"))
             .hgetall(self.rollouts_key("all"))
             .hgetall(self.rollouts_key("gen"))
             .hgetall(self.rollouts_key("progress"));
         type Read = (
             Option<u64>,
+            Option<u64>,
             HashMap<String, String>,
             HashMap<String, u64>,
             HashMap<String, String>,
         );
-        let (epoch, records, gens, progress): Read = self.rollouts_pipe(&pipe).await.ok()?;
+        let (store, epoch, records, gens, progress): Read = self.rollouts_pipe(&pipe).await.ok()?;
         Some((
-            epoch.unwrap_or(0),
+            (store, epoch.unwrap_or(0)),
             Snapshot {
+                store,
                 records,
                 gens,
                 progress,

@@ -16,13 +16,16 @@
 //! that read the store before this gateway's own write never undoes it, and an ended
 //! rollout never comes back.
 //!
+//! Redis faults: a change made while Redis was unreachable, and a store that lost its
+//! data, are handled in [`super::resync`].
+//!
 //! Limits: the owner is one process; if it restarts, its pre-warm does not resume (the
 //! progress stays where it was; set the rollout again). Rollouts in the config file stay
 //! each gateway's own; a shared record for the same model replaces it.
 
 use super::model::Shared;
 use super::record::{self, Record, WriteError};
-use super::{prewarm, ModelRollout, Progress};
+use super::{prewarm, resync, ModelRollout, Progress};
 use crate::config::RolloutConfig;
 use crate::state::AppState;
 use std::collections::HashSet;
@@ -39,13 +42,11 @@ pub(crate) async fn create(
         .fleet
         .as_ref()
         .ok_or_else(|| WriteError::Unavailable("no shared state".into()))?;
-    let m = state.rollouts.set(cfg);
-    if let Err(e) = record::create(fleet, &m).await {
-        // Not in force anywhere rather than here alone.
-        state.rollouts.remove_if(&m);
-        return Err(e);
-    }
-    Ok(m)
+    // Written first, put in force here once the store took it: a write that fails leaves
+    // the rollout in force (if any) as it was, here and everywhere.
+    let m = Arc::new(ModelRollout::new(cfg));
+    record::create(fleet, &m).await?;
+    Ok(state.rollouts.install(m))
 }
 
 /// What a poll does with one model.
@@ -83,12 +84,22 @@ pub(crate) fn follow(state: &Arc<AppState>) {
     let every = Duration::from_millis(fleet.config().keys_poll_ms);
     state.control.clone().spawn(async move {
         let mut seen = None;
+        // The id of the store this gateway follows (`None` before the first read).
+        let mut store = None;
         loop {
             tokio::time::sleep(every).await;
-            let Some((epoch, snap)) = fleet.read_rollouts(seen).await else {
+            if resync::push_unsynced(&state, &fleet).await {
+                seen = None;
+            }
+            let Some((stamp, snap)) = fleet.read_rollouts(seen).await else {
                 continue;
             };
-            seen = Some(epoch);
+            if snap.store.is_none() || store.is_some_and(|s| Some(s) != snap.store) {
+                resync::store_recreated(&state, &fleet, &snap, store.is_some()).await;
+                (seen, store) = (None, None);
+                continue;
+            }
+            (seen, store) = (Some(stamp), snap.store);
             let mut models: HashSet<&String> = snap.gens.keys().collect();
             models.extend(snap.records.keys());
             for model in models {

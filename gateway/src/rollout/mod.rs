@@ -22,6 +22,7 @@ pub(crate) mod hot;
 pub(crate) mod model;
 pub(crate) mod prewarm;
 pub(crate) mod record;
+mod resync;
 
 use crate::config::RolloutConfig;
 pub(crate) use model::{ModelRollout, Progress, RolloutStatus};

@@ -82,6 +82,8 @@ struct Runtime {
     /// When the ramp started (`prewarm.ramp_s` counts from here), Unix milliseconds.
     since_ms: u64,
     shared: Option<Shared>,
+    /// A change applied here that the store has not taken yet (Redis was unreachable).
+    unsynced: bool,
 }
 
 impl Runtime {
@@ -169,6 +171,7 @@ impl ModelRollout {
                 claimed: None,
                 since_ms: now_ms(),
                 shared: None,
+                unsynced: false,
             }),
         }
     }
@@ -255,6 +258,22 @@ impl ModelRollout {
     /// Marks it shared through the fleet's store.
     pub(crate) fn set_shared(&self, shared: Shared) {
         self.inner.lock().shared = Some(shared);
+    }
+
+    /// Marks a change applied here that the store has not taken (Redis unreachable): the
+    /// fleet poller writes it when Redis answers ([`super::resync`]).
+    pub(crate) fn mark_unsynced(&self) {
+        self.inner.lock().unsynced = true;
+    }
+
+    /// Whether a change applied here waits to be written to the store.
+    pub(crate) fn unsynced(&self) -> bool {
+        self.inner.lock().unsynced
+    }
+
+    /// The store took the change, or refused it for a newer state.
+    pub(crate) fn synced(&self) {
+        self.inner.lock().unsynced = false;
     }
 
     /// Records the store's generation after a write or a read.

@@ -135,6 +135,36 @@ pub(crate) async fn delete(fleet: &Arc<Fleet>, m: &ModelRollout) -> Result<(), W
     outcome(m, s.gen, w).map(|_| ())
 }
 
+/// Writes `m` back into a store that lost it (a Redis restarted empty), as the setting
+/// it is (same `rev` and owner), unless the store already has a record or a generation for
+/// the model (another gateway restored it first, or it was changed since): then
+/// [`WriteError::Stale`], and this gateway takes the store's state at its next poll.
+pub(crate) async fn restore(fleet: &Arc<Fleet>, m: &ModelRollout) -> Result<u64, WriteError> {
+    write_as_is(fleet, m, "restore").await
+}
+
+/// Writes the state `m` has here (a change applied while Redis was unreachable) if the
+/// store is still at the generation this gateway knows.
+pub(crate) async fn push(fleet: &Arc<Fleet>, m: &ModelRollout) -> Result<u64, WriteError> {
+    write_as_is(fleet, m, "change").await
+}
+
+/// Writes `m`'s record as this gateway has it now, in `mode` `restore` (at generation 0)
+/// or `change` (at the generation this gateway knows).
+async fn write_as_is(fleet: &Arc<Fleet>, m: &ModelRollout, mode: &str) -> Result<u64, WriteError> {
+    let Some(s) = m.shared() else {
+        return Ok(0);
+    };
+    let gen = if mode == "restore" { 0 } else { s.gen };
+    let json = serde_json::to_string(&record_of(m, &s.owner, s.rev))
+        .map_err(|e| WriteError::Unavailable(e.to_string()))?;
+    let w = fleet
+        .write_rollout(&m.model, mode, gen, s.rev, &json)
+        .await
+        .map_err(WriteError::Unavailable)?;
+    outcome(m, gen, w)
+}
+
 /// Writes the pre-warm progress of `m`, when it is shared and this gateway runs its
 /// pre-warm. True when written; false when the store refused it (replaced, ended, or a
 /// newer progress already there).
