@@ -52,18 +52,33 @@ struct Run {
     /// Tokens the admitted requests used (from their usage), streaming runs.
     tokens: u64,
     first_sent: Option<Instant>,
+    last_sent: Option<Instant>,
     last_done: Option<Instant>,
     slowest: Duration,
 }
 
 impl Run {
+    /// From the first request sent to the last answer: every admission falls in it (the
+    /// window of the upper bounds).
     fn window(&self) -> f64 {
         (self.last_done.unwrap() - self.first_sent.unwrap()).as_secs_f64()
     }
+
+    /// From the first request sent to the last sent: the clients kept asking all along (the
+    /// window of the lower bounds; the answers of the last requests, slow on a busy machine,
+    /// add time in which nothing was asked).
+    fn asking(&self) -> f64 {
+        (self.last_sent.unwrap() - self.first_sent.unwrap()).as_secs_f64()
+    }
 }
 
-/// Two clients per gateway send `key`'s requests for `secs`, pausing `pause` between
-/// requests; streaming requests count the tokens their usage reports.
+/// Clients per gateway in [`load`]: enough that some client is always free to ask while
+/// others wait for admitted answers (about 1 s each from a replica on a busy 2-core
+/// machine), so the limit, not the clients, sets what is admitted.
+const CLIENTS: usize = 4;
+
+/// [`CLIENTS`] clients per gateway send `key`'s requests for `secs`, pausing `pause`
+/// between requests; streaming requests count the tokens their usage reports.
 fn load(
     gws: &[GatewayProc],
     model: &str,
@@ -76,7 +91,7 @@ fn load(
     let stop = Arc::new(AtomicBool::new(false));
     let mut handles = Vec::new();
     for (g, gw) in gws.iter().enumerate() {
-        for c in 0..2 {
+        for c in 0..CLIENTS {
             let (addr, model, run, stop) = (
                 gw.addr.clone(),
                 model.to_string(),
@@ -128,6 +143,7 @@ fn load(
                     let done = Instant::now();
                     let mut r = run.lock().unwrap();
                     r.first_sent = Some(r.first_sent.map_or(sent, |f| f.min(sent)));
+                    r.last_sent = Some(r.last_sent.map_or(sent, |l| l.max(sent)));
                     r.last_done = Some(r.last_done.map_or(done, |l| l.max(done)));
                     r.slowest = r.slowest.max(done - sent);
                     match status {
@@ -186,9 +202,10 @@ fn limits_hold(state: &str) {
         admitted <= bound * 1.01,
         "admitted {admitted} > bound {bound:.1}"
     );
+    let floor = RPM * r.asking() / 60.0 + BURST;
     assert!(
-        admitted >= bound * 0.97 - 1.0,
-        "admitted {admitted}, far under bound {bound:.1}"
+        admitted >= floor * 0.97 - 1.0,
+        "admitted {admitted}, far under {floor:.1} (the rate while clients asked)"
     );
     assert!(r.refused > 0);
 
@@ -214,9 +231,10 @@ fn limits_hold(state: &str) {
         "used {} > bound {bound:.0}",
         r.tokens
     );
+    let floor = TPM * r.asking() / 60.0 + TPM;
     assert!(
-        (r.tokens as f64) >= bound * 0.85,
-        "used {}, far under bound {bound:.0}",
+        (r.tokens as f64) >= floor * 0.85,
+        "used {}, far under {floor:.0} (the rate while clients asked)",
         r.tokens
     );
     assert!(r.refused > 0);
@@ -290,9 +308,10 @@ fn redis_killed_degrades_to_local_shares_and_restarted_resumes_shared_limits() {
         "{} admitted",
         r.admitted
     );
+    let floor = 3.0 * (RPM / 3.0 * r.asking() / 60.0 + 3.0);
     assert!(
-        r.admitted as f64 >= 3.0 * per_gateway * 0.8,
-        "{} admitted",
+        r.admitted as f64 >= floor * 0.8,
+        "{} admitted, far under {floor:.1}",
         r.admitted
     );
     assert!(
