@@ -31,6 +31,8 @@ pub(crate) struct AppState {
     pub retry_budget: RetryBudget,
     /// Requests waiting for a replica slot.
     pub queued: AtomicU32,
+    /// Request body bytes held in flight (`limits.max_inflight_body_bytes`).
+    pub bodies: crate::body::budget::BodyBudget,
     /// Control-plane runtime (event followers, pollers, probes).
     pub control: tokio::runtime::Handle,
     /// The fleet's shared state in Redis (`state.backend: redis`); fixed at start.
@@ -87,6 +89,7 @@ impl AppState {
             dashboard: crate::dashboard::recorder::Recorder::default(),
             retry_budget: RetryBudget::new(now),
             queued: AtomicU32::new(0),
+            bodies: crate::body::budget::BodyBudget::default(),
             control,
             started: now,
         })

@@ -7,7 +7,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 struct Shared {
@@ -15,6 +15,13 @@ struct Shared {
     generations: AtomicUsize,
     other_paths: Mutex<Vec<String>>,
     stop: AtomicBool,
+    /// Generation requests with a body of at least this many bytes are refused with 503
+    /// before any byte of an answer (the gateway's small health probes still pass).
+    refuse_from: AtomicUsize,
+    /// Pause before answering a generation request, ms.
+    delay_ms: AtomicU64,
+    /// Body length of each generation request.
+    body_lens: Mutex<Vec<usize>>,
 }
 
 /// A running plain OpenAI-compatible server.
@@ -34,6 +41,9 @@ impl OpenAiUpstream {
             generations: AtomicUsize::new(0),
             other_paths: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
+            refuse_from: AtomicUsize::new(usize::MAX),
+            delay_ms: AtomicU64::new(0),
+            body_lens: Mutex::new(Vec::new()),
         });
         crate::http::accept_loop(l, shared.clone(), |s| &s.stop, serve);
         Self { shared, addr }
@@ -47,6 +57,22 @@ impl OpenAiUpstream {
     /// Generation requests answered (the gateway's health probes included).
     pub fn generations(&self) -> usize {
         self.shared.generations.load(Ordering::Acquire)
+    }
+
+    /// Refuses (503, before any answer byte) every generation request whose body has at
+    /// least `bytes` bytes; `usize::MAX`: none.
+    pub fn refuse_from(&self, bytes: usize) {
+        self.shared.refuse_from.store(bytes, Ordering::Release);
+    }
+
+    /// Waits `ms` before answering each generation request.
+    pub fn set_delay_ms(&self, ms: u64) {
+        self.shared.delay_ms.store(ms, Ordering::Release);
+    }
+
+    /// The body length of each generation request received, in order.
+    pub fn body_lens(&self) -> Vec<usize> {
+        self.shared.body_lens.lock().expect("lock").clone()
     }
 
     /// Requests for paths the server does not serve, as `METHOD PATH`.
@@ -126,6 +152,15 @@ fn serve(conn: TcpStream, s: &Shared) -> std::io::Result<()> {
             }
             ("POST", "/v1/chat/completions") | ("POST", "/v1/completions") => {
                 s.generations.fetch_add(1, Ordering::AcqRel);
+                s.body_lens.lock().expect("lock").push(body.len());
+                if body.len() >= s.refuse_from.load(Ordering::Acquire) {
+                    let j = r#"{"error":{"message":"overloaded","type":"server_error"}}"#;
+                    write_json(&mut w, 503, j)?;
+                    continue;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(
+                    s.delay_ms.load(Ordering::Acquire),
+                ));
                 let chat = path.ends_with("chat/completions");
                 let req: serde_json::Value = match serde_json::from_slice(&body) {
                     Ok(v) => v,

@@ -168,6 +168,8 @@ impl Admin {
     ) -> Result<Response<Vec<u8>>, AdminError> {
         Ok(match (method, segs) {
             ("GET", ["metrics"]) => {
+                let held = i64::try_from(self.state.bodies.held()).unwrap_or(i64::MAX);
+                self.state.metrics.inflight_body_bytes.set(held);
                 for r in self.state.rollouts.list() {
                     self.state
                         .metrics

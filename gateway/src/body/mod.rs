@@ -8,8 +8,10 @@
 //! - [`response`]: watching a response as it passes through (usage, `[DONE]`).
 //! - [`tail`]: the last members of a JSON object, read backwards from its end.
 //! - [`gather`]: a body gathered from Pingora's chunks, copied only when split.
+//! - [`budget`]: the gateway-wide budget of request body bytes held in flight.
 //! - [`lines`]: a byte stream split into lines.
 
+pub(crate) mod budget;
 pub(crate) mod gather;
 pub(crate) mod lines;
 pub(crate) mod request;

@@ -6,9 +6,14 @@ use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::Path;
 
-/// Pingora replays a request body to a retried upstream from a 64 KiB buffer; the gateway
-/// buffers the whole body before routing, so bodies are bounded by it.
-pub const MAX_BODY_BYTES_CEILING: usize = 64 * 1024;
+/// The largest `limits.max_body_bytes` (1 GiB). The gateway reads a body whole into its own
+/// buffer before routing and replays it from there on a retry (not from Pingora's 64 KiB
+/// retry buffer: `vendor/README.md`).
+pub const MAX_BODY_BYTES_CEILING: usize = 1 << 30;
+
+/// The default `limits.max_body_bytes`: 32 MiB, long documents and agent histories of
+/// several hundred thousand tokens.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 32 << 20;
 
 /// Pingora refuses a head of more than 256 header lines with its own bare 400.
 pub const MAX_HEADERS_CEILING: usize = 256;
@@ -200,8 +205,13 @@ pub struct TenantLimits {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RequestLimits {
-    /// Largest accepted body (at most 65536).
+    /// Largest accepted body, bytes (at most 1 GiB).
     pub max_body_bytes: usize,
+    /// Request bodies held at once by the whole gateway, bytes (each request's counts from
+    /// its `Content-Length`, or as it arrives, until the request ends): past it a request
+    /// is refused with 503 before its body is read, so many large bodies never exhaust
+    /// memory.
+    pub max_inflight_body_bytes: usize,
     /// Largest accepted request head (request line and headers), bytes; bounded as it
     /// streams in, before Pingora buffers it.
     pub max_header_bytes: usize,
@@ -220,7 +230,8 @@ pub struct RequestLimits {
 impl Default for RequestLimits {
     fn default() -> Self {
         Self {
-            max_body_bytes: MAX_BODY_BYTES_CEILING,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            max_inflight_body_bytes: 1 << 30,
             max_header_bytes: 16 * 1024,
             max_headers: 100,
             default_max_tokens: 256,
@@ -499,6 +510,15 @@ impl Config {
                 format!("must be in 1..={MAX_BODY_BYTES_CEILING}"),
             ));
         }
+        if l.max_inflight_body_bytes < l.max_body_bytes {
+            return Err(invalid(
+                "limits.max_inflight_body_bytes",
+                format!(
+                    "must be at least limits.max_body_bytes ({}): one largest body must fit",
+                    l.max_body_bytes
+                ),
+            ));
+        }
         if l.max_header_bytes < 1024 {
             return Err(invalid("limits.max_header_bytes", "must be at least 1024"));
         }
@@ -626,9 +646,15 @@ mod tests {
     fn validation_names_the_key() {
         let mut c = Config::default();
         c.auth.enabled = false;
-        c.limits.max_body_bytes = 10 * 1024 * 1024;
+        c.limits.max_body_bytes = 2 << 30;
         let err = c.validate().unwrap_err().to_string();
         assert!(err.contains("limits.max_body_bytes"), "{err}");
+        // 256 MiB is allowed, given the in-flight budget to hold one.
+        c.limits.max_body_bytes = 256 << 20;
+        c.validate().unwrap();
+        c.limits.max_inflight_body_bytes = 128 << 20;
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("limits.max_inflight_body_bytes"), "{err}");
         let mut c = Config::default();
         c.auth.enabled = false;
         c.retry.budget_ratio = 3.0;

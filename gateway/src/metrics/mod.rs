@@ -119,6 +119,8 @@ pub(crate) struct Metrics {
     pub stream_errors: IntCounterVec,
     /// Requests queued for a replica slot.
     pub queued: IntGauge,
+    /// Request body bytes held in flight (`limits.max_inflight_body_bytes`), set at scrape.
+    pub inflight_body_bytes: IntGauge,
     /// KV events applied, by observation.
     pub kv_events: IntCounterVec,
     /// `tenant_tokens_total{tenant, kind}`.
@@ -277,6 +279,17 @@ impl Metrics {
             queued: {
                 let g = IntGauge::new("queued_requests", "Requests waiting for a replica slot")
                     .expect("valid metric");
+                registry
+                    .register(Box::new(g.clone()))
+                    .expect("unique metric");
+                g
+            },
+            inflight_body_bytes: {
+                let g = IntGauge::new(
+                    "inflight_body_bytes",
+                    "Request body bytes the gateway holds for requests in flight",
+                )
+                .expect("valid metric");
                 registry
                     .register(Box::new(g.clone()))
                     .expect("unique metric");

@@ -51,11 +51,14 @@ pub(crate) struct Read {
     pub model: Arc<str>,
     /// The whole body was read: its length (at most `limits.max_body_bytes`).
     pub body_len: Option<u32>,
-    /// The body the replica gets instead of the client's: the client's with the completion
-    /// bound the admission reserved (see [`super::bound`]); `None`: the client's as is.
-    pub bounded_body: Option<bytes::Bytes>,
-    /// The attempt (its number) that [`Self::bounded_body`] was last sent on.
-    pub bounded_sent: u32,
+    /// The body every attempt sends, kept by the gateway for retries: the client's, or the
+    /// client's with the completion bound the admission reserved (see [`super::bound`]).
+    pub upstream_body: Option<bytes::Bytes>,
+    /// The attempt (its number) that [`Self::upstream_body`] was last sent on.
+    pub upstream_sent: u32,
+    /// This request's share of `limits.max_inflight_body_bytes`, given back when the
+    /// request ends.
+    pub body_budget: Option<crate::body::budget::BodyPermit>,
 }
 
 /// The authenticated tenant and what its limits granted.
@@ -129,8 +132,9 @@ impl RequestCtx {
                 control: false,
                 model: no_model(),
                 body_len: None,
-                bounded_body: None,
-                bounded_sent: 0,
+                upstream_body: None,
+                upstream_sent: 0,
+                body_budget: None,
             },
             admission: Admission::default(),
             plan: None,

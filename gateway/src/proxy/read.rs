@@ -2,6 +2,7 @@
 //! acceptable (one pass over the headers, which also finds the API key), and the bounded
 //! body read. Nothing here knows the tenant yet.
 
+use crate::body::budget::BodyPermit;
 use crate::body::gather::Gathered;
 use crate::body::request::Endpoint;
 use crate::error::GatewayError;
@@ -156,14 +157,47 @@ fn raw_has_content_length(raw: &[u8]) -> bool {
         .any(|line| line.len() >= 15 && line[..15].eq_ignore_ascii_case(b"content-length:"))
 }
 
-/// The whole request body, at most `max` bytes, within `timeout`. A body that arrives in
-/// one chunk (the usual case) is returned as that chunk, not copied.
+/// This request's share of the gateway's in-flight body budget
+/// (`limits.max_inflight_body_bytes`), taken before its body is read: its `Content-Length`
+/// (413 at once past `limits.max_body_bytes`), or nothing yet for a body without one
+/// ([`read_body`] grows it as the body arrives). 503 when the budget has no room.
+pub(crate) fn take_body_budget(
+    state: &AppState,
+    session: &Session,
+) -> Result<BodyPermit, GatewayError> {
+    let limits = &state.config().limits;
+    let len = session
+        .req_header()
+        .headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    if len > limits.max_body_bytes {
+        return Err(GatewayError::BodyTooLarge {
+            limit: limits.max_body_bytes,
+        });
+    }
+    state
+        .bodies
+        .try_take(len, limits.max_inflight_body_bytes)
+        .ok_or(GatewayError::Overloaded {
+            retry_after: Duration::from_secs(1),
+        })
+}
+
+/// The whole request body, at most `max` bytes, within `timeout`, holding its bytes in
+/// `budget` (the request's permit and the gateway's limit). A body that arrives in one
+/// chunk (the usual case) is returned as that chunk, not copied.
 pub(crate) async fn read_body(
     session: &mut Session,
     max: usize,
     timeout: Duration,
+    budget: (&mut BodyPermit, usize),
 ) -> Result<bytes::Bytes, GatewayError> {
-    session.enable_retry_buffering();
+    let (permit, limit) = budget;
+    // No copy into Pingora's retry buffer (64 KiB at most): the caller keeps the body and
+    // hands it to every attempt (`super::send::body`, `vendor/README.md`).
     // Read the clock only once a read has to wait (a small body usually arrives with the
     // header): the deadline counts from then.
     let mut deadline = None;
@@ -191,6 +225,11 @@ pub(crate) async fn read_body(
             Ok(Some(chunk)) => {
                 if body.len() + chunk.len() > max {
                     return Err(GatewayError::BodyTooLarge { limit: max });
+                }
+                if !permit.grow_to(body.len() + chunk.len(), limit) {
+                    return Err(GatewayError::Overloaded {
+                        retry_after: Duration::from_secs(1),
+                    });
                 }
                 // From a second chunk on, one buffer sized from Content-Length (already
                 // checked against `max`) when there is one.

@@ -102,15 +102,22 @@ async fn intake(
         let _ = respond::json(session, 200, respond::models_body(&models), &[], false).await;
         return Ok(Some(200));
     };
+    let budget = ctx
+        .read
+        .body_budget
+        .insert(read::take_body_budget(state, session)?);
     let body = read::read_body(
         session,
         cfg.limits.max_body_bytes,
         Duration::from_millis(cfg.timeouts.client_read_ms),
+        (budget, cfg.limits.max_inflight_body_bytes),
     )
     .await?;
-    // The body limit (at most 64 KiB, `config::MAX_BODY_BYTES_CEILING`) fits a u32.
+    // The body limit (at most 1 GiB, `config::MAX_BODY_BYTES_CEILING`) fits a u32.
     ctx.read.body_len = Some(u32::try_from(body.len()).unwrap_or(u32::MAX));
     decide(state, ctx, &tenant, endpoint, &body).await?;
+    // Kept for every attempt (`super::send::body`), unless `decide` bounded it.
+    ctx.read.upstream_body.get_or_insert(body);
     Ok(None)
 }
 
@@ -137,7 +144,7 @@ pub(crate) async fn decide(
     admit::reserve(state, &mut ctx.admission, tenant, tokens, now).await?;
     if parsed.max_tokens.is_none() {
         // The replica must stop where the reservation does.
-        ctx.read.bounded_body = bounded_body(body, endpoint, default_max_tokens);
+        ctx.read.upstream_body = bounded_body(body, endpoint, default_max_tokens);
     }
     let (mut plan, mut order) = route(state, tenant, prepared, endpoint, &parsed, model)?;
     let slot = hold_slot(state, &mut order, plan.decided).await?;
@@ -337,7 +344,7 @@ mod tests {
         rt.block_on(decide(&state, &mut ctx, &tenant, Endpoint::Chat, BODY))
             .unwrap();
         assert!(
-            ctx.read.bounded_body.is_none(),
+            ctx.read.upstream_body.is_none(),
             "a bound given is forwarded as is"
         );
         let default = state.config().limits.default_max_tokens;
@@ -354,7 +361,7 @@ mod tests {
             let mut ctx = RequestCtx::new();
             rt.block_on(decide(&state, &mut ctx, &tenant, endpoint, body))
                 .unwrap();
-            let forwarded = ctx.read.bounded_body.expect("a bound is added");
+            let forwarded = ctx.read.upstream_body.expect("a bound is added");
             let parsed = request::parse(endpoint, &forwarded).unwrap();
             assert_eq!(parsed.max_tokens, Some(default));
             assert_eq!(

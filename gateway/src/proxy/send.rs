@@ -111,16 +111,11 @@ pub(crate) fn stamp_request(
     for name in CREDENTIALS {
         h.remove(name);
     }
-    if let Some(b) = &ctx.read.bounded_body {
-        // The body with the completion bound (`super::bound`), framed by its own length.
+    if let Some(b) = &ctx.read.upstream_body {
+        // The body the gateway kept (the client's, or with the completion bound:
+        // `super::bound`), read whole: framed by its own length, sent in one piece.
         h.remove(http::header::TRANSFER_ENCODING);
         h.insert(http::header::CONTENT_LENGTH, HeaderValue::from(b.len()));
-    } else if let Some(len) = ctx.read.body_len {
-        if h.remove(http::header::TRANSFER_ENCODING).is_some() {
-            // A chunked body was read whole: the replica gets it framed by its length,
-            // and in one send with the header (`super::upstream`).
-            h.insert(http::header::CONTENT_LENGTH, HeaderValue::from(len));
-        }
     }
     // Inserting replaces whatever the client sent under this name.
     h.insert(headers::CACHE_SALT, tenant.salt_header.clone());
@@ -191,21 +186,21 @@ pub(crate) fn stamp_request(
     Ok(())
 }
 
-/// The request body as the replica gets it: the client's, or on every attempt the body
-/// with the completion bound (`super::bound`) in place of the client's first chunk (the
-/// body was read whole, so the retry buffer hands it over in one piece; any later piece of
-/// the same attempt is dropped).
+/// The request body as the replica gets it, on every attempt: the body the gateway kept
+/// ([`super::ctx::Read::upstream_body`]: the client's, or with the completion bound), in
+/// place of the first piece Pingora hands over (its retry buffer's copy, or, for a body
+/// past that buffer's 64 KiB, `None` at the end of the body: `vendor/README.md`); any later
+/// piece of the same attempt is dropped.
 pub(crate) fn body(ctx: &mut RequestCtx, data: &mut Option<bytes::Bytes>) {
-    let Some(b) = &ctx.read.bounded_body else {
+    let Some(b) = &ctx.read.upstream_body else {
         return;
     };
-    if data.is_none() {
-        return;
-    }
-    if ctx.read.bounded_sent == ctx.attempts.count {
-        *data = Some(bytes::Bytes::new());
+    if ctx.read.upstream_sent == ctx.attempts.count {
+        if data.is_some() {
+            *data = Some(bytes::Bytes::new());
+        }
     } else {
-        ctx.read.bounded_sent = ctx.attempts.count;
+        ctx.read.upstream_sent = ctx.attempts.count;
         *data = Some(b.clone());
     }
 }
