@@ -13,6 +13,7 @@ pub mod mock;
 pub mod openai_upstream;
 pub mod procs;
 pub mod redis;
+pub mod redis_tls;
 pub mod stats;
 
 pub use http::{HttpResponse, Sse};
