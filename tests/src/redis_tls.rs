@@ -1,12 +1,14 @@
 //! Redis over TLS for the TLS tests (issue 44, item 3): a throwaway PKI made with the
 //! `openssl` CLI (a CA, a server certificate for `IP:127.0.0.1`, a client certificate, and
 //! a second CA that signed nothing), and Debian's `redis-server` serving TLS only
-//! (`--port 0 --tls-port P`) with an ACL file. `redis-cli --tls` reaches it as the admin.
+//! (`--port 0 --tls-port P`) with an ACL file, alone or as a three-master Cluster
+//! (`tls-cluster yes`). `redis-cli --tls` reaches each server as the admin.
 
 use crate::procs::free_port;
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const NO_OPENSSL: &str =
@@ -16,15 +18,32 @@ const NO_REDIS: &str =
 
 /// Runs `openssl args...` in `dir`; fails with its stderr.
 fn openssl(dir: &Path, args: &[&str]) -> Result<()> {
-    let out = Command::new("openssl")
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .context(NO_OPENSSL)?;
+    let mut cmd = Command::new("openssl");
+    cmd.current_dir(dir).args(args);
+    run(cmd, NO_OPENSSL)
+}
+
+/// Runs `cmd` to its end (`missing`: what to install when it is not found); fails with
+/// its output when it fails.
+fn run(mut cmd: Command, missing: &str) -> Result<()> {
+    let out = cmd.output().with_context(|| missing.to_string())?;
     if !out.status.success() {
-        bail!("openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let output = [out.stdout, out.stderr].concat();
+        bail!("{cmd:?}: {}", String::from_utf8_lossy(&output));
     }
     Ok(())
+}
+
+/// Polls `ready` every 50 ms until it holds (`Ok`) or `within` passes (`Err`).
+fn poll(within: Duration, mut ready: impl FnMut() -> bool) -> Result<(), ()> {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if ready() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Err(())
 }
 
 /// A test PKI in a directory: `ca.pem` signed `server.pem` (`IP:127.0.0.1`) and
@@ -59,11 +78,13 @@ impl Pki {
             args.extend(["-addext", "keyUsage=critical,keyCertSign,cRLSign"]);
             openssl(dir, &args)?;
         }
+        // A Cluster's nodes present their server certificate to each other on the bus, as
+        // clients: it serves both purposes.
         let leaves = [
             (
                 "server",
                 "/CN=127.0.0.1",
-                "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+                "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n",
             ),
             ("client", "/CN=warmpath", "extendedKeyUsage=clientAuth\n"),
         ];
@@ -117,6 +138,32 @@ impl Pki {
     pub fn file(&self, name: &str) -> String {
         self.path(name).display().to_string()
     }
+
+    /// `redis-cli`'s TLS flags: trust the CA, present the client certificate.
+    fn cli_args(&self) -> [String; 7] {
+        [
+            "--tls".into(),
+            "--cacert".into(),
+            self.file("ca.pem"),
+            "--cert".into(),
+            self.file("client.pem"),
+            "--key".into(),
+            self.file("client.key"),
+        ]
+    }
+}
+
+impl Drop for Pki {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn scratch(what: &str, port: u16) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "warmpath-redis-tls-{what}-{}-{port}",
+        std::process::id()
+    ))
 }
 
 /// A `redis-server` serving TLS only, with the users of an ACL file. Killed on drop.
@@ -126,35 +173,45 @@ pub struct TlsRedis {
     pub port: u16,
     dir: PathBuf,
     /// The certificates it serves and trusts.
-    pub pki: Pki,
+    pub pki: Arc<Pki>,
     admin: (String, String),
 }
 
 impl TlsRedis {
-    /// Starts a server on a free port with `acl` (ACL file lines); `redis-cli` logs in as
-    /// `admin` (user, password), which `acl` must define. `mutual`: clients must present a
-    /// certificate of the CA (`tls-auth-clients yes`).
+    /// Starts a server on a free port with `acl` (ACL file lines) and a PKI of its own;
+    /// `redis-cli` logs in as `admin` (user, password), which `acl` must define. `mutual`:
+    /// clients must present a certificate of the CA (`tls-auth-clients yes`).
     pub fn start(acl: &str, admin: (&str, &str), mutual: bool) -> Result<Self> {
         let port = free_port();
-        let dir =
-            std::env::temp_dir().join(format!("warmpath-redis-tls-{}-{port}", std::process::id()));
-        let pki = Pki::make(&dir.join("pki"))?;
+        let pki = Arc::new(Pki::make(&scratch("pki", port))?);
+        let auth_clients = if mutual { "yes" } else { "no" };
+        Self::spawn(pki, port, acl, admin, &["--tls-auth-clients", auth_clients])
+    }
+
+    fn spawn(
+        pki: Arc<Pki>,
+        port: u16,
+        acl: &str,
+        admin: (&str, &str),
+        extra: &[&str],
+    ) -> Result<Self> {
+        let dir = scratch("server", port);
+        std::fs::create_dir_all(&dir)?;
         let acl_file = dir.join("users.acl");
         std::fs::write(&acl_file, acl)?;
         let log = std::fs::File::create(dir.join("redis.log"))?;
-        let auth_clients = if mutual { "yes" } else { "no" };
         let child = Command::new("redis-server")
             .args(["--bind", "127.0.0.1", "--port", "0"])
             .args(["--tls-port", &port.to_string()])
             .args(["--tls-cert-file", &pki.file("server.pem")])
             .args(["--tls-key-file", &pki.file("server.key")])
             .args(["--tls-ca-cert-file", &pki.file("ca.pem")])
-            .args(["--tls-auth-clients", auth_clients])
             .args(["--save", "", "--appendonly", "no"])
             .arg("--aclfile")
             .arg(&acl_file)
             .arg("--dir")
             .arg(&dir)
+            .args(extra)
             .stdout(log)
             .stderr(Stdio::null())
             .spawn()
@@ -166,17 +223,14 @@ impl TlsRedis {
             pki,
             admin: (admin.0.into(), admin.1.into()),
         };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if s.cli(&["PING"]).is_ok_and(|o| o.trim() == "PONG") {
-                return Ok(s);
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        let pong = || s.cli(&["PING"]).is_ok_and(|o| o.trim() == "PONG");
+        if poll(Duration::from_secs(10), pong).is_err() {
+            bail!(
+                "redis-server (TLS port {port}) did not answer PING; its log: {}",
+                std::fs::read_to_string(s.dir.join("redis.log")).unwrap_or_default()
+            )
         }
-        bail!(
-            "redis-server (TLS port {port}) did not answer PING; its log: {}",
-            std::fs::read_to_string(s.dir.join("redis.log")).unwrap_or_default()
-        )
+        Ok(s)
     }
 
     /// `rediss://USER@127.0.0.1:PORT`.
@@ -200,10 +254,8 @@ impl TlsRedis {
     /// returns its output.
     pub fn cli(&self, args: &[&str]) -> Result<String> {
         let out = Command::new("redis-cli")
-            .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "--tls"])
-            .args(["--cacert", &self.pki.file("ca.pem")])
-            .args(["--cert", &self.pki.file("client.pem")])
-            .args(["--key", &self.pki.file("client.key")])
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(self.pki.cli_args())
             .args(["--user", &self.admin.0, "--pass", &self.admin.1])
             .arg("--no-auth-warning")
             .args(args)
@@ -228,6 +280,64 @@ impl TlsRedis {
             .filter(|l| !l.is_empty())
             .map(str::to_string)
             .collect()
+    }
+}
+
+/// A Redis Cluster of `n` TLS-only masters (no replicas) on loopback, one PKI for all
+/// (every node's certificate names `IP:127.0.0.1`, the address each announces).
+pub struct TlsRedisCluster {
+    /// The nodes.
+    pub nodes: Vec<TlsRedis>,
+}
+
+impl TlsRedisCluster {
+    /// Starts `n` cluster-enabled servers with `acl`, joins them with `redis-cli --cluster
+    /// create` as `admin` and waits for `cluster_state:ok` on every node.
+    pub fn start(n: usize, acl: &str, admin: (&str, &str)) -> Result<Self> {
+        let pki = Arc::new(Pki::make(&scratch("cluster-pki", free_port()))?);
+        let nodes = (0..n)
+            .map(|_| {
+                let bus = free_port().to_string();
+                let args = [
+                    "--tls-auth-clients",
+                    "no",
+                    "--tls-cluster",
+                    "yes",
+                    "--cluster-enabled",
+                    "yes",
+                ];
+                let more = ["--cluster-port", &bus, "--cluster-node-timeout", "2000"];
+                let extra: Vec<&str> = args.into_iter().chain(more).collect();
+                TlsRedis::spawn(pki.clone(), free_port(), acl, admin, &extra)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|s| format!("127.0.0.1:{}", s.port))
+            .collect();
+        // `timeout`: redis-cli waits for the nodes to join without end.
+        let mut create = Command::new("timeout");
+        create
+            .args(["30", "redis-cli"])
+            .args(pki.cli_args())
+            .args(["--user", admin.0, "--pass", admin.1, "--no-auth-warning"])
+            .args(["--cluster", "create"])
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"]);
+        run(create, "redis-cli not found: install Debian's redis-tools")?;
+        let joined = |s: &TlsRedis| {
+            s.cli(&["CLUSTER", "INFO"])
+                .is_ok_and(|o| o.contains("cluster_state:ok"))
+        };
+        if poll(Duration::from_secs(30), || nodes.iter().all(joined)).is_err() {
+            bail!("the TLS Redis Cluster never reached cluster_state:ok");
+        }
+        Ok(Self { nodes })
+    }
+
+    /// The seed URLs, `rediss://USER@127.0.0.1:PORT` for every node.
+    pub fn urls(&self, user: &str) -> Vec<String> {
+        self.nodes.iter().map(|n| n.url(user)).collect()
     }
 }
 

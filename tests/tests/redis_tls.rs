@@ -1,7 +1,8 @@
 #![allow(clippy::unwrap_used)]
 //! Issue 44, item 3: TLS between Warmpath and Redis. A real `redis-server` serving TLS only
 //! (certificates made with `openssl` per test) with the ACL of docs/security.md: gateways
-//! on `rediss://` with `state.ca_file` share limits and keys and are not degraded; with
+//! on `rediss://` with `state.ca_file` share limits and keys and are not degraded (on one
+//! server and on a three-master Cluster whose bus is TLS too); with
 //! `tls-auth-clients yes` a gateway and replicas with client certificates work (the
 //! replicas' shared KV tier stores and loads blocks) while a gateway without one is kept
 //! out; a gateway or a replica trusting another CA never talks to Redis and says why; and
@@ -16,7 +17,7 @@ use warmpath_e2e::fixtures::{
 use warmpath_e2e::fleet::{metric, status_with, until_status, wait_degraded};
 use warmpath_e2e::http::{post_json, request, HttpResponse};
 use warmpath_e2e::mock::{MockReplica, Mode};
-use warmpath_e2e::redis_tls::{replica_metric, TlsRedis};
+use warmpath_e2e::redis_tls::{replica_metric, TlsRedis, TlsRedisCluster};
 use warmpath_e2e::{GatewayProc, LoggedReplica};
 
 const WITHIN: Duration = Duration::from_secs(10);
@@ -35,12 +36,13 @@ const BLOCK: u64 = 16;
 const WORDS: &[&str] = &["harbor", "lantern", "meadow", "cinder", "orchid", "granite"];
 const QUESTION: &str = "Name the first word of the list:";
 
-/// A gateway config on `redis` as the `gateway` user at `url`, with `tls` (YAML pairs
-/// under `state:`), tenants `a` (2 requests a minute) and `t`, in front of `mock`.
-fn gateway_yaml(redis: &TlsRedis, url: &str, mock: &MockReplica, tls: &str) -> String {
+/// A gateway config on Redis as the `gateway` user (its password file in `redis`'s
+/// directory) at `address` (`url: ...` or `cluster: [...]`), with `tls` (YAML pairs under
+/// `state:`), tenants `a` (2 requests a minute) and `t`, in front of `mock`.
+fn gateway_yaml(redis: &TlsRedis, address: &str, mock: &MockReplica, tls: &str) -> String {
     let pw = redis.password_file("gateway.password", "gateway-pw");
     format!(
-        "{}{}state: {{backend: redis, url: '{url}', password_file: '{pw}', timeout_ms: 500, \
+        "{}{}state: {{backend: redis, {address}, password_file: '{pw}', timeout_ms: 500, \
          gateway_count: 2{tls}}}\n",
         auth_yaml(&[("a", "key-a", "requests_per_minute: 2"), ("t", "key-t", "")]),
         replicas_yaml(&[mock.url()]),
@@ -48,7 +50,8 @@ fn gateway_yaml(redis: &TlsRedis, url: &str, mock: &MockReplica, tls: &str) -> S
 }
 
 fn gateway(redis: &TlsRedis, mock: &MockReplica, tls: &str) -> GatewayProc {
-    let yaml = gateway_yaml(redis, &redis.url("gateway"), mock, tls);
+    let address = format!("url: '{}'", redis.url("gateway"));
+    let yaml = gateway_yaml(redis, &address, mock, tls);
     GatewayProc::spawn(&yaml, &[], 1).unwrap()
 }
 
@@ -80,6 +83,14 @@ fn kept_out(gw: &GatewayProc, redis: &TlsRedis) {
     assert!(redis.keys("warmpath:*").is_empty());
 }
 
+/// What gateway 0 used up of tenant `a`'s limit, gateway 1 refuses (each alone, or each
+/// on its fallback of 2 / gateway_count, would admit one more).
+fn one_limit_for_the_fleet(gws: &[GatewayProc; 2]) {
+    assert_eq!(status_with(&gws[0].addr, "mock", "key-a"), 200);
+    assert_eq!(until_status(&gws[0], "mock", "key-a", 429, WITHIN), 429);
+    assert_eq!(status_with(&gws[1].addr, "mock", "key-a"), 429);
+}
+
 #[test]
 fn a_fleet_on_rediss_shares_limits_and_keys_and_plain_text_is_refused() {
     let redis = TlsRedis::start(ACL, ("admin", "admin-pw"), false).unwrap();
@@ -89,11 +100,7 @@ fn a_fleet_on_rediss_shares_limits_and_keys_and_plain_text_is_refused() {
     let took = wait_degraded(&gws, 0, WITHIN);
     eprintln!("two gateways connected over TLS after {took:?}");
 
-    // One limit for the fleet: what gateway 0 used up, gateway 1 refuses (each alone, or
-    // each on its fallback of 2 / gateway_count, would admit one more).
-    assert_eq!(status_with(&gws[0].addr, "mock", "key-a"), 200);
-    assert_eq!(until_status(&gws[0], "mock", "key-a", 429, WITHIN), 429);
-    assert_eq!(status_with(&gws[1].addr, "mock", "key-a"), 429);
+    one_limit_for_the_fleet(&gws);
     assert!(
         !redis.keys("warmpath:{a}:*").is_empty(),
         "no limit state in Redis"
@@ -117,7 +124,7 @@ fn a_fleet_on_rediss_shares_limits_and_keys_and_plain_text_is_refused() {
         .get_connection_with_timeout(Duration::from_secs(2))
         .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c));
     assert!(pong.is_err(), "plain text answered: {pong:?}");
-    let plain_url = format!("redis://gateway@127.0.0.1:{}", redis.port);
+    let plain_url = format!("url: 'redis://gateway@127.0.0.1:{}'", redis.port);
     let before = redis.keys("warmpath:*");
     let yaml = gateway_yaml(&redis, &plain_url, &mock, "");
     let gw = GatewayProc::spawn(&yaml, &[], 1).unwrap();
@@ -238,5 +245,34 @@ fn mutual_tls_carries_a_gateway_and_the_kv_tier_and_keeps_out_a_client_without_a
         assert!(r.log().contains("KV tier connected"), "{}", r.log());
         let errors = replica_metric(&r.proc.addr, "warmpath_replica_kv_tier_errors_total");
         assert_eq!(errors, 0.0, "{}", r.log());
+    }
+}
+
+#[test]
+fn a_fleet_on_a_rediss_cluster_shares_limits() {
+    let cluster = TlsRedisCluster::start(3, ACL, ("admin", "admin-pw")).unwrap();
+    let mock = MockReplica::start(Mode::Ok);
+    let node = &cluster.nodes[0];
+    let seeds: Vec<String> = cluster
+        .urls("gateway")
+        .iter()
+        .map(|u| format!("'{u}'"))
+        .collect();
+    let address = format!("cluster: [{}]", seeds.join(", "));
+    let yaml = gateway_yaml(node, &address, &mock, &tls_keys(node, "ca.pem", false));
+    let gws = [
+        GatewayProc::spawn(&yaml, &[], 1).unwrap(),
+        GatewayProc::spawn(&yaml, &[], 1).unwrap(),
+    ];
+    wait_degraded(&gws, 0, WITHIN);
+    one_limit_for_the_fleet(&gws);
+    let stored: usize = cluster
+        .nodes
+        .iter()
+        .map(|n| n.keys("warmpath:{a}:*").len())
+        .sum();
+    assert!(stored > 0, "no limit state in the Cluster");
+    for gw in &gws {
+        assert_eq!(metric(gw, "warmpath_gateway_state_redis_errors_total"), 0.0);
     }
 }
