@@ -65,9 +65,9 @@ pub struct ServeArgs {
     /// pulls its peers signed. Without it, only loopback prefill replicas are fetched from.
     #[arg(long)]
     pub kv_transfer_key_file: Option<String>,
-    /// Shared KV tier: `redis://HOST:PORT[/DB]` (`rediss://` for TLS). Every full block this replica computes is
-    /// written there in the background, and on a local miss the prompt's following blocks
-    /// are read from there instead of computed. Run Redis with `maxmemory` and
+    /// Shared KV tier: `redis://HOST:PORT[/DB]` (`rediss://` for TLS). Every full block
+    /// this replica computes is written there in the background, and on a local miss the
+    /// prompt's following blocks are read from there instead of computed. Run Redis with `maxmemory` and
     /// `maxmemory-policy allkeys-lru`, apart from the gateways' state Redis, and log in as
     /// an ACL user reaching only `wpkv:*` (`redis://replica@HOST:PORT`, docs/security.md).
     #[arg(long)]
