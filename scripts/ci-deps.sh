@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # System packages the gateway and its tests need: cmake (Pingora's build), Redis and
-# faketime (the fleet test), python3 + the
+# faketime (the fleet test), openssl (certificates of the Redis TLS test), python3 + the
 # official OpenAI SDK (the SDK e2e test), python3-venv (scripts/k8s-check.sh), wrk and
 # nginx (scripts/bench-gateway.sh only); and cargo-deny (the dependency checks in
 # scripts/test.sh).
@@ -17,6 +17,9 @@ python3 -c 'import ensurepip' 2>/dev/null || need+=(python3-venv)
 # the gateway fleet test (tests/tests/fleet.rs).
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v redis-cli >/dev/null || need+=(redis-tools)
+# openssl (the CLI): the Redis TLS test makes its CA and certificates with it
+# (tests/tests/redis_tls.rs); Debian's redis-server is built with TLS.
+command -v openssl >/dev/null || need+=(openssl)
 [ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ] || command -v faketime >/dev/null || need+=(faketime)
 # iproute2 (`ip netns`, veth): the fleet chaos test (tests/tests/fleet_chaos.rs) cuts one
 # gateway off Redis in a network namespace (it needs root, as CI has).

@@ -15,6 +15,7 @@ pub mod netns;
 pub mod openai_upstream;
 pub mod procs;
 pub mod redis;
+pub mod redis_tls;
 pub mod stats;
 
 pub use http::{HttpResponse, Sse};

@@ -4,7 +4,8 @@
 //! # Layout
 //! - [`model`]: the model, its defaults and its validation; [`error`]: its error type.
 //! - [`pools`]: upstream pools of other engines (vLLM, SGLang, llama.cpp, OpenAI).
-//! - [`state`]: `state:`, the memory or Redis backend a gateway fleet shares.
+//! - [`state`]: `state:`, the memory or Redis backend a gateway fleet shares;
+//!   [`state_tls`]: its TLS to Redis (`rediss://`, `ca_file`, the client certificate).
 //! - [`rollout`]: `regions:`, `rollouts:` and `hot_prefixes:` (issue 28).
 //! - [`env`]: `${NAME}` in string values, from the environment (secrets).
 //! - [`overrides`]: the command line on top of the file; [`load`].
@@ -16,6 +17,7 @@ pub(crate) mod overrides;
 pub(crate) mod pools;
 pub(crate) mod rollout;
 pub(crate) mod state;
+pub(crate) mod state_tls;
 
 pub use model::*;
 pub use overrides::{load, Overrides};

@@ -22,14 +22,24 @@ pub enum StateBackend {
 pub struct StateConfig {
     /// `memory` or `redis`.
     pub backend: StateBackend,
-    /// One Redis server, `redis://[:password@]host:port[/db]`.
+    /// One Redis server, `redis://[:password@]host:port[/db]`, or `rediss://...` for TLS.
     pub url: Option<String>,
     /// A file holding the Redis user's password, used instead of one in the URL so it is
     /// in neither the config file nor a command line (read at every connect; one trailing
     /// newline ignored). The user comes from the URL (`redis://USER@host:port`).
     pub password_file: Option<String>,
-    /// Seed nodes of a Redis Cluster (`redis://host:port` each), instead of `url`.
+    /// Seed nodes of a Redis Cluster (`redis://host:port` each, or all `rediss://`),
+    /// instead of `url`.
     pub cluster: Vec<String>,
+    /// With `rediss://`: a PEM bundle of the CA certificates that may sign Redis's
+    /// certificate (default: the system's trust store). Redis's certificate must name the
+    /// host of the URL (a DNS name or an IP address SAN).
+    pub ca_file: Option<String>,
+    /// With `rediss://`: this gateway's client certificate (PEM, chain first to last), for
+    /// a Redis run with `tls-auth-clients yes`. Needs `client_key_file`.
+    pub client_cert_file: Option<String>,
+    /// The private key (PEM) of `client_cert_file`.
+    pub client_key_file: Option<String>,
     /// Gateways in the fleet. While Redis is unreachable each gateway admits a tenant's
     /// limits divided by this, so the fleet together stays near the limit.
     pub gateway_count: u32,
@@ -62,6 +72,9 @@ impl Default for StateConfig {
             url: None,
             password_file: None,
             cluster: Vec::new(),
+            ca_file: None,
+            client_cert_file: None,
+            client_key_file: None,
             gateway_count: 1,
             timeout_ms: 100,
             probe_ms: 250,
@@ -82,19 +95,26 @@ fn invalid(key: &str, reason: impl Into<String>) -> ConfigError {
     }
 }
 
-fn check_url(key: &str, url: &str) -> Result<(), ConfigError> {
-    if url.starts_with("rediss://") {
+/// Checks one address; `Ok(true)` for `rediss://` (TLS).
+fn check_url(key: &str, url: &str) -> Result<bool, ConfigError> {
+    let tls = url.starts_with("rediss://");
+    if !tls && !url.starts_with("redis://") {
         return Err(invalid(
             key,
-            format!("{url:?}: TLS to Redis (rediss://) is not built in; use redis:// on a private network"),
+            format!("{url:?}: must start with redis:// (or rediss:// for TLS)"),
         ));
     }
-    if !url.starts_with("redis://") {
-        return Err(invalid(key, format!("{url:?}: must start with redis://")));
+    let parsed = redis::parse_redis_url(url)
+        .ok_or_else(|| invalid(key, format!("{url:?}: not a Redis URL")))?;
+    if parsed.fragment() == Some("insecure") {
+        return Err(invalid(
+            key,
+            format!(
+                "{url:?}: #insecure (no certificate check) is not supported; set state.ca_file"
+            ),
+        ));
     }
-    redis::parse_redis_url(url)
-        .map(|_| ())
-        .ok_or_else(|| invalid(key, format!("{url:?}: not a Redis URL")))
+    Ok(tls)
 }
 
 impl StateConfig {
@@ -117,15 +137,21 @@ impl StateConfig {
     /// Checks the section; errors name the key under `state.`.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.backend == StateBackend::Memory {
-            if self.url.is_some() || !self.cluster.is_empty() || self.password_file.is_some() {
+            let tls_keys = [&self.ca_file, &self.client_cert_file, &self.client_key_file];
+            if self.url.is_some()
+                || !self.cluster.is_empty()
+                || self.password_file.is_some()
+                || tls_keys.iter().any(|k| k.is_some())
+            {
                 return Err(invalid(
                     "backend",
-                    "is `memory` but `url`, `cluster` or `password_file` is set: say `backend: redis`",
+                    "is `memory` but `url`, `cluster`, `password_file` or a TLS file is set: \
+                     say `backend: redis`",
                 ));
             }
             return Ok(());
         }
-        match (&self.url, self.cluster.is_empty()) {
+        let tls = match (&self.url, self.cluster.is_empty()) {
             (None, true) => {
                 return Err(invalid(
                     "url",
@@ -135,11 +161,20 @@ impl StateConfig {
             (Some(_), false) => return Err(invalid("cluster", "set `url` or `cluster`, not both")),
             (Some(u), true) => check_url("url", u)?,
             (None, false) => {
+                let mut first = None;
                 for (i, u) in self.cluster.iter().enumerate() {
-                    check_url(&format!("cluster[{i}]"), u)?;
+                    let tls = check_url(&format!("cluster[{i}]"), u)?;
+                    if *first.get_or_insert(tls) != tls {
+                        return Err(invalid(
+                            &format!("cluster[{i}]"),
+                            "mixes redis:// and rediss:// seeds: a Cluster is all TLS or none",
+                        ));
+                    }
                 }
+                first.unwrap_or(false)
             }
-        }
+        };
+        super::state_tls::validate(self, tls)?;
         if let Some(p) = &self.password_file {
             if p.is_empty() {
                 return Err(invalid("password_file", "must be a path"));
@@ -196,8 +231,16 @@ mod tests {
         let e =
             parse("{backend: redis, url: 'redis://a:1', cluster: ['redis://b:2']}").unwrap_err();
         assert!(e.contains("state.cluster"), "{e}");
-        let e = parse("{backend: redis, url: 'rediss://a:1'}").unwrap_err();
-        assert!(e.contains("TLS"), "{e}");
+        assert!(parse("{backend: redis, url: 'rediss://a:1'}")
+            .unwrap()
+            .uses_tls());
+        let e = parse("{backend: redis, url: 'rediss://a:1/#insecure'}").unwrap_err();
+        assert!(e.contains("state.url") && e.contains("insecure"), "{e}");
+        let e = parse("{backend: redis, cluster: ['rediss://a:1', 'redis://b:2']}").unwrap_err();
+        assert!(
+            e.contains("state.cluster[1]") && e.contains("rediss://"),
+            "{e}"
+        );
         let e = parse("{url: 'redis://a:1'}").unwrap_err();
         assert!(e.contains("state.backend"), "{e}");
         let e = parse("{backend: redis, cluster: ['redis://a:1', 'nope']}").unwrap_err();

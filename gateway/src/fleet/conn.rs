@@ -1,5 +1,6 @@
 //! One handle on Redis, a single server or a Cluster. Both kinds multiplex every caller on
-//! one connection per node and are cheap to clone; both reconnect on their own.
+//! one connection per node and are cheap to clone; both reconnect on their own. With
+//! `rediss://` every connection is TLS (rustls), verified against `state.ca_file`.
 
 use crate::config::StateConfig;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -24,13 +25,17 @@ impl Conn {
         // Opening a TCP connection may take longer than a command; it never holds a request.
         let connect = response.max(Duration::from_millis(500));
         let password = cfg.password()?;
+        let certs = cfg.tls_certificates()?;
         if let Some(url) = &cfg.url {
             let mut info = url.as_str().into_connection_info()?;
             if let Some(p) = &password {
                 let settings = info.redis_settings().clone().set_password(p);
                 info = info.set_redis_settings(settings);
             }
-            let client = redis::Client::open(info)?;
+            let client = match certs {
+                Some(certs) => redis::Client::build_with_tls(info, certs)?,
+                None => redis::Client::open(info)?,
+            };
             let config = ConnectionManagerConfig::new()
                 .set_connection_timeout(Some(connect))
                 .set_response_timeout(Some(response))
@@ -42,6 +47,9 @@ impl Conn {
         let mut builder = ClusterClientBuilder::new(cfg.cluster.clone());
         if let Some(p) = password {
             builder = builder.password(p);
+        }
+        if let Some(certs) = certs {
+            builder = builder.certs(certs);
         }
         let client = builder
             .connection_timeout(connect)

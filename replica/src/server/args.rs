@@ -65,9 +65,9 @@ pub struct ServeArgs {
     /// pulls its peers signed. Without it, only loopback prefill replicas are fetched from.
     #[arg(long)]
     pub kv_transfer_key_file: Option<String>,
-    /// Shared KV tier: `redis://HOST:PORT[/DB]`. Every full block this replica computes is
-    /// written there in the background, and on a local miss the prompt's following blocks
-    /// are read from there instead of computed. Run Redis with `maxmemory` and
+    /// Shared KV tier: `redis://HOST:PORT[/DB]` (`rediss://` for TLS). Every full block
+    /// this replica computes is written there in the background, and on a local miss the
+    /// prompt's following blocks are read from there instead of computed. Run Redis with `maxmemory` and
     /// `maxmemory-policy allkeys-lru`, apart from the gateways' state Redis, and log in as
     /// an ACL user reaching only `wpkv:*` (`redis://replica@HOST:PORT`, docs/security.md).
     #[arg(long)]
@@ -83,6 +83,18 @@ pub struct ServeArgs {
     /// it tier values are unauthenticated and the replica warns at start.
     #[arg(long)]
     pub kv_store_key_file: Option<std::path::PathBuf>,
+    /// With `--kv-store rediss://...`: a PEM bundle of the CA certificates that may sign
+    /// the tier Redis's certificate (default: the system's trust store). The certificate
+    /// must name the URL's host (a DNS name or an IP address SAN).
+    #[arg(long)]
+    pub kv_store_ca_file: Option<std::path::PathBuf>,
+    /// With `--kv-store rediss://...`: this replica's client certificate (PEM), for a Redis
+    /// run with `tls-auth-clients yes`. Needs `--kv-store-client-key-file`.
+    #[arg(long)]
+    pub kv_store_client_cert_file: Option<std::path::PathBuf>,
+    /// The private key (PEM) of `--kv-store-client-cert-file`.
+    #[arg(long)]
+    pub kv_store_client_key_file: Option<std::path::PathBuf>,
     /// The region the `--kv-store` Redis runs in (default: `--region`), reported in the
     /// replica info: the gateway turns the tier off, per request, for a region-pinned
     /// tenant whose regions do not include it (`x-warmpath-kv-tier-off`).
@@ -113,6 +125,45 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
+    /// The tier's TLS flags: only with a `rediss://` `--kv-store`, the client certificate
+    /// and key together.
+    fn validate_tier_tls(&self) -> Result<(), ServerError> {
+        let tls_flags = [
+            ("--kv-store-ca-file", &self.kv_store_ca_file),
+            (
+                "--kv-store-client-cert-file",
+                &self.kv_store_client_cert_file,
+            ),
+            ("--kv-store-client-key-file", &self.kv_store_client_key_file),
+        ];
+        let tls = self
+            .kv_store
+            .as_deref()
+            .is_some_and(|u| u.starts_with("rediss://"));
+        if let Some((flag, _)) = tls_flags.iter().find(|(_, v)| v.is_some()) {
+            if !tls {
+                return Err(ServerError::Config(format!(
+                    "{flag} needs a TLS tier: --kv-store rediss://HOST:PORT"
+                )));
+            }
+        }
+        if self.kv_store_client_cert_file.is_some() != self.kv_store_client_key_file.is_some() {
+            return Err(ServerError::Config(
+                "--kv-store-client-cert-file and --kv-store-client-key-file go together".into(),
+            ));
+        }
+        if let Some(url) = &self.kv_store {
+            let insecure = redis::parse_redis_url(url).is_some_and(|u| u.fragment().is_some());
+            if insecure {
+                return Err(ServerError::Config(format!(
+                    "--kv-store {url:?}: #insecure (no certificate check) is not supported; \
+                     give --kv-store-ca-file"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Defaults for an in-process server serving `model` on a free loopback port.
     pub fn for_model(model: &str) -> Self {
         Self {
@@ -135,6 +186,9 @@ impl ServeArgs {
             kv_store: None,
             kv_store_password_file: None,
             kv_store_key_file: None,
+            kv_store_ca_file: None,
+            kv_store_client_cert_file: None,
+            kv_store_client_key_file: None,
             kv_store_region: None,
             kv_store_queue: ByteSize(256 << 20),
             kv_load_memory: ByteSize(256 << 20),
@@ -192,6 +246,7 @@ impl ServeArgs {
                 "--kv-store-password-file and --kv-store-key-file need --kv-store".into(),
             ));
         }
+        self.validate_tier_tls()?;
         if self.kv_store_timeout_ms == 0 {
             return Err(ServerError::Config(
                 "--kv-store-timeout-ms must be at least 1".into(),
@@ -270,5 +325,29 @@ mod tests {
         a.device = "tpu".into();
         let e = a.validate().unwrap_err().to_string();
         assert!(e.contains("unknown device") && e.contains("tpu"), "{e}");
+    }
+    #[test]
+    fn tier_tls_flags_need_rediss_and_the_client_pair_goes_together() {
+        let mut a = ServeArgs::for_model("dummy:tiny");
+        a.kv_store = Some("redis://127.0.0.1:6379".into());
+        a.kv_store_ca_file = Some("ca.pem".into());
+        let e = a.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("--kv-store-ca-file") && e.contains("rediss://"),
+            "{e}"
+        );
+        a.kv_store = Some("rediss://127.0.0.1:6379".into());
+        a.validate().unwrap();
+        a.kv_store_client_key_file = Some("key.pem".into());
+        let e = a.validate().unwrap_err().to_string();
+        assert!(e.contains("--kv-store-client-cert-file"), "{e}");
+        a.kv_store_client_cert_file = Some("cert.pem".into());
+        a.validate().unwrap();
+        a.kv_store = Some("rediss://127.0.0.1:6379/#insecure".into());
+        let e = a.validate().unwrap_err().to_string();
+        assert!(e.contains("#insecure"), "{e}");
+        a.kv_store = None;
+        let e = a.validate().unwrap_err().to_string();
+        assert!(e.contains("rediss://"), "{e}");
     }
 }

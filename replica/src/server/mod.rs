@@ -111,7 +111,13 @@ pub async fn start(args: ServeArgs) -> Result<ServerHandle, ServerError> {
                 .as_deref()
                 .map(kv::tier::conn::read_password)
                 .transpose()?;
-            let conn = TierConn::new(url, password, timeout, metrics.clone())
+            let tls = kv::tier::tls::TlsFiles {
+                ca: args.kv_store_ca_file.as_deref(),
+                cert: args.kv_store_client_cert_file.as_deref(),
+                key: args.kv_store_client_key_file.as_deref(),
+            }
+            .load()?;
+            let conn = TierConn::new(url, password, tls, timeout, metrics.clone())
                 .map_err(|e| ServerError::Config(format!("--kv-store {url:?}: {e}")))?;
             let mac = match &args.kv_store_key_file {
                 Some(p) => Some(TierMac::load(p).map_err(|e| ServerError::Config(e.to_string()))?),

@@ -1,6 +1,8 @@
 //! The tier's connection to Redis: opened in the background (a request never waits for a
 //! connect), multiplexed and reconnecting once open (redis' `ConnectionManager`), and a
-//! failure log that speaks once per interval however many calls fail.
+//! failure log that speaks once per interval however many calls fail. A failed connect
+//! has a log of its own, so its reason (a refused password, a certificate Redis or this
+//! replica does not trust) is not hidden behind the calls it left unconnected.
 
 use crate::server::error::ServerError;
 use crate::server::metrics::Metrics;
@@ -28,6 +30,8 @@ struct Inner {
     started: Instant,
     /// Milliseconds after `started` of the last failure log (0 = never).
     last_log_ms: AtomicU64,
+    /// The same for failed connects.
+    last_connect_log_ms: AtomicU64,
     metrics: Metrics,
 }
 
@@ -39,11 +43,12 @@ struct State {
 }
 
 impl TierConn {
-    /// Parses `url` (with `password`, when given, in place of the URL's); connects in the
-    /// background on first use.
+    /// Parses `url` (with `password`, when given, in place of the URL's, and `tls`, the CA
+    /// and client certificate of a `rediss://` URL); connects in the background on first use.
     pub fn new(
         url: &str,
         password: Option<String>,
+        tls: Option<redis::TlsCertificates>,
         timeout: Duration,
         metrics: Metrics,
     ) -> redis::RedisResult<Self> {
@@ -52,7 +57,10 @@ impl TierConn {
             let settings = info.redis_settings().clone().set_password(p);
             info = info.set_redis_settings(settings);
         }
-        let client = redis::Client::open(info)?;
+        let client = match tls {
+            Some(certs) => redis::Client::build_with_tls(info, certs)?,
+            None => redis::Client::open(info)?,
+        };
         Ok(Self {
             inner: Arc::new(Inner {
                 client,
@@ -60,6 +68,7 @@ impl TierConn {
                 state: Mutex::new(State::default()),
                 started: Instant::now(),
                 last_log_ms: AtomicU64::new(0),
+                last_connect_log_ms: AtomicU64::new(0),
                 metrics,
             }),
         })
@@ -100,28 +109,41 @@ impl TierConn {
             Err(e) => {
                 st.retry_at = Some(Instant::now() + RETRY_EVERY);
                 drop(st);
-                self.failed("connect", &e);
+                self.count("connect");
+                if self.due(&self.inner.last_connect_log_ms) {
+                    tracing::warn!(
+                        error = %e,
+                        "KV tier: cannot connect to Redis (retried every second, logged once \
+                         per 10 s)"
+                    );
+                }
             }
         }
     }
 
-    /// Records a failed call: counted, and logged at most once per [`LOG_EVERY`].
-    pub fn failed(&self, op: &'static str, err: &dyn std::fmt::Display) {
+    fn count(&self, op: &'static str) {
         self.inner
             .metrics
             .kv_tier_errors
             .with_label_values(&[op])
             .inc();
+    }
+
+    /// Whether a log limited by `last` (milliseconds after `started`) may speak now; if so
+    /// it is marked as spoken.
+    fn due(&self, last_ms: &AtomicU64) -> bool {
         let now = self.inner.started.elapsed().as_millis() as u64 + 1;
-        let last = self.inner.last_log_ms.load(Ordering::Relaxed);
+        let last = last_ms.load(Ordering::Relaxed);
         let due = last == 0 || now.saturating_sub(last) >= LOG_EVERY.as_millis() as u64;
-        if due
-            && self
-                .inner
-                .last_log_ms
-                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-        {
+        due && last_ms
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Records a failed call: counted, and logged at most once per [`LOG_EVERY`].
+    pub fn failed(&self, op: &'static str, err: &dyn std::fmt::Display) {
+        self.count(op);
+        if self.due(&self.inner.last_log_ms) {
             tracing::warn!(
                 op,
                 error = %err,

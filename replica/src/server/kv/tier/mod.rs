@@ -20,6 +20,8 @@
 //!   writes count the failure, the log says so once per interval, and the connection is
 //!   retried in the background of later calls.
 //!
+//! * **TLS** ([`tls`]): with `--kv-store rediss://...`, the connection is TLS (rustls),
+//!   verified against `--kv-store-ca-file`, with a client certificate when given.
 //! * **Authenticated** ([`mac`]): with `--kv-store-key-file`, each value is `MAC || record`
 //!   under a deployment secret and bound to its Redis key; a value that does not verify is
 //!   refused (reason `forged`).
@@ -34,6 +36,7 @@ pub mod conn;
 pub mod mac;
 pub mod rate;
 pub mod read;
+pub mod tls;
 pub mod write;
 
 pub use conn::TierConn;
