@@ -148,6 +148,13 @@ pub(crate) async fn decide(
     ctx.attempts.order = order;
     ctx.attempts.pending = Some(slot);
     ctx.seen.tracker = Some(ResponseTracker::new(plan.stream));
+    if plan.stream && cfg.retry.max_migrations > 0 {
+        let sent = match &ctx.read.bounded_body {
+            Some(b) => b.clone(),
+            None => bytes::Bytes::copy_from_slice(body),
+        };
+        ctx.migration = Some(Box::new(super::migrate::Migration::new(sent)));
+    }
     ctx.plan = Some(plan);
     Ok(())
 }

@@ -3,6 +3,7 @@
 
 use super::params::sampling_params;
 use super::respond::{self, Endpoint, Job};
+use super::resume::{resume, Resumed};
 use crate::server::error::ApiError;
 use crate::server::kv::load::load;
 use crate::server::kv::peer::Peer;
@@ -17,6 +18,7 @@ use axum::response::Response;
 use serde::de::DeserializeOwned;
 use std::time::Duration;
 use warmpath_core::{CacheSalt, TokenId};
+use warmpath_protocol::continuation::HEADER_STREAM_TOKENS;
 use warmpath_protocol::openai::{
     ChatCompletionRequest, CompletionRequest, PromptInput, SamplingFields,
 };
@@ -86,25 +88,45 @@ fn salt(headers: &HeaderMap) -> Option<CacheSalt> {
 async fn submit(
     state: &AppState,
     headers: &HeaderMap,
-    prompt: Vec<TokenId>,
+    mut prompt: Vec<TokenId>,
     fields: &SamplingFields,
     endpoint: Endpoint,
     model: String,
 ) -> Result<Response, ApiError> {
     let pool_tokens = state.info.capacity_blocks as usize * state.block_size;
-    let params = sampling_params(fields, prompt.len(), state.facts.max_context, pool_tokens)?;
+    let mut params = sampling_params(fields, prompt.len(), state.facts.max_context, pool_tokens)?;
+    let prompt_tokens = prompt.len();
+    // A migrated stream's continuation: its tokens extend the prompt (checked against the
+    // limits above as the original request), the rest is generated from there.
+    let (decoder, resumed, rng_draws) = match &fields.warmpath_continuation {
+        Some(c) => {
+            let r = resume(
+                c,
+                &state.facts.tokenizer,
+                state.facts.vocab_size,
+                &mut params,
+            )?;
+            prompt.extend_from_slice(&r.prior);
+            (r.decoder, r.resumed, r.rng_draws)
+        }
+        None => (state.facts.tokenizer.stream_decoder(), Resumed::default(), 0),
+    };
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let job = Job {
         endpoint,
         model,
-        prompt_tokens: prompt.len(),
+        prompt_tokens,
         stop: params.stop.clone(),
         include_usage: fields
             .stream_options
             .as_ref()
             .is_some_and(|o| o.include_usage),
-        decoder: state.facts.tokenizer.stream_decoder(),
+        decoder,
         rx,
+        resume: resumed,
+        tag_tokens: headers
+            .get(HEADER_STREAM_TOKENS)
+            .is_some_and(|v| v.as_bytes() == b"1"),
     };
     let salt = salt(headers);
     let tier_off = tier_off(headers);
@@ -151,6 +173,7 @@ async fn submit(
         reply: tx,
         export: None,
         tier: !tier_off,
+        rng_draws,
     };
     state
         .submit

@@ -1,23 +1,23 @@
 //! Turning the engine loop's [`SeqEvent`]s into OpenAI responses: a full JSON body, or
 //! server-sent events (`data: {chunk}` lines, an optional usage chunk, `data: [DONE]`).
-//!
-//! Stop strings are applied here: text is held back while it could still be the start of
-//! a stop string; when one appears the answer ends and the reply channel is dropped,
-//! which cancels the sequence in the engine loop within one step.
+//! Stop strings are applied by the reader (`super::reader`). For the gateway's stream
+//! migration, events may carry their tokens (`warmpath_protocol::continuation`).
 
 use crate::server::error::ApiError;
 use crate::server::state::unix_now;
+use super::reader::{Piece, Reader};
+use super::resume::Resumed;
 use crate::server::worker::{FinishReason, SeqEvent};
 use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use tokio::sync::mpsc::UnboundedReceiver;
-use warmpath_engine::sampling::find_stop;
 use warmpath_protocol::openai::{
     ChatChoice, ChatChunkChoice, ChatCompletionChunk, ChatCompletionResponse, ChatDelta,
-    CompletionChoice, CompletionResponse, PromptTokensDetails, ResponseMessage, Usage,
+    CompletionChoice, CompletionResponse, ResponseMessage, Usage,
 };
+use warmpath_protocol::continuation::{tokens_comment, END_COMMENT};
 use warmpath_text::StreamDecoder;
 
 /// Which API shape to answer in.
@@ -46,131 +46,10 @@ pub struct Job {
     pub decoder: StreamDecoder,
     /// The engine loop's events for this request.
     pub rx: UnboundedReceiver<SeqEvent>,
-}
-
-/// What reading a job produced.
-#[derive(Debug, PartialEq)]
-enum Piece {
-    Text(String),
-    Done(FinishReason),
-    Failed(String),
-}
-
-/// Reads a job's events as text pieces, applying stop strings.
-struct Reader {
-    job: Job,
-    held: String,
-    max_stop: usize,
-    cached_tokens: usize,
-    completion_tokens: usize,
-    queue: std::collections::VecDeque<Piece>,
-    ended: bool,
-}
-
-impl Reader {
-    fn new(job: Job) -> Self {
-        let max_stop = job.stop.iter().map(String::len).max().unwrap_or(0);
-        Self {
-            job,
-            held: String::new(),
-            max_stop,
-            cached_tokens: 0,
-            completion_tokens: 0,
-            queue: Default::default(),
-            ended: false,
-        }
-    }
-
-    fn usage(&self) -> Usage {
-        let p = self.job.prompt_tokens as u32;
-        let c = self.completion_tokens as u32;
-        Usage {
-            prompt_tokens: p,
-            completion_tokens: c,
-            total_tokens: p + c,
-            prompt_tokens_details: Some(PromptTokensDetails {
-                cached_tokens: self.cached_tokens as u32,
-            }),
-        }
-    }
-
-    fn end(&mut self, last: Piece) {
-        self.queue.push_back(last);
-        self.ended = true;
-        // Dropping interest cancels the sequence in the engine loop within one step.
-        self.job.rx.close();
-    }
-
-    /// Moves what can be emitted from `held` to the queue; ends on a stop string.
-    fn release(&mut self, final_flush: bool) -> bool {
-        if let Some(pos) = find_stop(&self.held, &self.job.stop) {
-            self.held.truncate(pos);
-            let text = std::mem::take(&mut self.held);
-            if !text.is_empty() {
-                self.queue.push_back(Piece::Text(text));
-            }
-            self.end(Piece::Done(FinishReason::Stop));
-            return true;
-        }
-        let keep = if final_flush {
-            0
-        } else {
-            self.max_stop.saturating_sub(1)
-        };
-        if self.held.len() > keep {
-            let mut cut = self.held.len() - keep;
-            while !self.held.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            let rest = self.held.split_off(cut);
-            let out = std::mem::replace(&mut self.held, rest);
-            if !out.is_empty() {
-                self.queue.push_back(Piece::Text(out));
-            }
-        }
-        false
-    }
-
-    fn on_event(&mut self, ev: Option<SeqEvent>) {
-        match ev {
-            None => self.end(Piece::Failed("the engine dropped the request".into())),
-            Some(SeqEvent::Admitted { cached_tokens }) => self.cached_tokens = cached_tokens,
-            Some(SeqEvent::Token(t)) => {
-                self.completion_tokens += 1;
-                if let Some(s) = self.job.decoder.push(t) {
-                    self.held.push_str(&s);
-                }
-                self.release(false);
-            }
-            Some(SeqEvent::Finished {
-                reason,
-                completion_tokens,
-            }) => {
-                self.completion_tokens = completion_tokens;
-                if let Some(s) = self.job.decoder.finish() {
-                    self.held.push_str(&s);
-                }
-                if !self.release(true) {
-                    self.end(Piece::Done(reason));
-                }
-            }
-            Some(SeqEvent::Failed(m)) => self.end(Piece::Failed(m)),
-        }
-    }
-
-    /// The next piece; `None` after the last one.
-    async fn next(&mut self) -> Option<Piece> {
-        loop {
-            if let Some(p) = self.queue.pop_front() {
-                return Some(p);
-            }
-            if self.ended {
-                return None;
-            }
-            let ev = self.job.rx.recv().await;
-            self.on_event(ev);
-        }
-    }
+    /// Where the answer starts (a continuation of a migrated stream, or nothing yet).
+    pub resume: Resumed,
+    /// Tag each SSE event with its tokens (the gateway asked, for stream migration).
+    pub tag_tokens: bool,
 }
 
 fn response_id(endpoint: Endpoint) -> String {
@@ -336,7 +215,8 @@ pub fn sse(job: Job) -> Response {
         let mut out: Vec<u8> = Vec::new();
         if !st.started {
             st.started = true;
-            if st.framer.endpoint == Endpoint::Chat {
+            // A continuation's client already had the role chunk.
+            if st.framer.endpoint == Endpoint::Chat && !st.reader.job.resume.continues() {
                 let first = ChatDelta {
                     role: Some("assistant".into()),
                     content: Some(String::new()),
@@ -345,8 +225,19 @@ pub fn sse(job: Job) -> Response {
             }
         }
         match st.reader.next().await {
-            Some(Piece::Text(t)) => out.extend_from_slice(&st.framer.text(t)),
+            Some(Piece::Text(t)) => {
+                if st.reader.job.tag_tokens {
+                    let (sent, ids) = st.reader.take_ids();
+                    out.extend_from_slice(tokens_comment(sent, &ids).as_bytes());
+                    out.push(b'\n');
+                }
+                out.extend_from_slice(&st.framer.text(t));
+            }
             Some(Piece::Done(reason)) => {
+                if st.reader.job.tag_tokens {
+                    out.extend_from_slice(END_COMMENT);
+                    out.push(b'\n');
+                }
                 out.extend_from_slice(&st.framer.chunk(
                     ChatDelta::default(),
                     String::new(),

@@ -89,6 +89,8 @@ pub struct GenRequest {
     /// Whether its computed blocks go to the shared KV tier (false: the gateway turned
     /// the tier off for it, `x-warmpath-kv-tier-off`).
     pub tier: bool,
+    /// Random draws the sampler already took (a continuation of a migrated stream).
+    pub rng_draws: u64,
 }
 
 /// Messages to the engine loop.
@@ -378,7 +380,7 @@ impl Loop {
                 self.next_id += 1;
                 let seed = self.ns.clone().with_salt(req.salt).root_seed();
                 let live = Live {
-                    sampler: Sampler::new(&req.params),
+                    sampler: Sampler::resumed(&req.params, req.rng_draws),
                     reply: req.reply,
                     max_new: req.params.max_tokens.max(1),
                     ignore_eos: req.ignore_eos,
