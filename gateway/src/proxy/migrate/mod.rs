@@ -121,6 +121,10 @@ pub(crate) fn on_failure(
     if e.esource() != &ErrorSource::Upstream && !matches!(e.etype(), ErrorType::HTTPStatus(_)) {
         return Err(e);
     }
+    if super::drain::DRAIN.is_cut() {
+        // The gateway itself is ending its streams (shutdown): nowhere to continue.
+        return Err(e);
+    }
     if let Some(slot) = ctx.attempts.slot.take() {
         state.report(slot.replica(), false);
     }

@@ -88,28 +88,27 @@ fn salt(headers: &HeaderMap) -> Option<CacheSalt> {
 async fn submit(
     state: &AppState,
     headers: &HeaderMap,
-    mut prompt: Vec<TokenId>,
+    prompt: Vec<TokenId>,
     fields: &SamplingFields,
     endpoint: Endpoint,
     model: String,
 ) -> Result<Response, ApiError> {
     let pool_tokens = state.info.capacity_blocks as usize * state.block_size;
-    let mut params = sampling_params(fields, prompt.len(), state.facts.max_context, pool_tokens)?;
+    let params = sampling_params(fields, prompt.len(), state.facts.max_context, pool_tokens)?;
     let prompt_tokens = prompt.len();
-    // A migrated stream's continuation: its tokens extend the prompt (checked against the
-    // limits above as the original request), the rest is generated from there.
-    let (decoder, resumed, rng_draws) = match &fields.warmpath_continuation {
+    // A migrated stream's continuation: its tokens are replayed after the prompt (within
+    // the limits checked above for the original request), then generation goes on.
+    let (decoder, resumed, rng_draws, replay) = match &fields.warmpath_continuation {
         Some(c) => {
-            let r = resume(
-                c,
-                &state.facts.tokenizer,
-                state.facts.vocab_size,
-                &mut params,
-            )?;
-            prompt.extend_from_slice(&r.prior);
-            (r.decoder, r.resumed, r.rng_draws)
+            let r = resume(c, &state.facts.tokenizer, state.facts.vocab_size, &params)?;
+            (r.decoder, r.resumed, r.rng_draws, r.prior)
         }
-        None => (state.facts.tokenizer.stream_decoder(), Resumed::default(), 0),
+        None => (
+            state.facts.tokenizer.stream_decoder(),
+            Resumed::default(),
+            0,
+            Vec::new(),
+        ),
     };
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let job = Job {
@@ -174,6 +173,7 @@ async fn submit(
         export: None,
         tier: !tier_off,
         rng_draws,
+        replay,
     };
     state
         .submit

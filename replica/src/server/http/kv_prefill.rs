@@ -78,6 +78,7 @@ pub async fn prefill(
         // The decode replica passes on the gateway's tier switch (data residency).
         tier: !super::generate::tier_off(&headers),
         rng_draws: 0,
+        replay: Vec::new(),
     };
     state
         .submit

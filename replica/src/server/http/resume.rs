@@ -1,9 +1,10 @@
 //! A continuation of a migrated stream ([`Continuation`], sent by the gateway when the
-//! replica that started the stream failed): the tokens that replica generated extend the
-//! prompt, the text of theirs the client already holds is not sent again (what it does
-//! not hold yet is sent first), the sampler resumes at its position in the random stream,
-//! and `max_tokens` counts the tokens before the seam. Greedy and seeded answers come out
-//! token for token as an uninterrupted run's.
+//! replica that started the stream failed): the tokens that replica generated are replayed
+//! after the prompt, one per decode step as they were first computed (a prefill of them
+//! would round differently, and SmolLM2 amplifies that), the text of theirs the client
+//! already holds is not sent again (what it does not hold yet is sent first), the sampler
+//! resumes at its position in the random stream, and `max_tokens` counts the tokens before
+//! the seam. Greedy and seeded answers come out token for token as an uninterrupted run's.
 
 use crate::server::error::ApiError;
 use warmpath_core::TokenId;
@@ -33,7 +34,7 @@ impl Resumed {
 /// A checked continuation: what the engine loop and the answer need.
 #[derive(Debug)]
 pub struct Resume {
-    /// The generated ids, to append to the prompt.
+    /// The generated ids, to replay after the prompt.
     pub prior: Vec<TokenId>,
     /// The decoder, primed with those ids.
     pub decoder: StreamDecoder,
@@ -50,13 +51,13 @@ fn invalid(message: String) -> ApiError {
     }
 }
 
-/// Checks `c` against the vocabulary and the request's `params` (whose `max_tokens` it
-/// reduces by the tokens already generated), and primes a decoder with its tokens.
+/// Checks `c` against the vocabulary and the request's `params` (whose `max_tokens` must
+/// leave something after the tokens already generated), and primes a decoder with them.
 pub fn resume(
     c: &Continuation,
     tokenizer: &ChatTokenizer,
     vocab: usize,
-    params: &mut SamplingParams,
+    params: &SamplingParams,
 ) -> Result<Resume, ApiError> {
     if let Some(bad) = c.tokens.iter().find(|&&t| t as usize >= vocab) {
         return Err(invalid(format!(
@@ -86,7 +87,6 @@ pub fn resume(
             text.len()
         )));
     };
-    params.max_tokens -= prior.len();
     let rng_draws = c
         .rng_draws
         .unwrap_or(prior.len() as u64 * Sampler::draws_per_token(params));
@@ -124,24 +124,23 @@ mod tests {
         let t = tok();
         let ids = t.encode("h\u{e9}llo", false).unwrap();
         assert_eq!(ids.len(), 6, "one token per byte");
-        let mut params = SamplingParams {
+        let params = SamplingParams {
             max_tokens: 10,
             ..Default::default()
         };
-        let r = resume(&cont(&ids, 3), &t, 300, &mut params).unwrap();
+        let r = resume(&cont(&ids, 3), &t, 300, &params).unwrap();
         assert_eq!(r.resumed.unsent, "llo");
         assert_eq!(r.resumed.prior_tokens, 6);
         assert!(r.resumed.continues());
-        assert_eq!(params.max_tokens, 4);
         assert_eq!(r.prior, ids);
         assert_eq!(r.rng_draws, 0, "greedy takes no draws");
-        let mut seeded = SamplingParams {
+        let seeded = SamplingParams {
             max_tokens: 10,
             temperature: 0.7,
             seed: Some(3),
             ..Default::default()
         };
-        let r = resume(&cont(&ids, 6), &t, 300, &mut seeded).unwrap();
+        let r = resume(&cont(&ids, 6), &t, 300, &seeded).unwrap();
         assert_eq!(r.rng_draws, 6, "one draw per token sampled at random");
         assert_eq!(r.resumed.unsent, "");
     }
@@ -150,24 +149,23 @@ mod tests {
     fn a_continuation_that_cannot_be_right_is_refused() {
         let t = tok();
         let ids = t.encode("h\u{e9}llo", false).unwrap();
-        let mut params = SamplingParams {
+        let params = SamplingParams {
             max_tokens: 10,
             ..Default::default()
         };
         assert!(
-            resume(&cont(&ids, 2), &t, 300, &mut params).is_err(),
+            resume(&cont(&ids, 2), &t, 300, &params).is_err(),
             "inside a character"
         );
-        assert!(resume(&cont(&ids, 7), &t, 300, &mut params).is_err());
-        assert!(resume(&cont(&[TokenId(300)], 0), &t, 300, &mut params).is_err());
-        let mut short = SamplingParams {
+        assert!(resume(&cont(&ids, 7), &t, 300, &params).is_err());
+        assert!(resume(&cont(&[TokenId(300)], 0), &t, 300, &params).is_err());
+        let short = SamplingParams {
             max_tokens: 6,
             ..Default::default()
         };
         assert!(
-            resume(&cont(&ids, 6), &t, 300, &mut short).is_err(),
+            resume(&cont(&ids, 6), &t, 300, &short).is_err(),
             "nothing left"
         );
-        assert_eq!(params.max_tokens, 10, "a refusal changes nothing");
     }
 }

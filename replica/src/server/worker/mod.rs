@@ -91,6 +91,10 @@ pub struct GenRequest {
     pub tier: bool,
     /// Random draws the sampler already took (a continuation of a migrated stream).
     pub rng_draws: u64,
+    /// A continuation's tokens, already sent by the replica that started the stream: fed
+    /// one per decode step in place of a sample (not sent again), so their K/V is computed
+    /// exactly as the uninterrupted run computed it (a prefill rounds differently).
+    pub replay: Vec<TokenId>,
 }
 
 /// Messages to the engine loop.
@@ -191,6 +195,9 @@ struct Live {
     tier_next: usize,
     /// Whether its blocks may go to the shared KV tier ([`GenRequest::tier`]).
     tier: bool,
+    /// Tokens still to replay ([`GenRequest::replay`]), and how many were.
+    replay: std::collections::VecDeque<TokenId>,
+    replayed: usize,
 }
 
 /// Loads the model with a KV pool sized from the memory budget.
@@ -390,6 +397,8 @@ impl Loop {
                     export: req.export,
                     tier_next: 0,
                     tier: req.tier,
+                    replay: req.replay.into(),
+                    replayed: 0,
                 };
                 let seq =
                     Sequence::new(SeqId(self.next_id), req.prompt, seed, self.block_size, live);
@@ -547,7 +556,14 @@ impl Loop {
         let Some(seq) = self.sched.get_mut(id) else {
             return;
         };
-        let tok = seq.extra.sampler.sample(logits);
+        let replayed = seq.extra.replay.pop_front();
+        let tok = match replayed {
+            Some(t) => {
+                seq.extra.replayed += 1;
+                t
+            }
+            None => seq.extra.sampler.sample(logits),
+        };
         match seq.extra.last_token {
             None => self
                 .metrics
@@ -560,7 +576,7 @@ impl Loop {
         }
         seq.extra.last_token = Some(now);
         let is_eos = !seq.extra.ignore_eos && self.eos.contains(&tok);
-        if !is_eos {
+        if !is_eos && replayed.is_none() {
             let _ = seq.extra.reply.send(SeqEvent::Token(tok));
         }
         self.metrics.generation_tokens.inc();
@@ -583,7 +599,8 @@ impl Loop {
                     seq.extra.reply,
                     SeqEvent::Finished {
                         reason,
-                        completion_tokens: generated,
+                        // A continuation's answer counts the replayed tokens on its own.
+                        completion_tokens: generated - seq.extra.replayed,
                     },
                 ));
             }
