@@ -13,8 +13,9 @@
 //!
 //! `17`: bytes of completion text sent so far, this event included; `791,3021`: the ids
 //! of the tokens generated since the previous such comment. The event that carries the
-//! `finish_reason` is marked with `: warmpath-end`. A continuation request carries those
-//! ids and that byte count back ([`Continuation`]).
+//! `finish_reason` is marked with `: warmpath-end`, and a continuation replaying the
+//! carried tokens sends `: warmpath-replay` events as a sign of life. A continuation
+//! request carries those ids and that byte count back ([`Continuation`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -25,6 +26,11 @@ pub const HEADER_STREAM_TOKENS: &str = "x-warmpath-stream-tokens";
 pub const TOKENS_COMMENT: &[u8] = b": warmpath-tokens";
 /// The comment that marks the event with the `finish_reason`.
 pub const END_COMMENT: &[u8] = b": warmpath-end";
+/// A comment-only event a continuation sends while it replays the carried tokens (every
+/// few tokens), so a long replay is not taken for a silent replica.
+pub const REPLAY_COMMENT: &[u8] = b": warmpath-replay";
+/// What every line of this protocol starts with (the gateway strips them all).
+pub const COMMENT_PREFIX: &[u8] = b": warmpath-";
 
 /// The body field (both completion endpoints) of a continuation request. Only the
 /// gateway sends it: a client's is refused at the gateway.

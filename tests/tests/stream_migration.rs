@@ -119,7 +119,7 @@ fn streams_through_a_fault(fault: impl FnOnce(&mut ReplicaProc)) -> (GatewayProc
     // A whole batch migrates at once: the retry budget must let it.
     let yaml = format!(
         "auth: {{enabled: false}}\n{}retry: {{max_migrations: 1, budget_floor_per_s: 100}}\n\
-         timeouts: {{first_token_ms: 20000, idle_ms: 3000}}\n",
+         timeouts: {{first_token_ms: 20000, idle_ms: 8000}}\n",
         replicas_yaml(&urls)
     );
     let gw = GatewayProc::spawn(&yaml, &[], 2).unwrap();

@@ -52,6 +52,7 @@ fn an_error_event_is_held_back_and_a_continuation_takes_the_first_id() {
     t.pass(&b("data: {\"choices\":"));
     assert!(t.splice());
     assert!(!t.error_event);
+    assert!(t.pass(&b(": warmpath-replay\n\n")).is_empty(), "a sign of life only");
     let out = t.pass(&b(
         ": warmpath-tokens 9 1\ndata: {\"id\":\"other\",\"created\":99,\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"x\"}}]}\n\ndata: [DONE]\n\n",
     ));
@@ -70,9 +71,14 @@ fn an_error_event_is_held_back_and_a_continuation_takes_the_first_id() {
 }
 
 #[test]
-fn nothing_to_splice_onto_without_a_first_event() {
+fn a_stream_with_no_event_yet_takes_the_continuation_as_it_comes() {
     let mut t = Transcript::default();
-    assert!(!t.splice());
+    assert!(t.splice());
+    let out = t.pass(&b(ROLE));
+    assert_eq!(text(&out), ROLE, "the continuation's own id: the client saw no other");
+    let mut broken = Transcript::default();
+    broken.pass(&b("data: [1,2]\n\n"));
+    assert!(!broken.splice(), "a first event without an id");
 }
 
 #[test]

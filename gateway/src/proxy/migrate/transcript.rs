@@ -8,7 +8,9 @@
 //! of the continuation gets the first stream's `id` and `created` ([`Transcript::splice`]).
 
 use bytes::Bytes;
-use warmpath_protocol::continuation::{parse_tokens_comment, END_COMMENT, TOKENS_COMMENT};
+use warmpath_protocol::continuation::{
+    parse_tokens_comment, COMMENT_PREFIX, END_COMMENT, TOKENS_COMMENT,
+};
 
 /// The stream as the client has it.
 #[derive(Debug, Default)]
@@ -80,6 +82,8 @@ impl Transcript {
                 self.tag(line);
             } else if line.starts_with(END_COMMENT) {
                 self.ended = true;
+            } else if line.starts_with(COMMENT_PREFIX) {
+                // A sign of life (`: warmpath-replay`): for the idle timeout, not the client.
             } else {
                 kept.push(line);
             }
@@ -147,7 +151,8 @@ impl Transcript {
 
     /// Starts splicing a continuation in: its events get the first stream's `id` and
     /// `created`; a partial event of the failed stream is dropped. False when the first
-    /// event cannot be read (nothing to splice onto).
+    /// event cannot be read (nothing to splice onto). With no event sent yet there is
+    /// nothing to match: the continuation's events go out as they come.
     pub(crate) fn splice(&mut self) -> bool {
         self.pending.clear();
         self.error_event = false;
@@ -155,7 +160,7 @@ impl Transcript {
             return true;
         }
         let Some(first) = &self.first else {
-            return false;
+            return true;
         };
         let Ok(v) = serde_json::from_slice::<serde_json::Value>(first) else {
             return false;

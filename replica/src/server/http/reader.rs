@@ -15,9 +15,14 @@ use warmpath_protocol::openai::{PromptTokensDetails, Usage};
 #[derive(Debug, PartialEq)]
 pub(super) enum Piece {
     Text(String),
+    /// Tokens are being replayed (a continuation): no text, but the stream is alive.
+    Alive,
     Done(FinishReason),
     Failed(String),
 }
+
+/// Replayed tokens per [`Piece::Alive`].
+const REPLAYED_PER_ALIVE: usize = 16;
 
 /// Reads a job's events as text pieces, applying stop strings.
 pub(super) struct Reader {
@@ -33,6 +38,8 @@ pub(super) struct Reader {
     /// Bytes of completion text handed out (a continuation's count starts with what the
     /// client already holds).
     sent_bytes: u64,
+    /// Tokens replayed so far (a continuation).
+    replayed: usize,
 }
 
 impl Reader {
@@ -50,6 +57,7 @@ impl Reader {
             ended: false,
             ids: Vec::new(),
             sent_bytes,
+            replayed: 0,
         }
     }
 
@@ -119,6 +127,12 @@ impl Reader {
         match ev {
             None => self.end(Piece::Failed("the engine dropped the request".into())),
             Some(SeqEvent::Admitted { cached_tokens }) => self.cached_tokens = cached_tokens,
+            Some(SeqEvent::Replayed) => {
+                self.replayed += 1;
+                if self.replayed.is_multiple_of(REPLAYED_PER_ALIVE) {
+                    self.queue.push_back(Piece::Alive);
+                }
+            }
             Some(SeqEvent::Token(t)) => {
                 self.completion_tokens += 1;
                 self.ids.push(t.0);

@@ -17,7 +17,7 @@ use warmpath_protocol::openai::{
     ChatChoice, ChatChunkChoice, ChatCompletionChunk, ChatCompletionResponse, ChatDelta,
     CompletionChoice, CompletionResponse, ResponseMessage, Usage,
 };
-use warmpath_protocol::continuation::{tokens_comment, END_COMMENT};
+use warmpath_protocol::continuation::{tokens_comment, END_COMMENT, REPLAY_COMMENT};
 use warmpath_text::StreamDecoder;
 
 /// Which API shape to answer in.
@@ -73,6 +73,7 @@ pub async fn full(job: Job) -> Result<Response, ApiError> {
     while let Some(p) = r.next().await {
         match p {
             Piece::Text(t) => text.push_str(&t),
+            Piece::Alive => {}
             Piece::Done(why) => reason = why,
             Piece::Failed(m) => return Err(ApiError::Internal(m)),
         }
@@ -232,6 +233,14 @@ pub fn sse(job: Job) -> Response {
                     out.push(b'\n');
                 }
                 out.extend_from_slice(&st.framer.text(t));
+            }
+            Some(Piece::Alive) => {
+                // A continuation replaying its tokens: a comment, so the gateway's idle
+                // timeout does not take a long replay for a dead replica.
+                if st.reader.job.tag_tokens {
+                    out.extend_from_slice(REPLAY_COMMENT);
+                    out.extend_from_slice(b"\n\n");
+                }
             }
             Some(Piece::Done(reason)) => {
                 if st.reader.job.tag_tokens {

@@ -59,6 +59,9 @@ pub enum SeqEvent {
     },
     /// A generated token (EOS tokens are not sent).
     Token(TokenId),
+    /// A continuation's replayed token went through its decode step (nothing to send:
+    /// the client has it; only a sign of life).
+    Replayed,
     /// Generation ended.
     Finished {
         /// Why.
@@ -576,7 +579,9 @@ impl Loop {
         }
         seq.extra.last_token = Some(now);
         let is_eos = !seq.extra.ignore_eos && self.eos.contains(&tok);
-        if !is_eos && replayed.is_none() {
+        if replayed.is_some() {
+            let _ = seq.extra.reply.send(SeqEvent::Replayed);
+        } else if !is_eos {
             let _ = seq.extra.reply.send(SeqEvent::Token(tok));
         }
         self.metrics.generation_tokens.inc();
