@@ -118,10 +118,10 @@ mod tests {
 
     #[test]
     fn the_field_is_strict() {
-        let c: Continuation =
-            serde_json::from_str(r#"{"tokens":[1,2],"text_bytes":3}"#).unwrap();
+        let c: Continuation = serde_json::from_str(r#"{"tokens":[1,2],"text_bytes":3}"#).unwrap();
         assert_eq!(c.rng_draws, None);
-        assert!(serde_json::from_str::<Continuation>(r#"{"tokens":[],"text_bytes":0,"x":1}"#)
-            .is_err());
+        assert!(
+            serde_json::from_str::<Continuation>(r#"{"tokens":[],"text_bytes":0,"x":1}"#).is_err()
+        );
     }
 }

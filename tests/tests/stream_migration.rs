@@ -96,6 +96,18 @@ fn one_stream(sse: &Sse) -> Answer {
     )
 }
 
+/// The mean of a histogram's observations, from its `_sum` and `_count`.
+fn mean(gw: &GatewayProc, name: &str) -> f64 {
+    let text = gw.metrics().unwrap();
+    let read = |suffix: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{name}{suffix} ")))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    read("_sum") / read("_count").max(1.0)
+}
+
 fn migrations(gw: &GatewayProc, outcome: &str) -> u64 {
     let want = format!("warmpath_gateway_stream_migrations_total{{outcome=\"{outcome}\"}}");
     gw.metrics()
@@ -168,7 +180,10 @@ fn streams_through_a_fault(fault: impl FnOnce(&mut ReplicaProc)) -> (GatewayProc
     let got: Vec<Sse> = handles.into_iter().map(|h| h.join().unwrap()).collect();
     for (i, sse) in got.iter().enumerate() {
         let answer = one_stream(sse);
-        assert_eq!(answer, want[i], "stream {i} differs from the uninterrupted run");
+        assert_eq!(
+            answer, want[i],
+            "stream {i} differs from the uninterrupted run"
+        );
     }
     (gw, got)
 }
@@ -177,14 +192,28 @@ fn streams_through_a_fault(fault: impl FnOnce(&mut ReplicaProc)) -> (GatewayProc
 fn streams_of_a_killed_replica_continue_token_for_token_on_another() {
     let (gw, _) = streams_through_a_fault(|r| r.kill());
     let ok = migrations(&gw, "ok");
-    eprintln!("{ok} streams migrated");
+    let resume = mean(&gw, "warmpath_gateway_stream_migration_resume_seconds");
+    eprintln!("{ok} streams migrated; failure to first continued event: mean {resume:.3} s");
+    assert!(resume > 0.0, "the continuation's first event is timed");
     assert!(ok >= 1, "nothing migrated:\n{}", gw.log());
     assert_eq!(migrations(&gw, "failed"), 0);
     assert_eq!(migrations(&gw, "refused"), 0);
     assert!(
         gw.log().contains("stream migrating"),
-        "the access log shows the seam"
+        "the gateway's log shows the seam"
     );
+    let decisions = gw
+        .admin_get("/admin/decisions?limit=100")
+        .unwrap()
+        .json()
+        .unwrap();
+    let seams = decisions
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["migrations"].as_array().is_some_and(|m| !m.is_empty()))
+        .count() as u64;
+    assert_eq!(seams, ok, "the decision log shows every seam: {decisions}");
 }
 
 #[test]

@@ -109,9 +109,14 @@ pub(crate) async fn answer(
                 .stream_errors
                 .with_label_values(&[err.code()])
                 .inc();
-            let _ = session
-                .write_response_body(Some(Bytes::from(err.to_sse_event())), true)
-                .await;
+            // The replica's own error event, when one was held back for a migration that
+            // did not happen; else the gateway's.
+            let ev = ctx
+                .migration
+                .as_mut()
+                .and_then(|m| m.transcript.take_held_error())
+                .unwrap_or_else(|| Bytes::from(err.to_sse_event()));
+            let _ = session.write_response_body(Some(ev), true).await;
         }
         return 0;
     }

@@ -50,7 +50,10 @@ pub(crate) fn finish(state: &AppState, e: Option<&Error>, ctx: &mut RequestCtx) 
                 .inc();
         }
         if let Some(d) = m.resume_latency {
-            state.metrics.migration_resume_seconds.observe(d.as_secs_f64());
+            state
+                .metrics
+                .migration_resume_seconds
+                .observe(d.as_secs_f64());
         }
     }
     log(ctx, &outcome);
@@ -93,8 +96,7 @@ pub(crate) fn outcome<'a>(ctx: &'a RequestCtx, e: Option<&Error>, now: Instant) 
     // prefill too: the prompt is charged once per such attempt; a migrated stream's
     // continuations prefilled the prompt and the tokens they carried.
     let reprefill = ctx.migration.as_ref().map_or(0, |m| m.reprefill_tokens);
-    let charged_tokens =
-        answered + u64::from(ctx.attempts.unanswered) * prompt_tokens + reprefill;
+    let charged_tokens = answered + u64::from(ctx.attempts.unanswered) * prompt_tokens + reprefill;
     let replica = ctx.attempts.replica.as_ref();
     let predicted_cached_tokens = match (&ctx.plan, replica) {
         (Some(plan), Some(r)) => Some(u64::from(plan.predicted_cached_tokens(r))),

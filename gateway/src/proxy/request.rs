@@ -111,6 +111,7 @@ async fn intake(
     // The body limit (at most 64 KiB, `config::MAX_BODY_BYTES_CEILING`) fits a u32.
     ctx.read.body_len = Some(u32::try_from(body.len()).unwrap_or(u32::MAX));
     decide(state, ctx, &tenant, endpoint, &body).await?;
+    super::migrate::arm(state, ctx, body);
     Ok(None)
 }
 
@@ -148,13 +149,6 @@ pub(crate) async fn decide(
     ctx.attempts.order = order;
     ctx.attempts.pending = Some(slot);
     ctx.seen.tracker = Some(ResponseTracker::new(plan.stream));
-    if plan.stream && cfg.retry.max_migrations > 0 {
-        let sent = match &ctx.read.bounded_body {
-            Some(b) => b.clone(),
-            None => bytes::Bytes::copy_from_slice(body),
-        };
-        ctx.migration = Some(Box::new(super::migrate::Migration::new(sent)));
-    }
     ctx.plan = Some(plan);
     Ok(())
 }

@@ -10,9 +10,9 @@
 //! already counts the prompt once and the completion across the seam. At most
 //! `retry.max_migrations` per request, each a budgeted retry.
 
-mod transcript;
 #[cfg(test)]
 mod tests;
+mod transcript;
 
 use super::ctx::RequestCtx;
 use crate::config::EngineKind;
@@ -81,6 +81,16 @@ impl Migration {
         }
         out
     }
+}
+
+/// Arms a routed stream for migration (`retry.max_migrations` above 0): keeps the body
+/// it is forwarded with (`body`, the client's, unless the completion bound replaced it).
+pub(crate) fn arm(state: &AppState, ctx: &mut RequestCtx, body: Bytes) {
+    if !ctx.is_stream() || state.config().retry.max_migrations == 0 {
+        return;
+    }
+    let sent = ctx.read.bounded_body.clone().unwrap_or(body);
+    ctx.migration = Some(Box::new(Migration::new(sent)));
 }
 
 /// The body of a continuation: `body` with [`FIELD`] as its first member.
@@ -175,6 +185,19 @@ pub(crate) fn on_failure(
         migration = m.count,
         error = %e,
         "stream migrating"
+    );
+    state.router.note_seam(
+        &ctx.id.header,
+        crate::routing::Seam {
+            from: ctx
+                .attempts
+                .replica
+                .as_ref()
+                .map_or_else(String::new, |r| r.label.clone()),
+            error: e.etype().as_str(),
+            tokens: c.tokens.len(),
+            text_bytes: c.text_bytes,
+        },
     );
     ctx.read.bounded_body = Some(body);
     e.set_retry(true);

@@ -19,7 +19,10 @@ fn tags_are_stripped_and_counted_and_only_whole_events_pass() {
     let out = t.pass(&b(&first));
     assert!(!text(&out).contains("warmpath"), "{}", text(&out));
     assert!(text(&out).starts_with(ROLE));
-    assert_eq!((t.tokens.clone(), t.text_bytes, t.tagged), (vec![5, 6], 2, true));
+    assert_eq!(
+        (t.tokens.clone(), t.text_bytes, t.tagged),
+        (vec![5, 6], 2, true)
+    );
     // The usual chunk: one tagged event, passed as a slice of itself.
     let out = t.pass(&b(
         ": warmpath-tokens 3 7\ndata: {\"choices\":[{\"delta\":{\"content\":\"c\"}}]}\n\n",
@@ -31,13 +34,19 @@ fn tags_are_stripped_and_counted_and_only_whole_events_pass() {
     // An event cut in two: nothing of it passes before its end.
     let out = t.pass(&b(": warmpath-tokens 4 8\ndata: {\"choices\":[{\"del"));
     assert!(out.is_empty());
-    assert_eq!(t.tokens, [5, 6, 7], "its tag is read with the event, not before");
+    assert_eq!(
+        t.tokens,
+        [5, 6, 7],
+        "its tag is read with the event, not before"
+    );
     let out = t.pass(&b("ta\":{\"content\":\"d\"}}]}\n\n"));
     assert!(text(&out).ends_with("\"d\"}}]}\n\n"));
     assert_eq!(t.tokens, [5, 6, 7, 8]);
     assert_eq!(t.text_bytes, 4);
     assert!(!t.ended);
-    t.pass(&b(": warmpath-end\ndata: {\"choices\":[{\"finish_reason\":\"stop\"}]}\n\n"));
+    t.pass(&b(
+        ": warmpath-end\ndata: {\"choices\":[{\"finish_reason\":\"stop\"}]}\n\n",
+    ));
     assert!(t.ended);
 }
 
@@ -48,16 +57,31 @@ fn an_error_event_is_held_back_and_a_continuation_takes_the_first_id() {
     let out = t.pass(&b("data: {\"error\":{\"message\":\"boom\"}}\n\n"));
     assert!(out.is_empty(), "the client does not see it");
     assert!(t.error_event);
+    let mut kept = Transcript::default();
+    kept.pass(&b("data: {\"error\":{\"message\":\"boom\"}}\n\n"));
+    assert_eq!(
+        kept.take_held_error().as_deref(),
+        Some(&b"data: {\"error\":{\"message\":\"boom\"}}\n\n"[..]),
+        "a stream that does not continue ends with it"
+    );
     // A half event of the failed stream is dropped at the seam.
     t.pass(&b("data: {\"choices\":"));
     assert!(t.splice());
     assert!(!t.error_event);
-    assert!(t.pass(&b(": warmpath-replay\n\n")).is_empty(), "a sign of life only");
+    assert!(
+        t.pass(&b(": warmpath-replay\n\n")).is_empty(),
+        "a sign of life only"
+    );
     let out = t.pass(&b(
         ": warmpath-tokens 9 1\ndata: {\"id\":\"other\",\"created\":99,\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"x\"}}]}\n\ndata: [DONE]\n\n",
     ));
     let s = text(&out);
-    let data = s.strip_prefix("data: ").unwrap().split("\n\n").next().unwrap();
+    let data = s
+        .strip_prefix("data: ")
+        .unwrap()
+        .split("\n\n")
+        .next()
+        .unwrap();
     let v: serde_json::Value = serde_json::from_str(data).unwrap();
     assert_eq!(v["id"], "c-1");
     assert_eq!(v["created"], 7);
@@ -75,7 +99,11 @@ fn a_stream_with_no_event_yet_takes_the_continuation_as_it_comes() {
     let mut t = Transcript::default();
     assert!(t.splice());
     let out = t.pass(&b(ROLE));
-    assert_eq!(text(&out), ROLE, "the continuation's own id: the client saw no other");
+    assert_eq!(
+        text(&out),
+        ROLE,
+        "the continuation's own id: the client saw no other"
+    );
     let mut broken = Transcript::default();
     broken.pass(&b("data: [1,2]\n\n"));
     assert!(!broken.splice(), "a first event without an id");

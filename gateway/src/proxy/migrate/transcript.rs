@@ -27,6 +27,8 @@ pub(crate) struct Transcript {
     pub(crate) ended: bool,
     /// The upstream sent an error event (held back: the stream may still continue).
     pub(crate) error_event: bool,
+    /// That event, for the client if the stream does not continue.
+    held_error: Option<Bytes>,
     /// Data events sent (`[DONE]` and error events aside).
     pub(crate) data_events: u32,
     /// The first data event's JSON (for its `id` and `created`).
@@ -118,6 +120,9 @@ impl Transcript {
         }
         if data.starts_with(b"{\"error\"") {
             self.error_event = true;
+            let mut held = event.to_vec();
+            held.extend_from_slice(b"\n\n");
+            self.held_error = Some(Bytes::from(held));
             return false;
         }
         self.data_events += 1;
@@ -149,6 +154,11 @@ impl Transcript {
         Some(out)
     }
 
+    /// The upstream's error event held back, for a stream that does not continue.
+    pub(crate) fn take_held_error(&mut self) -> Option<Bytes> {
+        self.held_error.take()
+    }
+
     /// Starts splicing a continuation in: its events get the first stream's `id` and
     /// `created`; a partial event of the failed stream is dropped. False when the first
     /// event cannot be read (nothing to splice onto). With no event sent yet there is
@@ -156,6 +166,7 @@ impl Transcript {
     pub(crate) fn splice(&mut self) -> bool {
         self.pending.clear();
         self.error_event = false;
+        self.held_error = None;
         if self.splice.is_some() {
             return true;
         }

@@ -3,21 +3,21 @@
 //! Stop strings are applied by the reader (`super::reader`). For the gateway's stream
 //! migration, events may carry their tokens (`warmpath_protocol::continuation`).
 
-use crate::server::error::ApiError;
-use crate::server::state::unix_now;
 use super::reader::{Piece, Reader};
 use super::resume::Resumed;
+use crate::server::error::ApiError;
+use crate::server::state::unix_now;
 use crate::server::worker::{FinishReason, SeqEvent};
 use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use tokio::sync::mpsc::UnboundedReceiver;
+use warmpath_protocol::continuation::{tokens_comment, END_COMMENT, REPLAY_COMMENT};
 use warmpath_protocol::openai::{
     ChatChoice, ChatChunkChoice, ChatCompletionChunk, ChatCompletionResponse, ChatDelta,
     CompletionChoice, CompletionResponse, ResponseMessage, Usage,
 };
-use warmpath_protocol::continuation::{tokens_comment, END_COMMENT, REPLAY_COMMENT};
 use warmpath_text::StreamDecoder;
 
 /// Which API shape to answer in.
