@@ -149,23 +149,18 @@ mod tests {
     fn a_continuation_that_cannot_be_right_is_refused() {
         let t = tok();
         let ids = t.encode("h\u{e9}llo", false).unwrap();
-        let params = SamplingParams {
-            max_tokens: 10,
+        let max = |max_tokens| SamplingParams {
+            max_tokens,
             ..Default::default()
         };
+        let refused = |c: Continuation, max_tokens| resume(&c, &t, 300, &max(max_tokens)).is_err();
+        assert!(refused(cont(&ids, 2), 10), "inside a character");
+        assert!(refused(cont(&ids, 7), 10), "more text than the tokens have");
         assert!(
-            resume(&cont(&ids, 2), &t, 300, &params).is_err(),
-            "inside a character"
+            refused(cont(&[TokenId(300)], 0), 10),
+            "outside the vocabulary"
         );
-        assert!(resume(&cont(&ids, 7), &t, 300, &params).is_err());
-        assert!(resume(&cont(&[TokenId(300)], 0), &t, 300, &params).is_err());
-        let short = SamplingParams {
-            max_tokens: 6,
-            ..Default::default()
-        };
-        assert!(
-            resume(&cont(&ids, 6), &t, 300, &short).is_err(),
-            "nothing left"
-        );
+        assert!(refused(cont(&ids, 6), 6), "nothing left of max_tokens");
+        assert!(!refused(cont(&ids, 6), 7));
     }
 }
