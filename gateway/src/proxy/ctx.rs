@@ -41,7 +41,7 @@ pub(crate) struct RequestCtx {
     /// The response as the client sees it.
     pub seen: Seen,
     /// A stream that may continue on another replica (`retry.max_migrations`).
-    pub migration: Option<Box<super::migrate::Migration>>,
+    pub migration: Option<Box<super::migrate::state::Migration>>,
 }
 
 /// What the read phase learnt of the request.

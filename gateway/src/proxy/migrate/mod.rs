@@ -10,6 +10,7 @@
 //! already counts the prompt once and the completion across the seam. At most
 //! `retry.max_migrations` per request, each a budgeted retry.
 
+pub(crate) mod state;
 #[cfg(test)]
 mod tests;
 mod transcript;
@@ -19,69 +20,10 @@ use crate::config::EngineKind;
 use crate::state::AppState;
 use bytes::Bytes;
 use pingora_error::{Error, ErrorSource, ErrorType};
-use std::time::{Duration, Instant};
-pub(crate) use transcript::Transcript;
+pub(crate) use state::Migration;
+#[cfg(test)]
+use transcript::Transcript;
 use warmpath_protocol::continuation::{Continuation, FIELD};
-
-/// A migratable stream's state.
-#[derive(Debug)]
-pub(crate) struct Migration {
-    /// The body the first attempt got (the client's, or with the completion bound).
-    body: Bytes,
-    /// What the client holds.
-    pub(crate) transcript: Transcript,
-    /// Migrations made.
-    pub(crate) count: u32,
-    /// Tokens the continuations took as input (prompt and carried tokens), charged.
-    pub(crate) reprefill_tokens: u64,
-    /// The current attempt continues the stream.
-    pub(crate) continuing: bool,
-    /// When the last failure was seen.
-    failed_at: Option<Instant>,
-    /// From the last failure to the continuation's first event the client got.
-    pub(crate) resume_latency: Option<Duration>,
-    /// Why a failure mid-stream was not migrated.
-    pub(crate) refused: Option<&'static str>,
-}
-
-impl Migration {
-    /// A stream that may migrate, forwarded with `body`.
-    pub(crate) fn new(body: Bytes) -> Self {
-        Self {
-            body,
-            transcript: Transcript::default(),
-            count: 0,
-            reprefill_tokens: 0,
-            continuing: false,
-            failed_at: None,
-            resume_latency: None,
-            refused: None,
-        }
-    }
-
-    /// The `outcome` label of `stream_migrations_total` once the request ended (`None`:
-    /// its stream never failed).
-    pub(crate) fn outcome(&self, completed: bool) -> Option<&'static str> {
-        match (self.count, self.refused) {
-            (0, None) => None,
-            (0, Some(_)) => Some("refused"),
-            _ if completed => Some("ok"),
-            _ => Some("failed"),
-        }
-    }
-
-    /// Passes one body chunk through the transcript; notes the continuation's first
-    /// event.
-    pub(crate) fn pass(&mut self, chunk: &Bytes) -> Bytes {
-        let out = self.transcript.pass(chunk);
-        if !out.is_empty() {
-            if let Some(t) = self.failed_at.take() {
-                self.resume_latency = Some(t.elapsed());
-            }
-        }
-        out
-    }
-}
 
 /// Arms a routed stream for migration (`retry.max_migrations` above 0): keeps the body
 /// it is forwarded with (`body`, the client's, unless the completion bound replaced it).
@@ -163,7 +105,7 @@ pub(crate) fn on_failure(
         rng_draws: None,
     };
     let body = match refused {
-        None => continuation_body(&m.body, &c),
+        None => continuation_body(m.body(), &c),
         Some(_) => None,
     };
     let Some(body) = body else {
@@ -172,11 +114,8 @@ pub(crate) fn on_failure(
         tracing::warn!(request_id = ctx.id.text(), reason = why, error = %e, "stream not migrated");
         return Err(e);
     };
-    m.count += 1;
-    m.continuing = true;
-    m.failed_at = Some(Instant::now());
     let prompt = ctx.plan.as_ref().map_or(0, |p| u64::from(p.prompt_tokens));
-    m.reprefill_tokens += prompt + c.tokens.len() as u64;
+    m.begin(prompt + c.tokens.len() as u64);
     tracing::info!(
         request_id = ctx.id.text(),
         from = ctx.attempts.replica.as_ref().map_or("", |r| r.label.as_str()),

@@ -1,8 +1,9 @@
 //! `POST /v1/chat/completions` and `POST /v1/completions`: parse, validate, tokenize,
 //! submit to the engine loop, answer (JSON or SSE).
 
+use super::job::{Endpoint, Job};
 use super::params::sampling_params;
-use super::respond::{self, Endpoint, Job};
+use super::respond;
 use super::resume::{resume, Resumed};
 use crate::server::error::ApiError;
 use crate::server::kv::load::load;

@@ -13,6 +13,7 @@
 
 pub mod control;
 pub mod generate;
+pub mod job;
 pub mod kv_prefill;
 pub mod params;
 mod reader;

@@ -6,7 +6,7 @@
 //! The reader also keeps what a migrated stream needs (`crate::server::http::resume`):
 //! the ids of the tokens read since the last text piece, and the bytes of text sent.
 
-use super::respond::Job;
+use super::job::Job;
 use crate::server::worker::{FinishReason, SeqEvent};
 use warmpath_engine::sampling::find_stop;
 use warmpath_protocol::openai::{PromptTokensDetails, Usage};

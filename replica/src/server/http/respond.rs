@@ -1,56 +1,22 @@
-//! Turning the engine loop's [`SeqEvent`]s into OpenAI responses: a full JSON body, or
+//! Turning the engine loop's [`SeqEvent`](crate::server::worker::SeqEvent)s into OpenAI responses: a full JSON body, or
 //! server-sent events (`data: {chunk}` lines, an optional usage chunk, `data: [DONE]`).
 //! Stop strings are applied by the reader (`super::reader`). For the gateway's stream
 //! migration, events may carry their tokens (`warmpath_protocol::continuation`).
 
+use super::job::{Endpoint, Job};
 use super::reader::{Piece, Reader};
-use super::resume::Resumed;
 use crate::server::error::ApiError;
 use crate::server::state::unix_now;
-use crate::server::worker::{FinishReason, SeqEvent};
+use crate::server::worker::FinishReason;
 use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use tokio::sync::mpsc::UnboundedReceiver;
 use warmpath_protocol::continuation::{tokens_comment, END_COMMENT, REPLAY_COMMENT};
 use warmpath_protocol::openai::{
     ChatChoice, ChatChunkChoice, ChatCompletionChunk, ChatCompletionResponse, ChatDelta,
     CompletionChoice, CompletionResponse, ResponseMessage, Usage,
 };
-use warmpath_text::StreamDecoder;
-
-/// Which API shape to answer in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Endpoint {
-    /// `/v1/chat/completions`.
-    Chat,
-    /// `/v1/completions`.
-    Completion,
-}
-
-/// A submitted request waiting for its tokens.
-#[derive(Debug)]
-pub struct Job {
-    /// Answer shape.
-    pub endpoint: Endpoint,
-    /// Model name echoed back.
-    pub model: String,
-    /// Prompt length.
-    pub prompt_tokens: usize,
-    /// Stop strings.
-    pub stop: Vec<String>,
-    /// Send a usage chunk at the end of a stream.
-    pub include_usage: bool,
-    /// Incremental detokenizer.
-    pub decoder: StreamDecoder,
-    /// The engine loop's events for this request.
-    pub rx: UnboundedReceiver<SeqEvent>,
-    /// Where the answer starts (a continuation of a migrated stream, or nothing yet).
-    pub resume: Resumed,
-    /// Tag each SSE event with its tokens (the gateway asked, for stream migration).
-    pub tag_tokens: bool,
-}
 
 fn response_id(endpoint: Endpoint) -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
