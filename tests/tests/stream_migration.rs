@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used)]
-//! Stream migration (issue 41), with real replicas: 24 greedy streams in flight, the
-//! replica serving them killed (SIGKILL) or stopped past the idle timeout (SIGSTOP)
-//! mid-stream; every client still gets its whole answer, token for token the answer of an
+//! Stream migration (issue 41), with real replicas: 24 streams in flight (half greedy,
+//! half sampled with a seed), the replica serving them killed (SIGKILL) or stopped past
+//! the idle timeout (SIGSTOP) mid-stream; every client still gets its whole answer, token for token the answer of an
 //! uninterrupted run, as one stream (one id, one role chunk, one finish, one usage block
 //! with the prompt once and the completion across the seam, one `[DONE]`).
 
@@ -17,14 +17,22 @@ const MAX_TOKENS: u32 = 96;
 const SYSTEM: &str = "You are a careful assistant for a hardware store. Answer in full \
     sentences, mention the aisle where each item is found, and keep a friendly tone.";
 
+/// Question `i`: greedy when `i` is even, sampled with a seed when odd (a seeded answer
+/// must resume at its place in the random stream).
 fn body(model: &str, i: usize, stream: bool) -> serde_json::Value {
+    let (temperature, seed) = if i % 2 == 0 {
+        (0.0, None)
+    } else {
+        (0.8, Some(i as u64))
+    };
     serde_json::json!({
         "model": model,
         "messages": [
             {"role": "system", "content": SYSTEM},
             {"role": "user", "content": format!("Question {i}: where do I find item number {}?", i * 7 + 3)},
         ],
-        "max_tokens": MAX_TOKENS, "temperature": 0, "ignore_eos": true, "stream": stream,
+        "max_tokens": MAX_TOKENS, "temperature": temperature, "seed": seed,
+        "ignore_eos": true, "stream": stream,
         "stream_options": {"include_usage": true},
     })
 }
