@@ -20,7 +20,7 @@ const SYSTEM: &str = "You are a careful assistant for a hardware store. Answer i
 /// Question `i`: greedy when `i` is even, sampled with a seed when odd (a seeded answer
 /// must resume at its place in the random stream).
 fn body(model: &str, i: usize, stream: bool) -> serde_json::Value {
-    let (temperature, seed) = if i % 2 == 0 {
+    let (temperature, seed) = if i.is_multiple_of(2) {
         (0.0, None)
     } else {
         (0.8, Some(i as u64))
