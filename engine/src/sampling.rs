@@ -1,7 +1,7 @@
 //! Token sampling: greedy, temperature, top-k, top-p, seeded; plus stop-string checks.
 
 use serde::{Deserialize, Serialize};
-use warmpath_core::rng::{Draw, SeedableRng, SplitMix64};
+use warmpath_core::rng::{Draw, RngCore, SeedableRng, SplitMix64};
 use warmpath_core::TokenId;
 
 /// How to pick the next token and when to stop.
@@ -56,6 +56,23 @@ impl Sampler {
             params: params.clone(),
             rng: SplitMix64::seed_from_u64(seed),
         }
+    }
+
+    /// A sampler for `params` that resumes a sequence another sampler started: the
+    /// random stream is advanced past the `draws` numbers already taken, so a seeded
+    /// continuation picks exactly what the uninterrupted sampler would have.
+    pub fn resumed(params: &SamplingParams, draws: u64) -> Self {
+        let mut s = Self::new(params);
+        for _ in 0..draws {
+            s.rng.next_u64();
+        }
+        s
+    }
+
+    /// Whether picking a token under `params` takes one random draw (else none): a
+    /// resumed sequence's position in the random stream is its token count or zero.
+    pub fn draws_per_token(params: &SamplingParams) -> u64 {
+        u64::from(!(params.temperature <= 0.0 || params.top_k == 1))
     }
 
     /// Picks the next token from `logits` (greedy sampling reads the logits once; no
@@ -167,6 +184,26 @@ mod tests {
         let total: f64 = l.iter().map(|&v| (v as f64).exp()).sum();
         assert!((lp as f64 - (l[argmax(&l)] as f64 - total.ln())).abs() < 1e-5);
         assert_eq!(l[argmax(&l)], l.iter().copied().fold(f32::MIN, f32::max));
+    }
+
+    #[test]
+    fn a_resumed_sampler_picks_what_the_uninterrupted_one_would() {
+        let l = logits();
+        let params = SamplingParams {
+            temperature: 1.0,
+            seed: Some(11),
+            ..Default::default()
+        };
+        let mut whole = Sampler::new(&params);
+        let all: Vec<TokenId> = (0..12).map(|_| whole.sample(&l)).collect();
+        assert_eq!(Sampler::draws_per_token(&params), 1);
+        let mut rest = Sampler::resumed(&params, 5);
+        let tail: Vec<TokenId> = (0..7).map(|_| rest.sample(&l)).collect();
+        assert_eq!(tail, all[5..]);
+        let mut wrong = Sampler::resumed(&params, 4);
+        let off: Vec<TokenId> = (0..7).map(|_| wrong.sample(&l)).collect();
+        assert_ne!(off, all[5..], "the position in the random stream matters");
+        assert_eq!(Sampler::draws_per_token(&SamplingParams::default()), 0);
     }
 
     #[test]

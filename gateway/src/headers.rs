@@ -38,6 +38,10 @@ pub(crate) const KV_TIER_TOKENS: HeaderName = HeaderName::from_static(HEADER_KV_
 pub(crate) const REPLICA: HeaderName = HeaderName::from_static(HEADER_REPLICA);
 /// `x-warmpath-predicted-cached-tokens` (to the client).
 pub(crate) const PREDICTED_CACHED: HeaderName = HeaderName::from_static(HEADER_PREDICTED_CACHED);
+/// `x-warmpath-stream-tokens` (gateway to Warmpath replica: tag events with their tokens,
+/// for stream migration).
+pub(crate) const STREAM_TOKENS: HeaderName =
+    HeaderName::from_static(warmpath_protocol::continuation::HEADER_STREAM_TOKENS);
 /// `x-request-id` (both ways).
 pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// W3C `traceparent` (to the replica).

@@ -55,6 +55,22 @@ pub(crate) struct DecisionRecord {
     /// The decision with its explanation (shared with the request's plan, not copied).
     #[serde(serialize_with = "serialize_shared")]
     pub decision: Arc<Decision>,
+    /// The stream's seams: each time it moved to another replica mid-stream.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub migrations: Vec<Seam>,
+}
+
+/// One seam of a migrated stream, as the decision log shows it.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct Seam {
+    /// The replica that failed (`r0`, ...).
+    pub from: String,
+    /// What failed (Pingora's error type).
+    pub error: &'static str,
+    /// Tokens the continuation carried.
+    pub tokens: usize,
+    /// Bytes of text the client held.
+    pub text_bytes: u64,
 }
 
 fn serialize_header<S: serde::Serializer>(v: &http::HeaderValue, s: S) -> Result<S::Ok, S::Error> {
@@ -151,6 +167,14 @@ impl Router {
             log.pop_front();
         }
         log.push_back(rec);
+    }
+
+    /// Adds a seam to a logged decision (found by request id, newest first).
+    pub(crate) fn note_seam(&self, request_id: &http::HeaderValue, seam: Seam) {
+        let mut log = self.log.lock();
+        if let Some(rec) = log.iter_mut().rev().find(|r| r.request_id == request_id) {
+            rec.migrations.push(seam);
+        }
     }
 
     /// Recent decisions, newest last.

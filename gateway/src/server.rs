@@ -50,8 +50,9 @@ pub fn run(cfg: Config, path: Option<PathBuf>, overrides: Overrides) -> anyhow::
         // Streams still running have been ended at the grace period's end
         // (`crate::proxy::drain`): what is left is torn down at once.
         graceful_shutdown_timeout_seconds: Some(1),
-        // One extra try for a stale pooled upstream connection.
-        max_retries: cfg.retry.max_attempts as usize + 1,
+        // One extra try for a stale pooled upstream connection; a stream's migrations are
+        // tries too (a reload raising `retry.max_migrations` is bounded by the start's).
+        max_retries: (cfg.retry.max_attempts + cfg.retry.max_migrations) as usize + 1,
         upstream_keepalive_pool_size: 1024,
         ..ServerConf::default()
     };

@@ -120,6 +120,10 @@ pub struct SamplingFields {
     /// vLLM; used by benchmarks and tests that need a fixed output length).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ignore_eos: Option<bool>,
+    /// Continue a stream another replica started (Warmpath replicas only; only the
+    /// gateway sends it, see [`crate::continuation`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmpath_continuation: Option<crate::continuation::Continuation>,
 }
 
 /// `POST /v1/chat/completions` body.

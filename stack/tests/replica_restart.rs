@@ -1,8 +1,8 @@
 #![allow(clippy::unwrap_used)]
 //! `warmpath up` survives a replica's death: the real `warmpath`, `replica` and `gateway`
 //! binaries with `dummy:tiny` replicas, a steady load of chat completions (streaming and
-//! not) through the gateway, and `kill -9` of one replica. Requests not in flight on the
-//! killed replica all succeed, the replica is restarted on its port and serves again, and
+//! not) through the gateway, and `kill -9` of one replica. Every request succeeds, those in
+//! flight on the killed replica included (retried whole, or a stream migrated), the replica is restarted on its port and serves again, and
 //! SIGTERM still stops every process. A replica that keeps crashing is given up on while
 //! the stack serves on, and the gateway's own exit stops the stack with status 3.
 
@@ -351,8 +351,10 @@ fn killed_replica_is_restarted_while_the_gateway_keeps_serving() {
         .copied()
         .filter(|o| o.start >= killed_at + GRACE)
         .collect();
+    // Not one: a plain request in flight on the killed replica is retried whole (nothing
+    // had reached its client), a stream continues on the other replica (stream migration).
     assert!(
-        failed.len() <= in_flight,
+        failed.is_empty(),
         "{} failures, {in_flight} in flight at the kill: {failed:#?}",
         failed.len()
     );

@@ -113,7 +113,7 @@ fn one(addr: &str, model: &str, c: &Clients, gateway: usize, n: u64) -> Record {
     let (status, unclean, tokens) = if c.stream {
         match post_sse(addr, "/v1/chat/completions", &headers, &body) {
             Ok(r) => {
-                let (why, t) = judge(r.status, Some(&r.events), &r.body);
+                let (why, t) = judge(r.status, Some(&r.events), &r.raw);
                 (r.status, why, t)
             }
             Err(e) => (0, Some(format!("no answer: {e:#}")), 0),

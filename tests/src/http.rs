@@ -252,8 +252,8 @@ pub struct Sse {
     pub events: Vec<String>,
     /// Whether the body ended cleanly (terminal chunk).
     pub clean_end: bool,
-    /// The whole body as text (an error status's JSON body has no `data:` lines).
-    pub body: String,
+    /// The body as it came (comment lines included).
+    pub raw: String,
 }
 
 impl Sse {
@@ -274,6 +274,18 @@ pub fn post_sse(
     headers: &[(&str, &str)],
     body: &serde_json::Value,
 ) -> Result<Sse> {
+    post_sse_watched(addr, path, headers, body, &|_| {})
+}
+
+/// As [`post_sse`], calling `on_chunk` with each body chunk as it arrives (a test that
+/// acts mid-stream waits on it).
+pub fn post_sse_watched(
+    addr: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &serde_json::Value,
+    on_chunk: &dyn Fn(&[u8]),
+) -> Result<Sse> {
     let (to, extra) = target(addr, headers)?;
     let body = body.to_string();
     let quiet = Duration::from_secs(60);
@@ -286,14 +298,17 @@ pub fn post_sse(
         let mut raw = Vec::new();
         let clean_end = loop {
             match tokio::time::timeout(quiet, stream.next_chunk()).await {
-                Ok(Ok(Some(c))) => raw.extend_from_slice(&c),
+                Ok(Ok(Some(c))) => {
+                    on_chunk(&c);
+                    raw.extend_from_slice(&c);
+                }
                 Ok(Ok(None)) => break true,
                 Ok(Err(_)) | Err(_) => break false,
             }
         };
         Ok((status, headers, raw, clean_end))
     })?;
-    let text = String::from_utf8_lossy(&raw).into_owned();
+    let text = String::from_utf8_lossy(&raw);
     let events = text
         .split("\n\n")
         .filter_map(|ev| {
@@ -310,7 +325,7 @@ pub fn post_sse(
         headers,
         events,
         clean_end,
-        body: text,
+        raw: text.into_owned(),
     })
 }
 

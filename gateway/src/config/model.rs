@@ -264,12 +264,16 @@ impl Default for AdmissionConfig {
     }
 }
 
-/// Retry policy (only before the first response byte).
+/// Retry policy: whole retries before the first response byte; after it, a stream's
+/// migration to another replica (`max_migrations`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetryConfig {
     /// Attempts per request, first included.
     pub max_attempts: u32,
+    /// Times a stream whose replica fails after the first byte may continue on another
+    /// replica (0: the stream ends with an error event).
+    pub max_migrations: u32,
     /// Retries allowed as a share of requests.
     pub budget_ratio: f64,
     /// Retries always allowed per second.
@@ -284,6 +288,7 @@ impl Default for RetryConfig {
     fn default() -> Self {
         Self {
             max_attempts: 3,
+            max_migrations: 1,
             budget_ratio: 0.2,
             budget_floor_per_s: 3,
             backoff_base_ms: 10,
@@ -291,6 +296,9 @@ impl Default for RetryConfig {
         }
     }
 }
+
+/// The most migrations `retry.max_migrations` may allow one stream.
+pub const MAX_MIGRATIONS: u32 = 8;
 
 /// Health checks and outlier ejection.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -546,6 +554,12 @@ impl Config {
         let r = &self.retry;
         if r.max_attempts == 0 {
             return Err(invalid("retry.max_attempts", "must be at least 1"));
+        }
+        if r.max_migrations > MAX_MIGRATIONS {
+            return Err(invalid(
+                "retry.max_migrations",
+                format!("must be at most {MAX_MIGRATIONS}"),
+            ));
         }
         if !(0.0..=1.0).contains(&r.budget_ratio) {
             return Err(invalid("retry.budget_ratio", "must be within 0..=1"));

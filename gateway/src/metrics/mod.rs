@@ -117,6 +117,10 @@ pub(crate) struct Metrics {
     pub connections_refused: IntCounter,
     /// Streams ended with a gateway error event.
     pub stream_errors: IntCounterVec,
+    /// `stream_migrations_total{outcome}`: streams whose replica failed mid-stream.
+    pub stream_migrations: IntCounterVec,
+    /// From a stream's failure to its continuation's first event.
+    pub migration_resume_seconds: Histogram,
     /// Requests queued for a replica slot.
     pub queued: IntGauge,
     /// Request body bytes held in flight (`limits.max_inflight_body_bytes`), set at scrape.
@@ -208,7 +212,14 @@ impl Metrics {
             &["stage"],
             lat_buckets,
         );
+        let migration_resume = h(
+            "stream_migration_resume_seconds",
+            "From a stream's failure to the first event of its continuation",
+            &[],
+            vec![0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0],
+        );
         Self {
+            migration_resume_seconds: migration_resume.with_label_values(&[]),
             fleet: FleetMetrics::register(&registry),
             rollout: RolloutMetrics::register(&registry),
             disagg: DisaggMetrics::register(&registry),
@@ -275,6 +286,11 @@ impl Metrics {
                 "stream_errors_total",
                 "Streams ended with a terminal error event",
                 &["reason"],
+            ),
+            stream_migrations: cv(
+                "stream_migrations_total",
+                "Streams whose replica failed after the first byte: ok (continued and completed on another replica), failed (continued, then failed), refused (not continued)",
+                &["outcome"],
             ),
             queued: {
                 let g = IntGauge::new("queued_requests", "Requests waiting for a replica slot")

@@ -9,6 +9,7 @@
 //! | [`RequestCtx::plan`] | [`super::route`]: the routing decision |
 //! | [`Attempts`] | [`super::route`] (the try order, the first slot), [`super::send`] and [`super::failure`] (each attempt) |
 //! | [`Seen`] | [`super::response`] and the phases that answer locally |
+//! | [`RequestCtx::migration`] | [`super::request`] (a stream), [`super::migrate`] (each failure and event) |
 
 use super::route::{Plan, TryOrder};
 use crate::body::response::ResponseTracker;
@@ -39,6 +40,8 @@ pub(crate) struct RequestCtx {
     pub attempts: Attempts,
     /// The response as the client sees it.
     pub seen: Seen,
+    /// A stream that may continue on another replica (`retry.max_migrations`).
+    pub migration: Option<Box<super::migrate::state::Migration>>,
 }
 
 /// What the read phase learnt of the request.
@@ -140,6 +143,7 @@ impl RequestCtx {
             plan: None,
             attempts: Attempts::default(),
             seen: Seen::default(),
+            migration: None,
         }
     }
 

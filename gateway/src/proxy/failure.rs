@@ -3,6 +3,7 @@
 //! what counts against a replica's health, and what is nobody's fault but the client's.
 
 use super::ctx::RequestCtx;
+use super::migrate;
 use super::respond;
 use crate::error::GatewayError;
 use crate::state::AppState;
@@ -33,9 +34,19 @@ pub(crate) fn connect_failed(
 pub(crate) fn proxy_failed(
     state: &AppState,
     ctx: &mut RequestCtx,
-    mut e: Box<Error>,
+    e: Box<Error>,
     client_reused: bool,
 ) -> Box<Error> {
+    let e = if ctx.seen.started && ctx.is_stream() {
+        // A stream under way: it may continue on another replica.
+        match migrate::on_failure(state, ctx, e) {
+            Ok(e) => return e,
+            Err(e) => e,
+        }
+    } else {
+        e
+    };
+    let mut e = e;
     let upstream_status = matches!(e.etype(), ErrorType::HTTPStatus(_));
     if stale_pooled(&e, client_reused) && !ctx.seen.started && !ctx.attempts.stale_retried {
         // A pooled connection the replica had already closed: retry the same replica
@@ -98,9 +109,14 @@ pub(crate) async fn answer(
                 .stream_errors
                 .with_label_values(&[err.code()])
                 .inc();
-            let _ = session
-                .write_response_body(Some(Bytes::from(err.to_sse_event())), true)
-                .await;
+            // The replica's own error event, when one was held back for a migration that
+            // did not happen; else the gateway's.
+            let ev = ctx
+                .migration
+                .as_mut()
+                .and_then(|m| m.transcript.take_held_error())
+                .unwrap_or_else(|| Bytes::from(err.to_sse_event()));
+            let _ = session.write_response_body(Some(ev), true).await;
         }
         return 0;
     }

@@ -38,6 +38,24 @@ pub(crate) fn finish(state: &AppState, e: Option<&Error>, ctx: &mut RequestCtx) 
         state.report(slot.replica(), ok);
     }
     state.metrics.record(&outcome);
+    if let Some(m) = &ctx.migration {
+        let completed = outcome.response_started
+            && !ctx.seen.stream_error_sent
+            && ctx.seen.tracker.as_ref().is_some_and(|t| t.saw_done());
+        if let Some(label) = m.outcome(completed) {
+            state
+                .metrics
+                .stream_migrations
+                .with_label_values(&[label])
+                .inc();
+        }
+        if let Some(d) = m.resume_latency {
+            state
+                .metrics
+                .migration_resume_seconds
+                .observe(d.as_secs_f64());
+        }
+    }
     log(ctx, &outcome);
     state
         .dashboard
@@ -57,6 +75,7 @@ fn log(ctx: &RequestCtx, o: &Outcome<'_>) {
         charged_tokens = o.charged_tokens,
         cached_tokens = o.usage.and_then(|u| u.cached_tokens),
         error = o.error,
+        migrations = ctx.migration.as_ref().map_or(0, |m| m.count),
         latency_ms = o.latency.as_millis() as u64,
         "request"
     );
@@ -74,8 +93,10 @@ pub(crate) fn outcome<'a>(ctx: &'a RequestCtx, e: Option<&Error>, now: Instant) 
         _ => 0,
     };
     // Every attempt a replica took and then failed to answer (timed out, reset) ran its
-    // prefill too: the prompt is charged once per such attempt.
-    let charged_tokens = answered + u64::from(ctx.attempts.unanswered) * prompt_tokens;
+    // prefill too: the prompt is charged once per such attempt; a migrated stream's
+    // continuations prefilled the prompt and the tokens they carried.
+    let reprefill = ctx.migration.as_ref().map_or(0, |m| m.reprefill_tokens);
+    let charged_tokens = answered + u64::from(ctx.attempts.unanswered) * prompt_tokens + reprefill;
     let replica = ctx.attempts.replica.as_ref();
     let predicted_cached_tokens = match (&ctx.plan, replica) {
         (Some(plan), Some(r)) => Some(u64::from(plan.predicted_cached_tokens(r))),

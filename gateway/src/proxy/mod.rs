@@ -19,7 +19,7 @@
 //!    health, metrics, access log, dashboard.
 //!
 //! [`request`] runs phases 2 to 5 in order; [`failure`] handles what goes wrong after
-//! them; [`respond`] writes the answers the gateway gives itself. The request's state is
+//! them, and [`migrate`] continues a stream whose replica failed on another replica; [`respond`] writes the answers the gateway gives itself. The request's state is
 //! one [`ctx::RequestCtx`], whose parts each belong to one phase.
 
 pub(crate) mod accept;
@@ -29,6 +29,7 @@ pub(crate) mod ctx;
 pub(crate) mod drain;
 pub(crate) mod failure;
 pub(crate) mod finish;
+pub(crate) mod migrate;
 pub(crate) mod prepare;
 pub(crate) mod read;
 pub(crate) mod request;

@@ -117,7 +117,8 @@ async fn intake(
     ctx.read.body_len = Some(u32::try_from(body.len()).unwrap_or(u32::MAX));
     decide(state, ctx, &tenant, endpoint, &body).await?;
     // Kept for every attempt (`super::send::body`), unless `decide` bounded it.
-    ctx.read.upstream_body.get_or_insert(body);
+    let sent = ctx.read.upstream_body.get_or_insert(body).clone();
+    super::migrate::arm(state, ctx, sent);
     Ok(None)
 }
 

@@ -6,6 +6,7 @@
 //! ([`watch_body`]).
 
 use super::ctx::RequestCtx;
+use super::migrate;
 use crate::error::GatewayError;
 use crate::headers;
 use crate::state::AppState;
@@ -54,6 +55,17 @@ pub(crate) fn upstream_status(
             ctx.attempts.upstream_retry_after = ctx.attempts.upstream_retry_after.max(Some(wait));
         }
     }
+    if ctx.migration.as_ref().is_some_and(|m| m.continuing) {
+        // A continuation: its header is not the client's (that went out with the first
+        // stream); anything but a 200 is this replica failing the stream too.
+        if status != 200 {
+            return Err(Error::explain(
+                ErrorType::HTTPStatus(status),
+                "the continuation was refused",
+            ));
+        }
+        return Ok(());
+    }
     let max_attempts = state.config().retry.max_attempts;
     if matches!(status, 429 | 502 | 503 | 504) && ctx.can_retry(max_attempts) {
         let label = if status == 429 {
@@ -68,6 +80,10 @@ pub(crate) fn upstream_status(
     }
     ctx.seen.started = true;
     ctx.seen.status = status;
+    if status != 200 {
+        // Not a stream of events: nothing to continue.
+        ctx.migration = None;
+    }
     Ok(())
 }
 
@@ -154,7 +170,21 @@ pub(crate) fn watch_body(
     body: &mut Option<Bytes>,
     end_of_stream: bool,
     ctx: &mut RequestCtx,
-) {
+) -> Result<()> {
+    if let Some(m) = ctx.migration.as_deref_mut() {
+        if let Some(b) = body.as_ref() {
+            *body = Some(m.pass(b));
+        }
+        let t = &m.transcript;
+        // A stream the replica broke off (an error event, an end without `[DONE]`) fails
+        // like a reset: it may continue elsewhere (`super::migrate::on_failure`).
+        if t.error_event {
+            return Err(migrate::body_failure("the replica sent an error event"));
+        }
+        if end_of_stream && ctx.seen.started && !t.ended {
+            return Err(migrate::body_failure("the replica ended the stream early"));
+        }
+    }
     if let (Some(t), Some(b)) = (ctx.seen.tracker.as_mut(), body.as_ref()) {
         t.observe(b);
     }
@@ -179,6 +209,7 @@ pub(crate) fn watch_body(
                 .inc();
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -230,6 +230,7 @@ pub(crate) fn record(
         prepare_us: plan.prepare.as_micros() as u64,
         select_us: plan.select.as_micros() as u64,
         decision: plan.decision.clone(),
+        migrations: Vec::new(),
     });
 }
 

@@ -4,6 +4,7 @@
 //! ([`stamp_request`]).
 
 use super::ctx::RequestCtx;
+use super::migrate;
 use super::upstream;
 use crate::config::EngineKind;
 use crate::headers;
@@ -126,10 +127,21 @@ pub(crate) fn stamp_request(
     h.remove(headers::PREFILL_AUTH);
     // Likewise the tier switch: only the gateway's residency rule sets it (below).
     h.remove(headers::KV_TIER_OFF);
+    h.remove(headers::STREAM_TOKENS);
     h.insert(headers::REQUEST_ID, ctx.id.header.clone());
     if let (Some(plan), Some(slot)) = (&ctx.plan, &ctx.attempts.slot) {
         let r = slot.replica();
         h.insert(http::header::HOST, r.host_header.clone());
+        if let Some(m) = &ctx.migration {
+            let exact = migrate::continues_exactly(r.upstream.engine);
+            if m.continuing && !exact && !m.transcript.tokens.is_empty() {
+                // Only a Warmpath replica reads the tokens a continuation carries.
+                return Err(internal("a continuation needs a Warmpath replica"));
+            }
+            if exact {
+                h.insert(headers::STREAM_TOKENS, HeaderValue::from_static("1"));
+            }
+        }
         // Warmpath's replica reports its queue exactly: only other engines need the
         // gateway's own count (`crate::replicas::pending`), so the default path pays nothing.
         if r.upstream.engine != EngineKind::Warmpath {

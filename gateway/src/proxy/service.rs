@@ -138,7 +138,7 @@ impl ProxyHttp for Gateway {
         end_of_stream: bool,
         ctx: &mut RequestCtx,
     ) -> Result<Option<Duration>> {
-        response::watch_body(&self.state, body, end_of_stream, ctx);
+        response::watch_body(&self.state, body, end_of_stream, ctx)?;
         Ok(None)
     }
 

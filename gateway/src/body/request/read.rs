@@ -39,10 +39,14 @@ const ENGINE: &str =
 /// §8): remote KV transfer (`kv_transfer_params`), scheduler priority, raw engine
 /// arguments, vendor extensions, and upstream URLs (an SSRF vector in proxies that honour
 /// them).
-pub(super) const REFUSED_FIELDS: [(&str, &str); 7] = [
+pub(super) const REFUSED_FIELDS: [(&str, &str); 8] = [
     (
         "cache_salt",
         "is set by the gateway and may not be sent by clients",
+    ),
+    (
+        "warmpath_continuation",
+        "is set by the gateway (a migrated stream) and may not be sent by clients",
     ),
     ("kv_transfer_params", ENGINE),
     ("priority", ENGINE),

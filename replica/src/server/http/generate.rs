@@ -1,8 +1,10 @@
 //! `POST /v1/chat/completions` and `POST /v1/completions`: parse, validate, tokenize,
 //! submit to the engine loop, answer (JSON or SSE).
 
+use super::job::{Endpoint, Job};
 use super::params::sampling_params;
-use super::respond::{self, Endpoint, Job};
+use super::respond;
+use super::resume::{resume, Resumed};
 use crate::server::error::ApiError;
 use crate::server::kv::load::load;
 use crate::server::kv::peer::Peer;
@@ -17,6 +19,7 @@ use axum::response::Response;
 use serde::de::DeserializeOwned;
 use std::time::Duration;
 use warmpath_core::{CacheSalt, TokenId};
+use warmpath_protocol::continuation::HEADER_STREAM_TOKENS;
 use warmpath_protocol::openai::{
     ChatCompletionRequest, CompletionRequest, PromptInput, SamplingFields,
 };
@@ -93,18 +96,37 @@ async fn submit(
 ) -> Result<Response, ApiError> {
     let pool_tokens = state.info.capacity_blocks as usize * state.block_size;
     let params = sampling_params(fields, prompt.len(), state.facts.max_context, pool_tokens)?;
+    let prompt_tokens = prompt.len();
+    // A migrated stream's continuation: its tokens are replayed after the prompt (within
+    // the limits checked above for the original request), then generation goes on.
+    let (decoder, resumed, rng_draws, replay) = match &fields.warmpath_continuation {
+        Some(c) => {
+            let r = resume(c, &state.facts.tokenizer, state.facts.vocab_size, &params)?;
+            (r.decoder, r.resumed, r.rng_draws, r.prior)
+        }
+        None => (
+            state.facts.tokenizer.stream_decoder(),
+            Resumed::default(),
+            0,
+            Vec::new(),
+        ),
+    };
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let job = Job {
         endpoint,
         model,
-        prompt_tokens: prompt.len(),
+        prompt_tokens,
         stop: params.stop.clone(),
         include_usage: fields
             .stream_options
             .as_ref()
             .is_some_and(|o| o.include_usage),
-        decoder: state.facts.tokenizer.stream_decoder(),
+        decoder,
         rx,
+        resume: resumed,
+        tag_tokens: headers
+            .get(HEADER_STREAM_TOKENS)
+            .is_some_and(|v| v.as_bytes() == b"1"),
     };
     let salt = salt(headers);
     let tier_off = tier_off(headers);
@@ -151,6 +173,8 @@ async fn submit(
         reply: tx,
         export: None,
         tier: !tier_off,
+        rng_draws,
+        replay,
     };
     state
         .submit

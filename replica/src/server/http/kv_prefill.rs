@@ -77,6 +77,8 @@ pub async fn prefill(
         export: Some(Export::new(tx, req.skip_blocks as usize)),
         // The decode replica passes on the gateway's tier switch (data residency).
         tier: !super::generate::tier_off(&headers),
+        rng_draws: 0,
+        replay: Vec::new(),
     };
     state
         .submit

@@ -13,9 +13,12 @@
 
 pub mod control;
 pub mod generate;
+pub mod job;
 pub mod kv_prefill;
 pub mod params;
+mod reader;
 pub mod respond;
+pub mod resume;
 pub mod routes;
 pub mod trace;
 

@@ -1,177 +1,22 @@
-//! Turning the engine loop's [`SeqEvent`]s into OpenAI responses: a full JSON body, or
+//! Turning the engine loop's [`SeqEvent`](crate::server::worker::SeqEvent)s into OpenAI responses: a full JSON body, or
 //! server-sent events (`data: {chunk}` lines, an optional usage chunk, `data: [DONE]`).
-//!
-//! Stop strings are applied here: text is held back while it could still be the start of
-//! a stop string; when one appears the answer ends and the reply channel is dropped,
-//! which cancels the sequence in the engine loop within one step.
+//! Stop strings are applied by the reader (`super::reader`). For the gateway's stream
+//! migration, events may carry their tokens (`warmpath_protocol::continuation`).
 
+use super::job::{Endpoint, Job};
+use super::reader::{Piece, Reader};
 use crate::server::error::ApiError;
 use crate::server::state::unix_now;
-use crate::server::worker::{FinishReason, SeqEvent};
+use crate::server::worker::FinishReason;
 use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use tokio::sync::mpsc::UnboundedReceiver;
-use warmpath_engine::sampling::find_stop;
+use warmpath_protocol::continuation::{tokens_comment, END_COMMENT, REPLAY_COMMENT};
 use warmpath_protocol::openai::{
     ChatChoice, ChatChunkChoice, ChatCompletionChunk, ChatCompletionResponse, ChatDelta,
-    CompletionChoice, CompletionResponse, PromptTokensDetails, ResponseMessage, Usage,
+    CompletionChoice, CompletionResponse, ResponseMessage, Usage,
 };
-use warmpath_text::StreamDecoder;
-
-/// Which API shape to answer in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Endpoint {
-    /// `/v1/chat/completions`.
-    Chat,
-    /// `/v1/completions`.
-    Completion,
-}
-
-/// A submitted request waiting for its tokens.
-#[derive(Debug)]
-pub struct Job {
-    /// Answer shape.
-    pub endpoint: Endpoint,
-    /// Model name echoed back.
-    pub model: String,
-    /// Prompt length.
-    pub prompt_tokens: usize,
-    /// Stop strings.
-    pub stop: Vec<String>,
-    /// Send a usage chunk at the end of a stream.
-    pub include_usage: bool,
-    /// Incremental detokenizer.
-    pub decoder: StreamDecoder,
-    /// The engine loop's events for this request.
-    pub rx: UnboundedReceiver<SeqEvent>,
-}
-
-/// What reading a job produced.
-#[derive(Debug, PartialEq)]
-enum Piece {
-    Text(String),
-    Done(FinishReason),
-    Failed(String),
-}
-
-/// Reads a job's events as text pieces, applying stop strings.
-struct Reader {
-    job: Job,
-    held: String,
-    max_stop: usize,
-    cached_tokens: usize,
-    completion_tokens: usize,
-    queue: std::collections::VecDeque<Piece>,
-    ended: bool,
-}
-
-impl Reader {
-    fn new(job: Job) -> Self {
-        let max_stop = job.stop.iter().map(String::len).max().unwrap_or(0);
-        Self {
-            job,
-            held: String::new(),
-            max_stop,
-            cached_tokens: 0,
-            completion_tokens: 0,
-            queue: Default::default(),
-            ended: false,
-        }
-    }
-
-    fn usage(&self) -> Usage {
-        let p = self.job.prompt_tokens as u32;
-        let c = self.completion_tokens as u32;
-        Usage {
-            prompt_tokens: p,
-            completion_tokens: c,
-            total_tokens: p + c,
-            prompt_tokens_details: Some(PromptTokensDetails {
-                cached_tokens: self.cached_tokens as u32,
-            }),
-        }
-    }
-
-    fn end(&mut self, last: Piece) {
-        self.queue.push_back(last);
-        self.ended = true;
-        // Dropping interest cancels the sequence in the engine loop within one step.
-        self.job.rx.close();
-    }
-
-    /// Moves what can be emitted from `held` to the queue; ends on a stop string.
-    fn release(&mut self, final_flush: bool) -> bool {
-        if let Some(pos) = find_stop(&self.held, &self.job.stop) {
-            self.held.truncate(pos);
-            let text = std::mem::take(&mut self.held);
-            if !text.is_empty() {
-                self.queue.push_back(Piece::Text(text));
-            }
-            self.end(Piece::Done(FinishReason::Stop));
-            return true;
-        }
-        let keep = if final_flush {
-            0
-        } else {
-            self.max_stop.saturating_sub(1)
-        };
-        if self.held.len() > keep {
-            let mut cut = self.held.len() - keep;
-            while !self.held.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            let rest = self.held.split_off(cut);
-            let out = std::mem::replace(&mut self.held, rest);
-            if !out.is_empty() {
-                self.queue.push_back(Piece::Text(out));
-            }
-        }
-        false
-    }
-
-    fn on_event(&mut self, ev: Option<SeqEvent>) {
-        match ev {
-            None => self.end(Piece::Failed("the engine dropped the request".into())),
-            Some(SeqEvent::Admitted { cached_tokens }) => self.cached_tokens = cached_tokens,
-            Some(SeqEvent::Token(t)) => {
-                self.completion_tokens += 1;
-                if let Some(s) = self.job.decoder.push(t) {
-                    self.held.push_str(&s);
-                }
-                self.release(false);
-            }
-            Some(SeqEvent::Finished {
-                reason,
-                completion_tokens,
-            }) => {
-                self.completion_tokens = completion_tokens;
-                if let Some(s) = self.job.decoder.finish() {
-                    self.held.push_str(&s);
-                }
-                if !self.release(true) {
-                    self.end(Piece::Done(reason));
-                }
-            }
-            Some(SeqEvent::Failed(m)) => self.end(Piece::Failed(m)),
-        }
-    }
-
-    /// The next piece; `None` after the last one.
-    async fn next(&mut self) -> Option<Piece> {
-        loop {
-            if let Some(p) = self.queue.pop_front() {
-                return Some(p);
-            }
-            if self.ended {
-                return None;
-            }
-            let ev = self.job.rx.recv().await;
-            self.on_event(ev);
-        }
-    }
-}
 
 fn response_id(endpoint: Endpoint) -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -194,6 +39,7 @@ pub async fn full(job: Job) -> Result<Response, ApiError> {
     while let Some(p) = r.next().await {
         match p {
             Piece::Text(t) => text.push_str(&t),
+            Piece::Alive => {}
             Piece::Done(why) => reason = why,
             Piece::Failed(m) => return Err(ApiError::Internal(m)),
         }
@@ -336,7 +182,8 @@ pub fn sse(job: Job) -> Response {
         let mut out: Vec<u8> = Vec::new();
         if !st.started {
             st.started = true;
-            if st.framer.endpoint == Endpoint::Chat {
+            // A continuation's client already had the role chunk.
+            if st.framer.endpoint == Endpoint::Chat && !st.reader.job.resume.continues() {
                 let first = ChatDelta {
                     role: Some("assistant".into()),
                     content: Some(String::new()),
@@ -345,8 +192,27 @@ pub fn sse(job: Job) -> Response {
             }
         }
         match st.reader.next().await {
-            Some(Piece::Text(t)) => out.extend_from_slice(&st.framer.text(t)),
+            Some(Piece::Text(t)) => {
+                if st.reader.job.tag_tokens {
+                    let (sent, ids) = st.reader.take_ids();
+                    out.extend_from_slice(tokens_comment(sent, &ids).as_bytes());
+                    out.push(b'\n');
+                }
+                out.extend_from_slice(&st.framer.text(t));
+            }
+            Some(Piece::Alive) => {
+                // A continuation replaying its tokens: a comment, so the gateway's idle
+                // timeout does not take a long replay for a dead replica.
+                if st.reader.job.tag_tokens {
+                    out.extend_from_slice(REPLAY_COMMENT);
+                    out.extend_from_slice(b"\n\n");
+                }
+            }
             Some(Piece::Done(reason)) => {
+                if st.reader.job.tag_tokens {
+                    out.extend_from_slice(END_COMMENT);
+                    out.push(b'\n');
+                }
                 out.extend_from_slice(&st.framer.chunk(
                     ChatDelta::default(),
                     String::new(),

@@ -59,6 +59,9 @@ pub enum SeqEvent {
     },
     /// A generated token (EOS tokens are not sent).
     Token(TokenId),
+    /// A continuation's replayed token went through its decode step (nothing to send:
+    /// the client has it; only a sign of life).
+    Replayed,
     /// Generation ended.
     Finished {
         /// Why.
@@ -89,6 +92,12 @@ pub struct GenRequest {
     /// Whether its computed blocks go to the shared KV tier (false: the gateway turned
     /// the tier off for it, `x-warmpath-kv-tier-off`).
     pub tier: bool,
+    /// Random draws the sampler already took (a continuation of a migrated stream).
+    pub rng_draws: u64,
+    /// A continuation's tokens, already sent by the replica that started the stream: fed
+    /// one per decode step in place of a sample (not sent again), so their K/V is computed
+    /// exactly as the uninterrupted run computed it (a prefill rounds differently).
+    pub replay: Vec<TokenId>,
 }
 
 /// Messages to the engine loop.
@@ -189,6 +198,9 @@ struct Live {
     tier_next: usize,
     /// Whether its blocks may go to the shared KV tier ([`GenRequest::tier`]).
     tier: bool,
+    /// Tokens still to replay ([`GenRequest::replay`]), and how many were.
+    replay: std::collections::VecDeque<TokenId>,
+    replayed: usize,
 }
 
 /// Loads the model with a KV pool sized from the memory budget.
@@ -378,7 +390,7 @@ impl Loop {
                 self.next_id += 1;
                 let seed = self.ns.clone().with_salt(req.salt).root_seed();
                 let live = Live {
-                    sampler: Sampler::new(&req.params),
+                    sampler: Sampler::resumed(&req.params, req.rng_draws),
                     reply: req.reply,
                     max_new: req.params.max_tokens.max(1),
                     ignore_eos: req.ignore_eos,
@@ -388,6 +400,8 @@ impl Loop {
                     export: req.export,
                     tier_next: 0,
                     tier: req.tier,
+                    replay: req.replay.into(),
+                    replayed: 0,
                 };
                 let seq =
                     Sequence::new(SeqId(self.next_id), req.prompt, seed, self.block_size, live);
@@ -545,7 +559,14 @@ impl Loop {
         let Some(seq) = self.sched.get_mut(id) else {
             return;
         };
-        let tok = seq.extra.sampler.sample(logits);
+        let replayed = seq.extra.replay.pop_front();
+        let tok = match replayed {
+            Some(t) => {
+                seq.extra.replayed += 1;
+                t
+            }
+            None => seq.extra.sampler.sample(logits),
+        };
         match seq.extra.last_token {
             None => self
                 .metrics
@@ -558,7 +579,9 @@ impl Loop {
         }
         seq.extra.last_token = Some(now);
         let is_eos = !seq.extra.ignore_eos && self.eos.contains(&tok);
-        if !is_eos {
+        if replayed.is_some() {
+            let _ = seq.extra.reply.send(SeqEvent::Replayed);
+        } else if !is_eos {
             let _ = seq.extra.reply.send(SeqEvent::Token(tok));
         }
         self.metrics.generation_tokens.inc();
@@ -581,7 +604,8 @@ impl Loop {
                     seq.extra.reply,
                     SeqEvent::Finished {
                         reason,
-                        completion_tokens: generated,
+                        // A continuation's answer counts the replayed tokens on its own.
+                        completion_tokens: generated - seq.extra.replayed,
                     },
                 ));
             }
