@@ -37,7 +37,7 @@ fn err<T>(param: &'static str, problem: impl Into<String>) -> Result<T, ChatInpu
 }
 
 /// The template's input for one chat request.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ChatInput {
     pub(crate) messages: Vec<Value>,
     pub(crate) tools: Option<Value>,
@@ -296,7 +296,14 @@ fn content(i: usize, m: &Value) -> Result<String, ChatInputError> {
 
 /// One assistant tool call, `function.arguments` parsed into an object.
 fn tool_call(i: usize, c: &Value) -> Result<Value, ChatInputError> {
-    let bad = || err("messages", format!("[{i}].tool_calls[] must be objects of type `function` with a `function` object"));
+    let bad = || {
+        err(
+            "messages",
+            format!(
+                "[{i}].tool_calls[] must be objects of type `function` with a `function` object"
+            ),
+        )
+    };
     if !is_map(c) {
         return bad();
     }
@@ -363,7 +370,10 @@ fn tools(t: &Value) -> Result<Value, ChatInputError> {
         let Some(function) = get(&tool, "function").filter(is_map) else {
             return bad("must have a `function` object");
         };
-        if get(&function, "name").and_then(|n| n.as_str().map(|_| ())).is_none() {
+        if get(&function, "name")
+            .and_then(|n| n.as_str().map(|_| ()))
+            .is_none()
+        {
             return bad("must have a string `function.name`");
         }
         if get(&function, "parameters").is_some_and(|p| !p.is_none() && !is_map(&p)) {
@@ -371,7 +381,10 @@ fn tools(t: &Value) -> Result<Value, ChatInputError> {
         }
         let mut f = Pairs::new();
         for key in ["name", "description", "parameters"] {
-            f.insert(Value::from(key), get(&function, key).unwrap_or(Value::from(())));
+            f.insert(
+                Value::from(key),
+                get(&function, key).unwrap_or(Value::from(())),
+            );
         }
         for (k, v) in entries(&function) {
             f.insert_absent(k, v);

@@ -201,11 +201,20 @@ mod tests {
             r#"{"b": [1, 2.5, true, null], "a": "é<>\n"}"#
         );
         assert_eq!(
-            dumps(r#"{"a": {"x": []}, "b": {}}"#, &[("indent", Value::from(2))]),
+            dumps(
+                r#"{"a": {"x": []}, "b": {}}"#,
+                &[("indent", Value::from(2))]
+            ),
             "{\n  \"a\": {\n    \"x\": []\n  },\n  \"b\": {}\n}"
         );
         assert_eq!(
-            dumps(r#"{"b": 1, "a": "日"}"#, &[("sort_keys", Value::from(true)), ("ensure_ascii", Value::from(true))]),
+            dumps(
+                r#"{"b": 1, "a": "日"}"#,
+                &[
+                    ("sort_keys", Value::from(true)),
+                    ("ensure_ascii", Value::from(true))
+                ]
+            ),
             r#"{"a": "\u65e5", "b": 1}"#
         );
         assert_eq!(

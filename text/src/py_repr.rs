@@ -8,7 +8,11 @@ use minijinja::{Output, State, Value};
 use std::fmt::Write;
 
 /// The environment formatter: strings as they are, other values as Python prints them.
-pub(crate) fn format(out: &mut Output<'_>, _state: &State<'_, '_>, v: &Value) -> Result<(), minijinja::Error> {
+pub(crate) fn format(
+    out: &mut Output<'_>,
+    _state: &State<'_, '_>,
+    v: &Value,
+) -> Result<(), minijinja::Error> {
     let mut s = String::new();
     match v.kind() {
         ValueKind::Undefined => {}
@@ -60,7 +64,11 @@ fn repr(out: &mut String, v: &Value) {
 
 /// A Python string literal: single quotes unless the text has one and no double quote.
 fn quote(out: &mut String, s: &str) {
-    let q = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
+    let q = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
     out.push(q);
     for c in s.chars() {
         match c {
@@ -89,7 +97,8 @@ mod tests {
     #[test]
     fn prints_what_python_prints() {
         let v: Value =
-            serde_json::from_str(r#"{"a": null, "b": [true, 1.5, "it's", "q\"", "x\ny"]}"#).unwrap();
+            serde_json::from_str(r#"{"a": null, "b": [true, 1.5, "it's", "q\"", "x\ny"]}"#)
+                .unwrap();
         let mut s = String::new();
         repr(&mut s, &v);
         assert_eq!(s, r#"{'a': None, 'b': [True, 1.5, "it's", 'q"', 'x\ny']}"#);

@@ -116,6 +116,9 @@ mod tests {
         let t = 1_722_000_309;
         assert_eq!(strftime("%d %b %Y", t), "26 Jul 2024");
         assert_eq!(strftime("%B %-d, %Y", t), "July 26, 2024");
-        assert_eq!(strftime("%A %H:%M:%S %p %j %%", t), "Friday 13:25:09 PM 208 %");
+        assert_eq!(
+            strftime("%A %H:%M:%S %p %j %%", t),
+            "Friday 13:25:09 PM 208 %"
+        );
     }
 }

@@ -71,7 +71,10 @@ impl ChatTemplate {
         }
         let mut ctx: Vec<(String, Value)> = vec![
             ("messages".into(), Value::from(messages)),
-            ("tools".into(), input.tools.clone().unwrap_or(Value::from(()))),
+            (
+                "tools".into(),
+                input.tools.clone().unwrap_or(Value::from(())),
+            ),
             (
                 "documents".into(),
                 input.documents.clone().unwrap_or(Value::from(())),

@@ -1,8 +1,8 @@
 //! [`ChatTokenizer`]: a HF `tokenizers` tokenizer plus chat template and special tokens.
 
+use crate::chat_input::ChatInput;
 use crate::error::TextError;
 use crate::fast_bpe::FastByteLevel;
-use crate::chat_input::ChatInput;
 use crate::literal::{ChatSegment, Specials};
 use crate::literal_input::escape_input;
 use crate::message::ChatMessage;

@@ -120,7 +120,11 @@ fn agent_requests_render_to_the_engines_token_ids() {
                 }
                 // Jinja2 raises on iterating `None`; minijinja iterates it as empty (see
                 // docs/engines.md): the engine refuses such a request, so it caches nothing.
-                (None, Ok(_)) if want["error"].as_str().is_some_and(|e| e.contains(NONE_ITER)) => {
+                (None, Ok(_))
+                    if want["error"]
+                        .as_str()
+                        .is_some_and(|e| e.contains(NONE_ITER)) =>
+                {
                     engine_only += 1
                 }
                 (None, Ok(_)) => failures.push(format!(
@@ -149,7 +153,11 @@ fn agent_requests_render_to_the_engines_token_ids() {
         }
     }
     let shown: Vec<&String> = failures.iter().take(8).collect();
-    assert!(failures.is_empty(), "{} failures, the first:\n{shown:#?}", failures.len());
+    assert!(
+        failures.is_empty(),
+        "{} failures, the first:\n{shown:#?}",
+        failures.len()
+    );
 }
 
 fn first_difference(
@@ -168,7 +176,10 @@ fn first_difference(
     let around = |ids: &[u32]| {
         let lo = at.saturating_sub(3);
         let hi = (at + 5).min(ids.len());
-        let ids: Vec<_> = ids[lo..hi].iter().map(|&i| warmpath_core::TokenId(i)).collect();
+        let ids: Vec<_> = ids[lo..hi]
+            .iter()
+            .map(|&i| warmpath_core::TokenId(i))
+            .collect();
         format!("{:?}", tok.decode(&ids).unwrap_or_default())
     };
     let text = expected["text"].as_str().unwrap_or_default();
