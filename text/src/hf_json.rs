@@ -46,6 +46,19 @@ pub(crate) fn tojson(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     Ok(Value::from_safe_string(out))
 }
 
+/// `json.dumps(value)` with the default options (tests and diagnostics).
+#[cfg(test)]
+pub(crate) fn write_compact(out: &mut String, value: &Value) {
+    let opts = Opts {
+        indent: None,
+        item_sep: ", ".into(),
+        key_sep: ": ".into(),
+        sort_keys: false,
+        ensure_ascii: false,
+    };
+    let _ = write_value(out, value, &opts, 0);
+}
+
 struct Opts {
     indent: Option<String>,
     item_sep: String,
