@@ -39,6 +39,7 @@ mod literal;
 mod literal_input;
 mod loaded;
 mod message;
+mod pairs;
 mod py_repr;
 mod source;
 mod stream;

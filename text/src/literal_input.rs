@@ -6,8 +6,8 @@
 //! them (`type == "function"`) sees them unchanged.
 
 use crate::chat_input::ChatInput;
-use crate::chat_input::Pairs;
 use crate::literal::Specials;
+use crate::pairs::Pairs;
 use minijinja::value::ValueKind;
 use minijinja::Value;
 

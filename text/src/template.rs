@@ -57,7 +57,7 @@ impl ChatTemplate {
                 .ok()
                 .and_then(|c| c.as_str().map(str::to_string))
                 .unwrap_or_default();
-            let mut map = crate::chat_input::Pairs::new();
+            let mut map = crate::pairs::Pairs::new();
             for k in last.try_iter().into_iter().flatten() {
                 let v = last.get_item(&k).unwrap_or_default();
                 map.insert(k, v);

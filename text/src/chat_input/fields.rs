@@ -2,8 +2,19 @@
 //! module's doc): messages, tool calls and their arguments, tools, `tool_choice`,
 //! `chat_template_kwargs`.
 
-use super::{err, ChatInputError, Pairs, RESERVED_KWARGS};
+use super::error::{err, ChatInputError};
+use crate::pairs::Pairs;
 use minijinja::Value;
+
+/// `chat_template_kwargs` keys that would replace what the request itself sets.
+const RESERVED_KWARGS: [&str; 6] = [
+    "messages",
+    "tools",
+    "documents",
+    "add_generation_prompt",
+    "continue_final_message",
+    "chat_template",
+];
 
 fn is_map(v: &Value) -> bool {
     v.kind() == minijinja::value::ValueKind::Map

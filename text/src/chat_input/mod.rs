@@ -15,29 +15,16 @@
 //!
 //! Values keep the JSON's key order (as Python dicts do), which `tojson` writes out.
 
+mod error;
 mod fields;
 
+pub use error::ChatInputError;
+
 use crate::message::ChatMessage;
+use error::err;
 use fields::{is_list_of_maps, kwargs, message, tool_choice, tools};
 use minijinja::Value;
 use serde::Deserialize;
-
-/// Why a request's chat fields cannot be rendered: a client error (HTTP 400).
-#[derive(Debug, thiserror::Error)]
-#[error("`{param}` {problem}")]
-pub struct ChatInputError {
-    /// The field, as the client wrote it (`tools`, `messages`, ...).
-    pub param: &'static str,
-    /// What is wrong with it.
-    pub problem: String,
-}
-
-fn err<T>(param: &'static str, problem: impl Into<String>) -> Result<T, ChatInputError> {
-    Err(ChatInputError {
-        param,
-        problem: problem.into(),
-    })
-}
 
 /// The template's input for one chat request.
 #[derive(Clone, Debug, PartialEq)]
@@ -59,16 +46,6 @@ pub const RENDER_FIELDS: [&str; 6] = [
     "chat_template_kwargs",
     "add_generation_prompt",
     "continue_final_message",
-];
-
-/// `chat_template_kwargs` keys that would replace what the request itself sets.
-const RESERVED_KWARGS: [&str; 6] = [
-    "messages",
-    "tools",
-    "documents",
-    "add_generation_prompt",
-    "continue_final_message",
-    "chat_template",
 ];
 
 #[derive(Deserialize)]
@@ -195,33 +172,6 @@ fn flag(v: Option<Value>, param: &'static str) -> Result<Option<bool>, ChatInput
         Some(v) if v.is_none() => Ok(None),
         Some(v) if v.kind() == minijinja::value::ValueKind::Bool => Ok(Some(v.is_true())),
         Some(_) => err(param, "must be a boolean"),
-    }
-}
-
-/// A map under construction, in insertion order (a second insert of a key replaces it).
-#[derive(Clone, Default)]
-pub(crate) struct Pairs(Vec<(Value, Value)>);
-
-impl Pairs {
-    pub(crate) fn new() -> Self {
-        Self::default()
-    }
-
-    pub(crate) fn insert(&mut self, k: Value, v: Value) {
-        match self.0.iter_mut().find(|(key, _)| *key == k) {
-            Some(slot) => slot.1 = v,
-            None => self.0.push((k, v)),
-        }
-    }
-
-    fn insert_absent(&mut self, k: Value, v: Value) {
-        if !self.0.iter().any(|(key, _)| *key == k) {
-            self.0.push((k, v));
-        }
-    }
-
-    pub(crate) fn into_value(self) -> Value {
-        Value::from_iter(self.0)
     }
 }
 
