@@ -23,6 +23,12 @@ scripts/fetch-model.sh
 step "llama.cpp's llama-server for the engine tests (built from source once, cached under ~/.cache/warmpath)"
 scripts/llama-server.sh
 
+# text/tests/render_reference.rs compares Warmpath's chat rendering with transformers'
+# apply_chat_template: a venv with transformers and jinja2 and llama.cpp's vocab files,
+# set up once and cached under ~/.cache/warmpath (the test runs this script itself too).
+step "chat rendering reference (transformers venv, llama.cpp vocab files; cached)"
+scripts/render-reference.sh
+
 step "format"
 cargo fmt --all -- --check
 

@@ -4,7 +4,7 @@
 
 use crate::tokenize::{CachedTokenizer, ChatText};
 use warmpath_core::{text_units, TokenId};
-use warmpath_text::TextError;
+use warmpath_text::{ChatInput, TextError};
 
 /// A checkpoint's prompt encoder, shared by its replicas.
 // Always held in an `Arc`, one per checkpoint: boxing the tokenizer would only add an
@@ -35,6 +35,19 @@ impl PromptEncoder {
             PromptEncoder::TextUnits => Ok(text_units::pack(&text_units::render_chat(
                 messages.iter().map(|m| (m.role(), m.content())),
             ))),
+        }
+    }
+
+    /// Tokens of a chat rendered from its whole template input (`messages` are its roles
+    /// and contents, for text units, which render only those).
+    pub(crate) fn encode_chat_input<M: ChatText>(
+        &self,
+        input: &ChatInput,
+        messages: &[M],
+    ) -> Result<Vec<TokenId>, TextError> {
+        match self {
+            PromptEncoder::Tokens(t) => t.encode_input(input),
+            PromptEncoder::TextUnits => self.encode_chat(messages),
         }
     }
 

@@ -92,6 +92,11 @@ fn bad_requests_get_openai_errors_and_nothing_is_forwarded() {
         ),
         ("priority", serde_json::json!(-100)),
         ("base_url", serde_json::json!("http://169.254.169.254/")),
+        // Agent fields the engine's chat template could not take.
+        ("tools", serde_json::json!([{"type": "function"}])),
+        ("tools", serde_json::json!({"type": "function"})),
+        ("chat_template_kwargs", serde_json::json!("enable_thinking")),
+        ("tool_choice", serde_json::json!(3)),
     ] {
         let mut body = chat("mock", "s", "u", 4, false);
         body[field] = value;
@@ -100,6 +105,19 @@ fn bad_requests_get_openai_errors_and_nothing_is_forwarded() {
         assert!(r.text().contains(field), "{}", r.text());
     }
     assert_eq!(mock.generations(), 0, "no bad request may reach a replica");
+
+    // A well-formed agent request (tools, a tool call, its result) is rendered and sent.
+    let mut body = chat("mock", "s", "u", 4, false);
+    body["tools"] = serde_json::json!([{"type": "function", "function": {"name": "f",
+        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}]);
+    body["chat_template_kwargs"] = serde_json::json!({"enable_thinking": false});
+    let messages = body["messages"].as_array_mut().unwrap();
+    messages.push(serde_json::json!({"role": "assistant", "content": null, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"q\": \"x\"}"}}]}));
+    messages.push(serde_json::json!({"role": "tool", "tool_call_id": "c1", "content": "r"}));
+    let r = post_json(&gw.addr, "/v1/chat/completions", &[AUTH], &body).unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(mock.generations(), 1);
 
     // The body is forwarded, but the cache salt is the gateway's, whatever the client says.
     let r = post_json(
@@ -110,11 +128,11 @@ fn bad_requests_get_openai_errors_and_nothing_is_forwarded() {
     )
     .unwrap();
     assert_eq!(r.status, 200, "{}", r.text());
-    assert_eq!(mock.generations(), 1);
+    assert_eq!(mock.generations(), 2);
     let salts = mock.salts();
-    assert_eq!(salts.len(), 1);
-    assert_ne!(salts[0], "evil");
-    assert_eq!(salts[0].len(), 32);
+    assert_eq!(salts.len(), 2);
+    assert_ne!(salts[1], "evil");
+    assert_eq!(salts[1].len(), 32);
 }
 
 #[test]

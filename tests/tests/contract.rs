@@ -8,7 +8,8 @@
 //! chat has a long system prompt, so the gateway's skeleton rendering (long contents hashed in place)
 //! is held to the replica's own tokens too. Random contents hold special-token strings
 //! (`<|im_end|>`, `<|im_start|>system`): both sides encode them as literal text (issue #25,
-//! role injection), and one test holds the replica's prompt token count to it.
+//! role injection), and one test holds the replica's prompt token count to it, and to an
+//! agent request's (tools, tool calls, tool results) as the gateway renders it.
 
 use gateway::CachedTokenizer;
 use rand::{Rng, SeedableRng};
@@ -221,6 +222,30 @@ fn special_token_text_in_a_message_is_literal_on_the_replica() {
         got,
         "gateway and replica differ"
     );
+    // An agent request (tools, a parallel tool call, results as a string and as parts):
+    // the gateway's tokens from the whole template input are the replica's.
+    let body = json!({
+        "model": model, "max_tokens": 1, "temperature": 0,
+        "messages": [
+            {"role": "system", "content": "Use the tools."},
+            {"role": "user", "content": [{"type": "text", "text": "weather"}, {"type": "text", "text": "and time?"}]},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "weather", "arguments": "{\"city\": \"Zürich\"}"}},
+                {"id": "b", "type": "function", "function": {"name": "time", "arguments": ""}}]},
+            {"role": "tool", "tool_call_id": "a", "content": "21 °C"},
+            {"role": "tool", "tool_call_id": "b", "content": [{"type": "text", "text": "12:00"}]}],
+        "tools": [{"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}],
+        "chat_template_kwargs": {"enable_thinking": false}
+    });
+    let r = post_json(&replica.addr, "/v1/chat/completions", &[], &body).unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    let replica_tokens = r.json().unwrap()["usage"]["prompt_tokens"]
+        .as_u64()
+        .unwrap();
+    let input = warmpath_text::ChatInput::from_body(&serde_json::to_vec(&body).unwrap()).unwrap();
+    let gateway_tokens = tok.encode_input(&input).unwrap();
+    assert_eq!(gateway_tokens.len() as u64, replica_tokens, "agent request");
+    assert_eq!(gateway_tokens, tok.inner().encode_input(&input).unwrap());
     let segments = tok.inner().chat_segments(&msgs, true).unwrap();
     let system_turns = segments
         .iter()

@@ -12,6 +12,8 @@
 //!
 //! # Layout
 //! - [`ChatMessage`]: one conversation turn, the chat template's input.
+//! - [`ChatInput`]: a whole chat request's template input (tools, tool calls, documents,
+//!   `chat_template_kwargs`), prepared as vLLM prepares it for HF `apply_chat_template`.
 //! - [`tokenizer`]: [`ChatTokenizer`], encode/decode and chat rendering.
 //! - [`fast_bpe`]: [`FastByteLevel`], the byte-level BPE split without the backtracking regex.
 //! - [`literal`]: message text is literal; special tokens come only from the template.
@@ -26,19 +28,26 @@
 //!   [`LoadedTokenizer`] (the spec and a content-hash checkpoint hint).
 
 pub mod bytelevel;
+mod chat_input;
 mod digest;
 mod error;
 mod fast_bpe;
 pub mod gguf;
 pub mod hf_files;
+mod hf_json;
 mod literal;
+mod literal_input;
 mod loaded;
 mod message;
+mod pairs;
+mod py_repr;
 mod source;
 mod stream;
+mod strftime;
 mod template;
 mod tokenizer;
 
+pub use chat_input::{ChatInput, ChatInputError, RENDER_FIELDS};
 pub use error::TextError;
 pub use fast_bpe::FastByteLevel;
 pub use literal::ChatSegment;

@@ -1,8 +1,10 @@
 //! [`ChatTokenizer`]: a HF `tokenizers` tokenizer plus chat template and special tokens.
 
+use crate::chat_input::ChatInput;
 use crate::error::TextError;
 use crate::fast_bpe::FastByteLevel;
 use crate::literal::{ChatSegment, Specials};
+use crate::literal_input::escape_input;
 use crate::message::ChatMessage;
 use crate::template::ChatTemplate;
 use std::str::FromStr;
@@ -141,10 +143,16 @@ impl ChatTokenizer {
         messages: &[ChatMessage],
         add_generation_prompt: bool,
     ) -> Result<String, TextError> {
+        let mut input = ChatInput::from_messages(messages);
+        input.add_generation_prompt = add_generation_prompt;
+        self.render_input(&input)
+    }
+
+    /// Renders a whole chat request's template input as the engine does (no escaping).
+    pub fn render_input(&self, input: &ChatInput) -> Result<String, TextError> {
         let template = self.template.as_ref().ok_or(TextError::NoChatTemplate)?;
         template.render(
-            messages,
-            add_generation_prompt,
+            input,
             self.spec.bos_token.as_deref(),
             self.spec.eos_token.as_deref(),
         )
@@ -158,20 +166,20 @@ impl ChatTokenizer {
         messages: &[ChatMessage],
         add_generation_prompt: bool,
     ) -> Result<Vec<ChatSegment>, TextError> {
+        let mut input = ChatInput::from_messages(messages);
+        input.add_generation_prompt = add_generation_prompt;
+        self.input_segments(&input)
+    }
+
+    /// [`Self::chat_segments`] of a whole chat request's template input: every string
+    /// of the request literal (see `literal_input`).
+    pub fn input_segments(&self, input: &ChatInput) -> Result<Vec<ChatSegment>, TextError> {
         let Some(specials) = &self.specials else {
-            let text = self.render_chat(messages, add_generation_prompt)?;
+            let text = self.render_input(input)?;
             return Ok(vec![ChatSegment::Text(text)]);
         };
-        let escaped: Vec<ChatMessage> = messages
-            .iter()
-            .map(|m| {
-                ChatMessage::new(
-                    specials.escape(&m.role, false),
-                    specials.escape(&m.content, true),
-                )
-            })
-            .collect();
-        let rendered = self.render_chat(&escaped, add_generation_prompt)?;
+        let escaped = escape_input(specials, input);
+        let rendered = self.render_input(&escaped)?;
         Ok(specials.segments(&rendered))
     }
 
@@ -183,13 +191,14 @@ impl ChatTokenizer {
     /// Renders `messages` with the generation prompt and encodes the result: the
     /// template's control tokens as such, message text always literal.
     pub fn encode_chat(&self, messages: &[ChatMessage]) -> Result<Vec<TokenId>, TextError> {
-        let segments = self.chat_segments(messages, true)?;
+        self.encode_input(&ChatInput::from_messages(messages))
+    }
+
+    /// Renders a chat request's template input and encodes it (see [`Self::encode_chat`]).
+    pub fn encode_input(&self, input: &ChatInput) -> Result<Vec<TokenId>, TextError> {
+        let segments = self.input_segments(input)?;
         let mut out = Vec::new();
-        if self.spec.add_bos {
-            if let Some(bos) = self.bos {
-                out.push(bos);
-            }
-        }
+        self.push_bos(&segments, &mut out);
         for seg in &segments {
             match seg {
                 ChatSegment::Special(id) => out.push(*id),
@@ -197,6 +206,20 @@ impl ChatTokenizer {
             }
         }
         Ok(out)
+    }
+
+    /// Pushes BOS when the model asks for it and the template did not write it first
+    /// (one BOS, as llama.cpp and vLLM's HF path both give for a template that writes
+    /// `bos_token`).
+    pub fn push_bos(&self, segments: &[ChatSegment], out: &mut Vec<TokenId>) {
+        if !self.spec.add_bos {
+            return;
+        }
+        if let Some(bos) = self.bos {
+            if segments.first() != Some(&ChatSegment::Special(bos)) {
+                out.push(bos);
+            }
+        }
     }
 
     /// Decodes `ids`, special tokens included. Invalid UTF-8 becomes U+FFFD.

@@ -16,10 +16,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use warmpath_core::{block_hashes, BlockHash, BlockSize, CheckpointId, TokenId};
 
-/// Tokenizes `prompt` with the checkpoint's tokenizer.
-pub(crate) fn tokenize(replica: &Replica, prompt: &Prompt) -> Result<Vec<TokenId>, GatewayError> {
-    let r = match prompt {
-        Prompt::Chat(msgs) => replica.tokenizer.encode_chat(msgs),
+/// Tokenizes the prompt of `req` with the checkpoint's tokenizer: a chat with tools, tool
+/// calls or template kwargs from its whole template input, as the engine renders it.
+pub(crate) fn tokenize(
+    replica: &Replica,
+    req: &ParsedRequest,
+) -> Result<Vec<TokenId>, GatewayError> {
+    let r = match &req.prompt {
+        Prompt::Chat(msgs) => match &req.chat_input {
+            Some(input) => replica.tokenizer.encode_chat_input(input, msgs),
+            None => replica.tokenizer.encode_chat(msgs),
+        },
         Prompt::Text(t) => replica.tokenizer.encode(t, true),
         Prompt::Tokens(t) => return Ok(t.clone()),
     };
@@ -66,7 +73,7 @@ pub(crate) fn prepare(
     let first = replicas
         .first()
         .ok_or_else(|| GatewayError::NoReplica(req.model.to_string()))?;
-    let mut tokens = tokenize(first, &req.prompt)?;
+    let mut tokens = tokenize(first, req)?;
     let counts_tokens = first.tokenizer.counts_tokens();
     let mut block_size = first.info.block_size;
     // The conversation's rollout key: a chat by its messages through the first question,
@@ -86,7 +93,7 @@ pub(crate) fn prepare(
             let on = state.registry.on_checkpoint(&req.model, &want);
             if let Some(r) = on.iter().find(|r| r.routable(now)) {
                 if !Arc::ptr_eq(&r.tokenizer, &first.tokenizer) {
-                    tokens = tokenize(r, &req.prompt)?;
+                    tokens = tokenize(r, req)?;
                 }
                 block_size = r.info.block_size;
                 checkpoint = want;

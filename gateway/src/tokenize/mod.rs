@@ -13,6 +13,8 @@
 //! cut at added tokens; a content's special-token strings stay ordinary text, as in the
 //! replica's `ChatTokenizer::encode_chat` (see `warmpath_text`'s `literal` module).
 
+#[cfg(test)]
+mod agent_tests;
 mod chat_text;
 mod skeleton;
 
@@ -27,7 +29,7 @@ use parking_lot::Mutex;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use warmpath_core::TokenId;
-use warmpath_text::{ChatMessage, ChatSegment, ChatTokenizer, TextError, TokenizerSpec};
+use warmpath_text::{ChatInput, ChatMessage, ChatSegment, ChatTokenizer, TextError, TokenizerSpec};
 use xxhash_rust::xxh3::{xxh3_128, Xxh3};
 
 impl ChatText for ChatMessage {
@@ -132,9 +134,22 @@ impl CachedTokenizer {
     /// and the text between them (message text literal) through the piece cache.
     fn encode_chat_segments<M: ChatText>(&self, messages: &[M]) -> Result<Vec<TokenId>, TextError> {
         let segments = self.inner.chat_segments(&owned(messages), true)?;
+        self.encode_segments(&segments)
+    }
+
+    /// A chat rendered from its whole template input (tools, tool calls, documents,
+    /// template kwargs), as the replica's `ChatTokenizer::encode_input` encodes it: every
+    /// string of the request literal, the text between control tokens through the piece
+    /// cache. Not cached whole, not a skeleton.
+    pub fn encode_input(&self, input: &ChatInput) -> Result<Vec<TokenId>, TextError> {
+        let segments = self.inner.input_segments(input)?;
+        self.encode_segments(&segments)
+    }
+
+    fn encode_segments(&self, segments: &[ChatSegment]) -> Result<Vec<TokenId>, TextError> {
         let mut out = Vec::new();
-        self.push_bos(&mut out);
-        for seg in &segments {
+        self.inner.push_bos(segments, &mut out);
+        for seg in segments {
             match seg {
                 ChatSegment::Special(id) => out.push(*id),
                 ChatSegment::Text(text) => self.encode_piece(text, &mut out)?,
@@ -169,6 +184,17 @@ impl CachedTokenizer {
             if let Some(bos) = self.inner.bos_token() {
                 out.push(bos);
             }
+        }
+    }
+
+    /// The BOS pushed before a chat when the template wrote one first: one BOS, as the
+    /// replica's `ChatTokenizer::push_bos` gives (a content never encodes to BOS).
+    fn drop_doubled_bos(&self, out: &mut Vec<TokenId>) {
+        let Some(bos) = self.inner.bos_token() else {
+            return;
+        };
+        if self.inner.spec().add_bos && out.len() >= 2 && out[0] == bos && out[1] == bos {
+            out.remove(0);
         }
     }
 
@@ -243,6 +269,7 @@ impl CachedTokenizer {
             }
         }
         self.encode_parts(&mut piece, &mut out)?;
+        self.drop_doubled_bos(&mut out);
         Ok(Some(out))
     }
 

@@ -51,6 +51,12 @@ fn pre_tokenizer(pre: &str) -> Option<Json> {
              "behavior": "Isolated", "invert": false},
             byte_level(false)
         ]}),
+        // Qwen2's split: llama 3's with single digits.
+        "qwen2" => json!({"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+             "behavior": "Isolated", "invert": false},
+            byte_level(false)
+        ]}),
         _ => return None,
     })
 }

@@ -26,9 +26,19 @@ use types::Message;
 pub(crate) use types::{Endpoint, ParsedRequest, Prompt};
 
 use crate::error::GatewayError;
+use std::sync::Arc;
+use warmpath_text::ChatInput;
 
 fn bad(msg: impl Into<String>) -> GatewayError {
     GatewayError::BadRequest(msg.into())
+}
+
+/// A chat's whole template input, read as the engine reads it; a malformed `tools`,
+/// `tool_calls`, `chat_template_kwargs`, ... is a 400 naming the field.
+fn chat_input(body: &[u8]) -> Result<Arc<ChatInput>, GatewayError> {
+    ChatInput::from_body(body)
+        .map(Arc::new)
+        .map_err(|e| bad(e.to_string()))
 }
 
 /// Parses the body of `endpoint`.
@@ -53,12 +63,17 @@ pub(crate) fn parse(endpoint: Endpoint, body: &[u8]) -> Result<ParsedRequest<'_>
         Endpoint::Chat => fields.max_completion_tokens.or(fields.max_tokens),
         Endpoint::Completions => fields.max_tokens,
     };
+    let chat_input = match (endpoint, fields.full_render) {
+        (Endpoint::Chat, true) => Some(chat_input(body)?),
+        _ => None,
+    };
     let parsed = ParsedRequest {
         model: fields.model,
         stream: fields.stream.unwrap_or(false),
         max_tokens,
         n: fields.n.unwrap_or(1),
         prompt,
+        chat_input,
     };
     if parsed.n == 0 || parsed.n > 16 {
         return Err(bad("`n` must be within 1..=16"));
@@ -156,6 +171,53 @@ mod unit_tests {
         // Names that merely resemble one pass through.
         let body = br#"{"model":"m","prompt":"x","priority_hint":1,"base":"u"}"#;
         assert!(parse(Endpoint::Completions, body).is_ok());
+    }
+
+    #[test]
+    fn agent_fields_select_the_full_rendering_and_bad_ones_are_refused() {
+        let head = r#"{"model":"m","messages":[{"role":"user","content":"x"}]"#;
+        // Plain chats, and null agent fields, keep the role/content path.
+        for body in [format!("{head}}}"), format!(r#"{head},"tools":null}}"#)] {
+            let p = parse(Endpoint::Chat, body.as_bytes()).unwrap();
+            assert!(p.chat_input.is_none(), "{body}");
+        }
+        let tool = r#"{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}"#;
+        for extra in [
+            format!(r#","tools":[{tool}]"#),
+            r#","chat_template_kwargs":{"enable_thinking":false}"#.to_string(),
+            r#","add_generation_prompt":false,"continue_final_message":true"#.to_string(),
+        ] {
+            let body = format!("{head}{extra}}}");
+            let p = parse(Endpoint::Chat, body.as_bytes()).unwrap();
+            assert!(p.chat_input.is_some(), "{body}");
+        }
+        let calls = br#"{"model":"m","messages":[{"role":"user","content":"x"},
+            {"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function",
+            "function":{"name":"f","arguments":"{\"q\":1}"}}]},
+            {"role":"tool","tool_call_id":"a","content":[{"type":"text","text":"r"}]}]}"#;
+        assert!(parse(Endpoint::Chat, calls).unwrap().chat_input.is_some());
+        for (extra, field) in [
+            (r#","tools":{"type":"function"}"#, "tools"),
+            (
+                r#","tools":[{"type":"function","function":{"description":"no name"}}]"#,
+                "tools",
+            ),
+            (r#","tools":[{"type":"retrieval"}]"#, "tools"),
+            (r#","chat_template_kwargs":[1]"#, "chat_template_kwargs"),
+            (
+                r#","chat_template_kwargs":{"messages":[]}"#,
+                "chat_template_kwargs",
+            ),
+            (r#","tool_choice":7"#, "tool_choice"),
+            (r#","documents":"d""#, "documents"),
+            (r#","add_generation_prompt":"yes""#, "add_generation_prompt"),
+        ] {
+            let body = format!("{head}{extra}}}");
+            match parse(Endpoint::Chat, body.as_bytes()) {
+                Err(GatewayError::BadRequest(msg)) => assert!(msg.contains(field), "{msg}"),
+                other => panic!("{body}: {:?}", other.map(|p| p.chat_input.is_some())),
+            }
+        }
     }
 
     #[test]

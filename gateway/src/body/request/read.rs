@@ -7,6 +7,7 @@ use super::types::{Endpoint, Message};
 use crate::body::scan::Scanner;
 use std::borrow::Cow;
 use warmpath_core::TokenId;
+use warmpath_text::RENDER_FIELDS;
 
 /// The prompt as written: chat messages, or a completion prompt in one of its three forms.
 pub(super) enum PromptField<'a> {
@@ -27,6 +28,11 @@ pub(super) struct Fields<'a> {
     pub n: Option<u32>,
     /// The first of [`REFUSED_FIELDS`] sent with a non-null value: its name and why.
     pub refused: Option<(&'static str, &'static str)>,
+    /// Whether the chat needs more than its roles and string contents to render (the rule
+    /// of `warmpath_text::ChatInput::needed`): a non-null `tools`, `tool_choice`,
+    /// `documents`, `chat_template_kwargs`, `add_generation_prompt` or
+    /// `continue_final_message`, a message with another non-null key, or content parts.
+    pub full_render: bool,
 }
 
 /// Why an engine-control field is refused.
@@ -77,7 +83,7 @@ fn refuse<T>(refusal: &mut Option<Refusal>, why: String) -> Option<T> {
 }
 
 /// Each known field at most once: marks `bit` seen, or refuses a second `name`.
-fn first(seen: &mut u16, bit: u16, name: &str, refusal: &mut Option<Refusal>) -> Option<()> {
+fn first(seen: &mut u32, bit: u32, name: &str, refusal: &mut Option<Refusal>) -> Option<()> {
     if *seen & bit != 0 {
         return refuse(refusal, format!("duplicate field `{name}`"));
     }
@@ -98,7 +104,8 @@ fn top_level<'a>(
     let (mut model, mut prompt, mut stream) = (None, None, None);
     let (mut max_tokens, mut max_completion_tokens, mut n) = (None, None, None);
     let mut refused = None;
-    let mut seen = 0u16;
+    let mut full_render = false;
+    let mut seen = 0u32;
     s.object(|s, key| {
         let r = &mut *refusal;
         if key.is(b"model") {
@@ -106,7 +113,7 @@ fn top_level<'a>(
             model = Some(string(s, "model", r)?);
         } else if chat && key.is(b"messages") {
             first(&mut seen, 2, "messages", r)?;
-            prompt = Some(PromptField::Chat(messages(s, r)?));
+            prompt = Some(PromptField::Chat(messages(s, r, &mut full_render)?));
         } else if !chat && key.is(b"prompt") {
             first(&mut seen, 2, "prompt", r)?;
             prompt = Some(completion_prompt(s, r)?);
@@ -129,6 +136,12 @@ fn top_level<'a>(
             if present(s)? && refused.is_none() {
                 refused = Some(REFUSED_FIELDS[i]);
             }
+        } else if let Some(i) = RENDER_FIELDS
+            .iter()
+            .position(|f| chat && key.is(f.as_bytes()))
+        {
+            first(&mut seen, 1 << (16 + i), RENDER_FIELDS[i], r)?;
+            full_render |= present(s)?;
         } else {
             s.skip_value()?;
         }
@@ -149,6 +162,7 @@ fn top_level<'a>(
         max_completion_tokens,
         n,
         refused,
+        full_render,
     })
 }
 
@@ -199,35 +213,45 @@ fn count(s: &mut Scanner<'_>, field: &str, r: &mut Option<Refusal>) -> Option<Op
 }
 
 /// `messages`: an array of message objects.
-fn messages<'a>(s: &mut Scanner<'a>, r: &mut Option<Refusal>) -> Option<Vec<Message<'a>>> {
+fn messages<'a>(
+    s: &mut Scanner<'a>,
+    r: &mut Option<Refusal>,
+    full_render: &mut bool,
+) -> Option<Vec<Message<'a>>> {
     if s.peek()? != b'[' {
         return invalid(s, "messages", "an array", r);
     }
     // Most chats are a system and a user message, or a short conversation.
     let mut out = Vec::with_capacity(4);
     s.array(|s| {
-        out.push(message(s, r)?);
+        out.push(message(s, r, full_render)?);
         Some(())
     })?;
     Some(out)
 }
 
-/// One message: `role` (required) and `content` (a string, an array of parts, or absent).
-fn message<'a>(s: &mut Scanner<'a>, r: &mut Option<Refusal>) -> Option<Message<'a>> {
+/// One message: `role` (required) and `content` (a string, an array of parts, or absent);
+/// content parts or another non-null key set `full_render`.
+fn message<'a>(
+    s: &mut Scanner<'a>,
+    r: &mut Option<Refusal>,
+    full_render: &mut bool,
+) -> Option<Message<'a>> {
     if s.peek()? != b'{' {
         return invalid(s, "messages[]", "an object", r);
     }
     let (mut role, mut content) = (None, None);
-    let mut seen = 0u16;
+    let mut seen = 0u32;
     s.object(|s, key| {
         if key.is(b"role") {
             first(&mut seen, 1, "role", r)?;
             role = Some(string(s, "role", r)?);
         } else if key.is(b"content") {
             first(&mut seen, 2, "content", r)?;
+            *full_render |= s.peek()? == b'[';
             content = self::content(s, r)?;
         } else {
-            s.skip_value()?;
+            *full_render |= present(s)?;
         }
         Some(())
     })?;
@@ -257,7 +281,7 @@ fn part(s: &mut Scanner<'_>, text: &mut String, r: &mut Option<Refusal>) -> Opti
     if s.peek()? != b'{' {
         return invalid(s, "content[]", "an object", r);
     }
-    let mut seen = 0u16;
+    let mut seen = 0u32;
     // Appended as read: a second `text` refuses the whole body anyway.
     s.object(|s, key| {
         if key.is(b"text") {

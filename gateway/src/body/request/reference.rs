@@ -5,7 +5,9 @@
 use super::{bad, Endpoint, GatewayError, Message, ParsedRequest, Prompt};
 use serde::Deserialize;
 use std::borrow::Cow;
+use std::sync::Arc;
 use warmpath_core::TokenId;
+use warmpath_text::ChatInput;
 
 #[derive(Deserialize)]
 struct ChatBody<'a> {
@@ -150,6 +152,13 @@ pub(super) fn reference(
                 max_tokens: b.max_completion_tokens.or(b.max_tokens),
                 n: b.n.unwrap_or(1),
                 prompt: Prompt::Chat(msgs.collect()),
+                chat_input: if ChatInput::needed(body) {
+                    Some(Arc::new(
+                        ChatInput::from_body(body).map_err(|e| bad(e.to_string()))?,
+                    ))
+                } else {
+                    None
+                },
             }
         }
         Endpoint::Completions => {
@@ -169,6 +178,7 @@ pub(super) fn reference(
                 max_tokens: b.max_tokens,
                 n: b.n.unwrap_or(1),
                 prompt,
+                chat_input: None,
             }
         }
     };

@@ -3,7 +3,9 @@
 
 use crate::tokenize::ChatText;
 use std::borrow::Cow;
+use std::sync::Arc;
 use warmpath_core::TokenId;
+use warmpath_text::ChatInput;
 
 /// Which OpenAI endpoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,4 +78,7 @@ pub(crate) struct ParsedRequest<'a> {
     pub n: u32,
     /// The prompt.
     pub prompt: Prompt<'a>,
+    /// A chat's whole template input (tools, tool calls, documents, template kwargs), when
+    /// its roles and string contents are not all the template reads; `None` otherwise.
+    pub chat_input: Option<Arc<ChatInput>>,
 }

@@ -29,7 +29,7 @@ use warmpath_protocol::replica_api::{
     HEADER_PREFILL_FROM,
 };
 use warmpath_protocol::transfer_auth::HEADER_PREFILL_AUTH;
-use warmpath_text::ChatMessage;
+use warmpath_text::{ChatInput, ChatMessage};
 
 /// Parses a request body; a missing field or a wrong type names the field's path.
 pub(crate) fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
@@ -226,15 +226,21 @@ pub async fn chat_completions(
             )
         })
         .collect();
-    let prompt =
-        state
-            .facts
-            .tokenizer
-            .encode_chat(&messages)
-            .map_err(|e| ApiError::InvalidParam {
-                param: "messages",
-                message: e.to_string(),
-            })?;
+    // Tools, tool calls, documents, template kwargs: rendered from the whole template
+    // input, as the gateway and vLLM render them (`warmpath_text::ChatInput`).
+    let encoded = if ChatInput::needed(&body) {
+        let input = ChatInput::from_body(&body).map_err(|e| ApiError::InvalidParam {
+            param: e.param,
+            message: e.to_string(),
+        })?;
+        state.facts.tokenizer.encode_input(&input)
+    } else {
+        state.facts.tokenizer.encode_chat(&messages)
+    };
+    let prompt = encoded.map_err(|e| ApiError::InvalidParam {
+        param: "messages",
+        message: e.to_string(),
+    })?;
     submit(
         &state,
         &headers,
