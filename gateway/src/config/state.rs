@@ -118,6 +118,33 @@ fn check_url(key: &str, url: &str) -> Result<bool, ConfigError> {
 }
 
 impl StateConfig {
+    /// Whether Redis is addressed with `rediss://` (validated: every seed alike).
+    pub fn uses_tls(&self) -> bool {
+        let first = self
+            .url
+            .as_deref()
+            .or(self.cluster.first().map(|s| s.as_str()));
+        first.is_some_and(|u| u.starts_with("rediss://"))
+    }
+
+    /// The TLS files this section names.
+    fn tls_files(&self) -> super::state_tls::TlsFiles<'_> {
+        super::state_tls::TlsFiles {
+            ca_file: self.ca_file.as_deref(),
+            client_cert_file: self.client_cert_file.as_deref(),
+            client_key_file: self.client_key_file.as_deref(),
+        }
+    }
+
+    /// The CA and client certificate for `rediss://`, read now; `None` over plain text or
+    /// when no file is set (then the system's trust store verifies Redis).
+    pub fn tls_certificates(&self) -> redis::RedisResult<Option<redis::TlsCertificates>> {
+        if !self.uses_tls() {
+            return Ok(None);
+        }
+        super::state_tls::certificates(&self.tls_files())
+    }
+
     /// The password in `password_file`, if set (read now: a rotated file is picked up at
     /// the next connect).
     pub fn password(&self) -> redis::RedisResult<Option<String>> {
@@ -174,7 +201,7 @@ impl StateConfig {
                 first.unwrap_or(false)
             }
         };
-        super::state_tls::validate(self, tls)?;
+        super::state_tls::validate(&self.tls_files(), tls)?;
         if let Some(p) = &self.password_file {
             if p.is_empty() {
                 return Err(invalid("password_file", "must be a path"));

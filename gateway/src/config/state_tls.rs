@@ -4,7 +4,6 @@
 //! connect, so renewed files are picked up by the next connection.
 
 use super::error::ConfigError;
-use super::state::StateConfig;
 use redis::{ClientTlsConfig, TlsCertificates};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -40,21 +39,25 @@ fn read_pem(path: &str, kind: Pem) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
-/// The TLS keys set, with what each must hold.
-fn files(cfg: &StateConfig) -> [(&'static str, Option<&str>, Pem); 3] {
-    [
-        ("ca_file", cfg.ca_file.as_deref(), Pem::Certificates),
-        (
-            "client_cert_file",
-            cfg.client_cert_file.as_deref(),
-            Pem::Certificates,
-        ),
-        (
-            "client_key_file",
-            cfg.client_key_file.as_deref(),
-            Pem::PrivateKey,
-        ),
-    ]
+/// The TLS files `state:` names (`ca_file`, `client_cert_file`, `client_key_file`).
+pub(crate) struct TlsFiles<'a> {
+    /// `state.ca_file`.
+    pub ca_file: Option<&'a str>,
+    /// `state.client_cert_file`.
+    pub client_cert_file: Option<&'a str>,
+    /// `state.client_key_file`.
+    pub client_key_file: Option<&'a str>,
+}
+
+impl TlsFiles<'_> {
+    /// The keys set, with what each must hold.
+    fn each(&self) -> [(&'static str, Option<&str>, Pem); 3] {
+        [
+            ("ca_file", self.ca_file, Pem::Certificates),
+            ("client_cert_file", self.client_cert_file, Pem::Certificates),
+            ("client_key_file", self.client_key_file, Pem::PrivateKey),
+        ]
+    }
 }
 
 fn invalid(key: &str, reason: impl Into<String>) -> ConfigError {
@@ -65,14 +68,14 @@ fn invalid(key: &str, reason: impl Into<String>) -> ConfigError {
 }
 
 /// Checks the TLS keys against the address: `tls` is whether it is `rediss://`.
-pub(super) fn validate(cfg: &StateConfig, tls: bool) -> Result<(), ConfigError> {
-    if cfg.client_cert_file.is_some() != cfg.client_key_file.is_some() {
+pub(super) fn validate(files: &TlsFiles<'_>, tls: bool) -> Result<(), ConfigError> {
+    if files.client_cert_file.is_some() != files.client_key_file.is_some() {
         return Err(invalid(
             "client_cert_file",
             "set both `client_cert_file` and `client_key_file` (mutual TLS), or neither",
         ));
     }
-    for (key, path, kind) in files(cfg) {
+    for (key, path, kind) in files.each() {
         let Some(path) = path else { continue };
         if !tls {
             return Err(invalid(
@@ -85,49 +88,38 @@ pub(super) fn validate(cfg: &StateConfig, tls: bool) -> Result<(), ConfigError> 
     Ok(())
 }
 
-impl StateConfig {
-    /// Whether Redis is addressed with `rediss://` (validated: every seed alike).
-    pub fn uses_tls(&self) -> bool {
-        let first = self
-            .url
-            .as_deref()
-            .or(self.cluster.first().map(|s| s.as_str()));
-        first.is_some_and(|u| u.starts_with("rediss://"))
+/// The CA and client certificate of `files`, read now; `None` when no file is set (then
+/// the system's trust store verifies Redis).
+pub(crate) fn certificates(files: &TlsFiles<'_>) -> redis::RedisResult<Option<TlsCertificates>> {
+    if files.each().iter().all(|(_, path, _)| path.is_none()) {
+        return Ok(None);
     }
-
-    /// The CA and client certificate for `rediss://`, read now; `None` over plain text or
-    /// when no file is set (then the system's trust store verifies Redis).
-    pub fn tls_certificates(&self) -> redis::RedisResult<Option<TlsCertificates>> {
-        if !self.uses_tls() || files(self).iter().all(|(_, path, _)| path.is_none()) {
-            return Ok(None);
-        }
-        let read = |key: &'static str, path: Option<&str>, kind| {
-            path.map(|p| {
-                read_pem(p, kind).map_err(|reason| {
-                    redis::RedisError::from((
-                        redis::ErrorKind::InvalidClientConfig,
-                        "state TLS file unreadable",
-                        format!("state.{key}: {reason}"),
-                    ))
-                })
+    let read = |key: &'static str, path: Option<&str>, kind| {
+        path.map(|p| {
+            read_pem(p, kind).map_err(|reason| {
+                redis::RedisError::from((
+                    redis::ErrorKind::InvalidClientConfig,
+                    "state TLS file unreadable",
+                    format!("state.{key}: {reason}"),
+                ))
             })
-            .transpose()
-        };
-        let [ca, cert, key] = files(self);
-        let root_cert = read(ca.0, ca.1, ca.2)?;
-        let client_cert = read(cert.0, cert.1, cert.2)?;
-        let client_key = read(key.0, key.1, key.2)?;
-        let client_tls = client_cert
-            .zip(client_key)
-            .map(|(client_cert, client_key)| ClientTlsConfig {
-                client_cert,
-                client_key,
-            });
-        Ok(Some(TlsCertificates {
-            client_tls,
-            root_cert,
-        }))
-    }
+        })
+        .transpose()
+    };
+    let [ca, cert, key] = files.each();
+    let root_cert = read(ca.0, ca.1, ca.2)?;
+    let client_cert = read(cert.0, cert.1, cert.2)?;
+    let client_key = read(key.0, key.1, key.2)?;
+    let client_tls = client_cert
+        .zip(client_key)
+        .map(|(client_cert, client_key)| ClientTlsConfig {
+            client_cert,
+            client_key,
+        });
+    Ok(Some(TlsCertificates {
+        client_tls,
+        root_cert,
+    }))
 }
 
 #[cfg(test)]
