@@ -46,6 +46,7 @@ fn exported() -> BTreeSet<String> {
                     "_requests",
                     "_share",
                     "_degraded",
+                    "_bytes",
                 ]
                 .iter()
                 .any(|e| s.ends_with(e))
