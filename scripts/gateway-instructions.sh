@@ -12,6 +12,7 @@
 #       without it the upstream publishes the byte-level fixture tokenizer
 #
 #   BODY=long scripts/gateway-instructions.sh   # the long body (25 KB shared system prompt)
+#   BODY=stream scripts/gateway-instructions.sh # the short body with "stream":true (SSE reply)
 #   BIN_DIR=DIR scripts/gateway-instructions.sh # binaries built before (DIR/gateway,
 #       DIR/examples/{passthrough,fixed_upstream}): counts another build without building
 #
@@ -48,8 +49,9 @@ SPEC_ARGS=()
 write_gateway_yaml "$WORK/gateway.yaml" $GW $ADM $UP 1
 write_short_lua "$WORK/short.lua"
 write_long_lua "$WORK/long.lua"
+write_stream_lua "$WORK/stream.lua"
 BODY=${BODY:-short}
-case "$BODY" in short | long) ;; *) echo "BODY must be short or long, not '$BODY'" >&2; exit 1 ;; esac
+case "$BODY" in short | long | stream) ;; *) echo "BODY must be short, long or stream, not '$BODY'" >&2; exit 1 ;; esac
 
 # measure NAME PORT CMD...: runs CMD under callgrind, warms up, counts DURATION seconds of
 # wrk c=8 traffic; prints "NAME requests instructions/request allocations/request".
