@@ -12,6 +12,16 @@ use std::time::{Duration, Instant};
 const INSTALL: &str =
     "redis-server not found: install Debian's redis-server and redis-tools (scripts/ci-deps.sh does)";
 
+/// The ACL of docs/security.md's deployment guidance (users `admin`, `gateway`, `replica`
+/// and `readonly`), each with the password `<user>-pw`.
+pub const DOCS_ACL: &str = "\
+user default off
+user admin on >admin-pw ~* &* +@all
+user gateway on >gateway-pw ~warmpath:* resetchannels +@all -@dangerous +config|get
+user replica on >replica-pw ~wpkv:* resetchannels -@all +@connection +get +mget +set
+user readonly on >readonly-pw ~* resetchannels -@all +@connection +@read
+";
+
 /// One `redis-server` process.
 pub struct RedisServer {
     child: Option<Child>,

@@ -143,6 +143,14 @@ fn at_once(gw: &GatewayProc, doc: &Arc<String>, n: usize) -> Vec<JoinHandle<u16>
         .collect()
 }
 
+/// The head of a chat request announcing a body of `len` bytes (none of which is sent).
+fn head_only(len: usize) -> String {
+    format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         Content-Length: {len}\r\n\r\n"
+    )
+}
+
 /// Resident memory of `pid`, bytes.
 fn rss(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -224,10 +232,7 @@ fn a_body_the_budget_cannot_hold_is_refused_at_once() {
     }
     // A third announces 4 MiB and sends none of it: the answer comes from the head alone.
     let len = long_chat(&doc, "One more?").to_string().len();
-    let head = format!(
-        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
-         Content-Length: {len}\r\n\r\n"
-    );
+    let head = head_only(len);
     let sent = Instant::now();
     let third = raw(&gw.addr, head.as_bytes(), Duration::from_secs(5)).unwrap();
     assert_eq!(third.status, 503, "{}", third.text());
@@ -246,11 +251,7 @@ fn a_body_the_budget_cannot_hold_is_refused_at_once() {
     let again = send(&gw, &long_chat(&doc, "One more?"));
     assert_eq!(again.status, 200, "{}", again.text());
     // Past `max_body_bytes`: 413 from the Content-Length, before the body is read.
-    let head = format!(
-        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\n\r\n",
-        6 * MIB
-    );
+    let head = head_only(6 * MIB);
     let huge = raw(&gw.addr, head.as_bytes(), Duration::from_secs(5)).unwrap();
     assert_eq!(huge.status, 413, "{}", huge.text());
 }

@@ -17,14 +17,8 @@ use warmpath_e2e::GatewayProc;
 
 const WITHIN: Duration = Duration::from_secs(10);
 
-/// The ACL of docs/security.md's deployment guidance, with test passwords.
-const ACL: &str = "\
-user default off
-user admin on >admin-pw ~* &* +@all
-user gateway on >gateway-pw ~warmpath:* resetchannels +@all -@dangerous +config|get
-user replica on >replica-pw ~wpkv:* resetchannels -@all +@connection +get +mget +set
-user readonly on >readonly-pw ~* resetchannels -@all +@connection +@read
-";
+/// docs/security.md's ACL, with test passwords.
+const ACL: &str = warmpath_e2e::redis::DOCS_ACL;
 
 fn client(redis: &RedisServer, user: &str) -> redis::Connection {
     let url = format!("redis://{user}:{user}-pw@127.0.0.1:{}", redis.port);

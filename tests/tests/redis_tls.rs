@@ -25,12 +25,7 @@ const WITHIN: Duration = Duration::from_secs(10);
 const SETTLE: Duration = Duration::from_millis(2500);
 
 /// docs/security.md's ACL, with test passwords.
-const ACL: &str = "\
-user default off
-user admin on >admin-pw ~* &* +@all
-user gateway on >gateway-pw ~warmpath:* resetchannels +@all -@dangerous +config|get
-user replica on >replica-pw ~wpkv:* resetchannels -@all +@connection +get +mget +set
-";
+const ACL: &str = warmpath_e2e::redis::DOCS_ACL;
 /// The replica's default `--block-size`.
 const BLOCK: u64 = 16;
 const WORDS: &[&str] = &["harbor", "lantern", "meadow", "cinder", "orchid", "granite"];
