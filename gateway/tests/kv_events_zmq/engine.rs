@@ -26,6 +26,8 @@ pub(crate) struct FakeEngine {
     /// Start sequence numbers of the replay requests served.
     requests: Arc<Mutex<Vec<u64>>>,
     router: tokio::task::JoinHandle<()>,
+    /// Tells the replay task to close its ROUTER socket and end.
+    stop_router: tokio::sync::oneshot::Sender<()>,
 }
 
 impl FakeEngine {
@@ -46,8 +48,16 @@ impl FakeEngine {
         let buffer = Arc::new(Mutex::new(VecDeque::<(u64, Bytes)>::new()));
         let requests = Arc::new(Mutex::new(Vec::new()));
         let (buf, reqs) = (buffer.clone(), requests.clone());
+        let (stop_router, mut stopped) = tokio::sync::oneshot::channel::<()>();
         let router = tokio::spawn(async move {
-            while let Ok(msg) = router.recv().await {
+            loop {
+                let msg = tokio::select! {
+                    msg = router.recv() => match msg {
+                        Ok(msg) => msg,
+                        Err(_) => break,
+                    },
+                    _ = &mut stopped => break,
+                };
                 // (client identity, empty delimiter, start: 8 bytes BE), or ignored.
                 let Ok([client, _, start]) = <[Bytes; 3]>::try_from(msg.into_vec()) else {
                     continue;
@@ -76,6 +86,9 @@ impl FakeEngine {
                     .send(frames(vec![client, Bytes::new(), end, Bytes::new()]))
                     .await;
             }
+            // Closing (not dropping) waits until the listener is unbound, so a restarted
+            // engine can bind the same port at once.
+            router.close().await;
         });
         Self {
             publisher,
@@ -86,6 +99,7 @@ impl FakeEngine {
             buffer_steps,
             requests,
             router,
+            stop_router,
         }
     }
 
@@ -120,9 +134,10 @@ impl FakeEngine {
     }
 
     /// Stops as a crashed engine would: both sockets closed, the buffer gone.
+    /// Each listener is unbound before this returns, so the ports are free to bind again.
     pub(crate) async fn shutdown(self) {
-        self.router.abort();
-        let _ = self.router.await;
+        let _ = self.stop_router.send(());
+        self.router.await.expect("the replay task ends");
         self.publisher.close().await;
     }
 
