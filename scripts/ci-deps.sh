@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # System packages the gateway and its tests need: cmake (Pingora's build), Redis and
 # faketime (the fleet test), openssl (certificates of the Redis TLS test), python3 + the
-# official OpenAI SDK (the SDK e2e test), python3-venv (scripts/k8s-check.sh), wrk and
+# official OpenAI and Anthropic SDKs (the SDK e2e tests), python3-venv (scripts/k8s-check.sh), wrk and
 # nginx (scripts/bench-gateway.sh only); and cargo-deny (the dependency checks in
 # scripts/test.sh).
 set -euo pipefail
@@ -37,6 +37,10 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 if ! python3 -c 'import openai' 2>/dev/null; then
   python3 -m pip install -q openai 2>/dev/null || python3 -m pip install -q --break-system-packages openai
+fi
+# The official Anthropic SDK: the Messages API e2e test (tests/tests/anthropic_sdk.rs).
+if ! python3 -c 'import anthropic' 2>/dev/null; then
+  python3 -m pip install -q anthropic 2>/dev/null || python3 -m pip install -q --break-system-packages anthropic
 fi
 
 # cargo-deny, pinned: deny.toml's schema has changed between releases, so a new release

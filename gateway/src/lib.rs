@@ -36,6 +36,7 @@
 //!   assembles and runs it all.
 
 pub(crate) mod admin;
+pub(crate) mod api;
 pub(crate) mod body;
 pub mod config;
 pub(crate) mod control;

@@ -42,6 +42,8 @@ pub(crate) struct RequestCtx {
     pub seen: Seen,
     /// A stream that may continue on another replica (`retry.max_migrations`).
     pub migration: Option<Box<super::migrate::state::Migration>>,
+    /// A `/v1/messages` request: its translation to and from a chat.
+    pub messages: Option<Box<crate::api::messages::Exchange>>,
 }
 
 /// What the read phase learnt of the request.
@@ -144,6 +146,7 @@ impl RequestCtx {
             attempts: Attempts::default(),
             seen: Seen::default(),
             migration: None,
+            messages: None,
         }
     }
 

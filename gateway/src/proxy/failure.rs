@@ -116,6 +116,10 @@ pub(crate) async fn answer(
                 .as_mut()
                 .and_then(|m| m.transcript.take_held_error())
                 .unwrap_or_else(|| Bytes::from(err.to_sse_event()));
+            let ev = match ctx.messages.as_deref_mut() {
+                Some(m) => m.stream_error(&ev),
+                None => ev,
+            };
             let _ = session.write_response_body(Some(ev), true).await;
         }
         return 0;
@@ -125,6 +129,7 @@ pub(crate) async fn answer(
     let _ = respond::error(
         session,
         &err,
+        respond::error_body(ctx, &err),
         &ctx.admission.rate_headers,
         &ctx.id.header,
         true,

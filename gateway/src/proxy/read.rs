@@ -17,6 +17,9 @@ use std::time::{Duration, Instant};
 pub(crate) enum Target {
     /// A generation endpoint, forwarded to a replica.
     Generate(Endpoint),
+    /// `POST /v1/messages`: Anthropic's Messages API, translated to a chat
+    /// (`crate::api::messages`).
+    Messages,
     /// `GET /v1/models`, answered by the gateway for the tenant.
     Models,
     /// `GET /health`: the gateway process is up.
@@ -31,6 +34,7 @@ pub(crate) fn target(session: &Session) -> Result<Target, GatewayError> {
     Ok(match (req.method.as_str(), req.uri.path()) {
         ("POST", "/v1/chat/completions") => Target::Generate(Endpoint::Chat),
         ("POST", "/v1/completions") => Target::Generate(Endpoint::Completions),
+        ("POST", crate::api::messages::PATH) => Target::Messages,
         ("GET", "/v1/models") => Target::Models,
         ("GET", "/health") => Target::Health,
         ("GET", "/ready") => Target::Ready,

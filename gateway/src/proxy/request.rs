@@ -11,6 +11,7 @@ use super::prepare::prepare;
 use super::read::{self, Target};
 use super::respond;
 use super::route::{hold_slot, record, route};
+use crate::api::messages;
 use crate::body::request::{self, Endpoint};
 use crate::body::response::ResponseTracker;
 use crate::error::GatewayError;
@@ -53,6 +54,7 @@ pub(crate) async fn run(
             respond::error(
                 session,
                 &e,
+                respond::error_body(ctx, &e),
                 &ctx.admission.rate_headers,
                 &ctx.id.header,
                 close,
@@ -73,6 +75,10 @@ async fn intake(
     let cfg = state.config();
     let endpoint = match read::target(session)? {
         Target::Generate(endpoint) => Some(endpoint),
+        Target::Messages => {
+            ctx.messages = Some(Box::default());
+            Some(Endpoint::Chat)
+        }
         Target::Models => None,
         Target::Health => {
             ctx.read.control = true;
@@ -91,7 +97,11 @@ async fn intake(
         cfg.limits.max_body_bytes,
         cfg.limits.max_header_bytes,
     )?;
-    let tenant = admit::authenticate(state, &mut ctx.admission, authorization)?;
+    let authorization = match &ctx.messages {
+        Some(_) => messages::auth::authorization(&session.req_header().headers, authorization)?,
+        None => authorization.map(std::borrow::Cow::Borrowed),
+    };
+    let tenant = admit::authenticate(state, &mut ctx.admission, authorization.as_deref())?;
     let Some(endpoint) = endpoint else {
         let models: Vec<String> = state
             .registry
@@ -115,7 +125,18 @@ async fn intake(
     .await?;
     // The body limit (at most 1 GiB, `config::MAX_BODY_BYTES_CEILING`) fits a u32.
     ctx.read.body_len = Some(u32::try_from(body.len()).unwrap_or(u32::MAX));
+    let body = match ctx.messages.as_deref_mut() {
+        Some(m) => {
+            let (chat, call) = messages::to_chat(&body)?;
+            m.call = call;
+            bytes::Bytes::from(chat)
+        }
+        None => body,
+    };
     decide(state, ctx, &tenant, endpoint, &body).await?;
+    if let (Some(m), Some(plan)) = (ctx.messages.as_deref_mut(), &ctx.plan) {
+        m.prompt_tokens = plan.prompt_tokens;
+    }
     // Kept for every attempt (`super::send::body`), unless `decide` bounded it.
     let sent = ctx.read.upstream_body.get_or_insert(body).clone();
     super::migrate::arm(state, ctx, sent);

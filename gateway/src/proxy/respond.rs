@@ -1,5 +1,6 @@
 //! Writing responses the gateway answers itself (errors, model list, health).
 
+use super::ctx::RequestCtx;
 use crate::error::GatewayError;
 use crate::headers::{self, HeaderPairs};
 use bytes::Bytes;
@@ -32,10 +33,20 @@ pub(crate) async fn json(
         .await
 }
 
-/// Writes `err` as an OpenAI error response with its extra headers.
+/// The error body for `err` in the request's API: Anthropic's shape on `/v1/messages`,
+/// OpenAI's everywhere else.
+pub(crate) fn error_body(ctx: &RequestCtx, err: &GatewayError) -> Vec<u8> {
+    match ctx.messages {
+        Some(_) => crate::api::messages::error::body(err),
+        None => err.to_json(),
+    }
+}
+
+/// Writes `err` (its status and headers, with `body`: [`error_body`]) with extra headers.
 pub(crate) async fn error(
     session: &mut Session,
     err: &GatewayError,
+    body: Vec<u8>,
     extra: &[(HeaderName, HeaderValue)],
     request_id: &HeaderValue,
     close: bool,
@@ -50,7 +61,7 @@ pub(crate) async fn error(
     json(
         session,
         r.status,
-        r.body,
+        body,
         &all,
         close || err.closes_connection(),
     )

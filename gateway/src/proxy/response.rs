@@ -161,6 +161,13 @@ pub(crate) fn stamp_response(state: &AppState, resp: &mut ResponseHeader, ctx: &
         h.insert(http::header::RETRY_AFTER, HeaderValue::from(secs));
     }
     h.insert(headers::REQUEST_ID, ctx.id.header.clone());
+    if ctx.messages.is_some() && h.remove(http::header::CONTENT_LENGTH).is_some() {
+        // Translated (`crate::api::messages`): another length than the replica's.
+        h.insert(
+            http::header::TRANSFER_ENCODING,
+            HeaderValue::from_static("chunked"),
+        );
+    }
 }
 
 /// Watches one body chunk; at the end of a stream without `[DONE]` (or with an error

@@ -108,6 +108,10 @@ pub(crate) fn stamp_request(
         .tenant
         .as_ref()
         .ok_or_else(|| internal("no tenant"))?;
+    if ctx.messages.is_some() {
+        // Sent to the replica as the chat it was translated to.
+        upstream.set_uri(http::Uri::from_static(crate::api::messages::UPSTREAM_PATH));
+    }
     let h = headers::caseless_request(upstream);
     for name in CREDENTIALS {
         h.remove(name);

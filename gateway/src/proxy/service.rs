@@ -139,6 +139,9 @@ impl ProxyHttp for Gateway {
         ctx: &mut RequestCtx,
     ) -> Result<Option<Duration>> {
         response::watch_body(&self.state, body, end_of_stream, ctx)?;
+        if let Some(m) = ctx.messages.as_deref_mut() {
+            m.body(ctx.seen.status, body, end_of_stream);
+        }
         Ok(None)
     }
 
