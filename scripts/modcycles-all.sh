@@ -16,6 +16,7 @@ gateway_rules=(
   --forbid control=proxy --forbid state=proxy --forbid replicas=proxy --forbid routing=proxy
   --forbid tenants=proxy --forbid fleet=proxy --forbid metrics=proxy --forbid outcome=proxy
   --forbid dashboard=proxy
+  --forbid api=proxy
 )
 
 members=$(cargo metadata -q --no-deps --format-version 1 --offline \

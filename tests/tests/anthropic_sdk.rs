@@ -50,6 +50,7 @@ fn anthropic_python_sdk_works_through_the_gateway() {
         gw.log()
     );
     let v: Value = serde_json::from_slice(&out.stdout).expect("json line");
+    eprintln!("anthropic SDK results: {v}");
     let plain = &v["plain"];
     assert_eq!(plain["type"], "message");
     assert_eq!(plain["role"], "assistant");
@@ -115,6 +116,9 @@ fn anthropic_python_sdk_works_through_the_gateway() {
     );
 }
 
+/// Headers, body, and the status, `error.type` and a word of the message expected.
+type Case<'a> = (&'a [(&'a str, &'a str)], &'a Value, u16, &'a str, &'a str);
+
 #[test]
 fn bad_messages_requests_get_anthropic_errors() {
     let (_replica, gw, model) = stack();
@@ -144,7 +148,7 @@ fn bad_messages_requests_get_anthropic_errors() {
         "messages": [{"role": "user", "content": "hi"}]});
     let conflicting = [("x-api-key", KEY), ("authorization", "Bearer sk-other")];
     let wrong = [("x-api-key", "sk-wrong")];
-    let cases: [(&[(&str, &str)], &Value, u16, &str, &str); 6] = [
+    let cases: [Case; 6] = [
         (&key, &no_max, 400, "invalid_request_error", "max_tokens"),
         (&key, &image, 400, "invalid_request_error", "image"),
         (
@@ -177,4 +181,50 @@ fn bad_messages_requests_get_anthropic_errors() {
     assert_eq!(r.status, 404);
     assert_eq!(r.json().unwrap()["error"]["type"], "not_found_error");
     assert!(r.json().unwrap().get("type").is_none());
+}
+
+#[test]
+fn a_conversation_sent_as_chat_then_as_messages_is_one_prefix() {
+    let (_replica, gw, model) = stack();
+    let system = "You answer in one word. ".repeat(30);
+    let bearer = format!("Bearer {KEY}");
+    let chat = json!({"model": model, "max_tokens": 2, "temperature": 0,
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": "Go."}]});
+    let r = post_json(
+        &gw.addr,
+        "/v1/chat/completions",
+        &[("authorization", &bearer)],
+        &chat,
+    )
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    let chat_prompt = r.json().unwrap()["usage"]["prompt_tokens"]
+        .as_u64()
+        .unwrap();
+    let messages = json!({"model": model, "max_tokens": 2, "temperature": 0, "system": system,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "Go."}]}]});
+    let r = post_json(&gw.addr, "/v1/messages", &[("x-api-key", KEY)], &messages).unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    let usage = r.json().unwrap()["usage"].clone();
+    let cached = usage["cache_read_input_tokens"].as_u64().unwrap();
+    assert_eq!(
+        usage["input_tokens"].as_u64().unwrap() + cached,
+        chat_prompt,
+        "the same prompt, token for token: {usage}"
+    );
+    // Everything but the last partial block was the chat's prefix, already computed.
+    assert!(
+        cached + 16 >= chat_prompt && cached > 0,
+        "the chat's blocks serve the messages request: {usage} of {chat_prompt}"
+    );
+    let metrics = gw.metrics().unwrap();
+    assert!(
+        metrics.contains("warmpath_gateway_added_latency_seconds_count{endpoint=\"messages\"} 1"),
+        "{}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("added_latency_seconds_count"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }

@@ -140,6 +140,9 @@ pub(crate) struct Metrics {
     /// Prefill/decode split series.
     pub disagg: DisaggMetrics,
     added_latency_by_endpoint: [Histogram; 2],
+    /// `added_latency_seconds{endpoint="messages"}`: Anthropic's Messages API, translated
+    /// to a chat (`crate::api::messages`).
+    pub added_latency_messages: Histogram,
     branches: SeriesCache<(&'static str, Branch), IntCounter>,
     models: SeriesCache<String, ModelSeries>,
     tenants: SeriesCache<String, TenantSeries>,
@@ -225,6 +228,7 @@ impl Metrics {
             disagg: DisaggMetrics::register(&registry),
             route_tokenize_hash: route_latency.with_label_values(&["tokenize_hash"]),
             route_select: route_latency.with_label_values(&["select"]),
+            added_latency_messages: added_latency.with_label_values(&["messages"]),
             added_latency_by_endpoint: [
                 added_latency.with_label_values(&[Endpoint::Chat.as_str()]),
                 added_latency.with_label_values(&[Endpoint::Completions.as_str()]),

@@ -193,10 +193,12 @@ pub(crate) fn stamp_request(
             }
         }
         if ctx.attempts.count == 1 {
-            state
-                .metrics
-                .added_latency_for(plan.endpoint)
-                .observe(now.saturating_duration_since(ctx.start).as_secs_f64());
+            let m = &state.metrics;
+            let latency = match ctx.messages {
+                Some(_) => &m.added_latency_messages,
+                None => m.added_latency_for(plan.endpoint),
+            };
+            latency.observe(now.saturating_duration_since(ctx.start).as_secs_f64());
         }
     }
     Ok(())
