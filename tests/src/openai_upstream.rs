@@ -3,7 +3,10 @@
 //! anything else 404, the least a third-party upstream promises. Its answers are a
 //! deterministic function of the request body (an echo of the prompt with an id hashed
 //! from it), carrying fields the gateway has no reason to know, so a test can compare what
-//! came through the gateway with what the server sends directly, byte for byte.
+//! came through the gateway with what the server sends directly, byte for byte. A chat
+//! that offers `tools` is answered with a call of the first one, its arguments
+//! `{"echo": <the answer's text>}` (streamed in two pieces), as an engine with tool
+//! calling answers.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -171,10 +174,23 @@ fn serve(conn: TcpStream, s: &Shared) -> std::io::Result<()> {
                     }
                 };
                 let (content, id) = answer(&req);
+                let tool = req
+                    .pointer("/tools/0/function/name")
+                    .and_then(|n| n.as_str())
+                    .filter(|_| chat);
                 if req.get("stream").and_then(|v| v.as_bool()) == Some(true) {
+                    if let Some(tool) = tool {
+                        return write_tool_stream(&mut w, &s.model, tool, &content, &id);
+                    }
                     return write_stream(&mut w, &s.model, chat, &content, &id);
                 }
-                let choice = if chat {
+                let choice = if let Some(tool) = tool {
+                    let args = serde_json::json!({"echo": content}).to_string();
+                    serde_json::json!({"index": 0, "message": {"role": "assistant", "content": null,
+                        "tool_calls": [{"id": format!("call_{id}"), "type": "function",
+                            "function": {"name": tool, "arguments": args}}]},
+                        "finish_reason": "tool_calls", "logprobs": null})
+                } else if chat {
                     serde_json::json!({"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop", "logprobs": null})
                 } else {
                     serde_json::json!({"index": 0, "text": content, "finish_reason": "stop", "logprobs": null})
@@ -239,6 +255,43 @@ fn write_stream(
         };
         let j = serde_json::json!({"id": id, "object": if chat { "chat.completion.chunk" } else { "text_completion" },
             "created": 1700000001, "model": model, "choices": [choice]});
+        write!(w, "data: {j}\n\n")?;
+        w.flush()?;
+    }
+    let j = serde_json::json!({"id": id, "object": "chat.completion.chunk", "created": 1700000001, "model": model,
+        "choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 2, "total_tokens": 13}});
+    write!(w, "data: {j}\n\ndata: [DONE]\n\n")?;
+    w.flush()
+}
+
+/// A streamed tool call of `tool`: its id and name, its arguments in two pieces, the
+/// `tool_calls` finish, a usage chunk, `[DONE]`; then the connection closes.
+fn write_tool_stream(
+    w: &mut TcpStream,
+    model: &str,
+    tool: &str,
+    content: &str,
+    id: &str,
+) -> std::io::Result<()> {
+    write!(
+        w,
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
+    )?;
+    let args = serde_json::json!({"echo": content}).to_string();
+    let (a, b) = args.split_at(args.len() / 2);
+    let call = |delta: serde_json::Value, finish: Option<&str>| {
+        serde_json::json!({"id": id, "object": "chat.completion.chunk", "created": 1700000001,
+            "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    };
+    let first = serde_json::json!({"role": "assistant", "tool_calls": [{"index": 0,
+        "id": format!("call_{id}"), "type": "function", "function": {"name": tool, "arguments": ""}}]});
+    let piece =
+        |p: &str| serde_json::json!({"tool_calls": [{"index": 0, "function": {"arguments": p}}]});
+    for j in [
+        call(first, None),
+        call(piece(a), None),
+        call(piece(b), Some("tool_calls")),
+    ] {
         write!(w, "data: {j}\n\n")?;
         w.flush()?;
     }

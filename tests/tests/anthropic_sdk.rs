@@ -228,3 +228,56 @@ fn a_conversation_sent_as_chat_then_as_messages_is_one_prefix() {
             .join("\n")
     );
 }
+
+#[test]
+fn tool_use_round_trips_through_the_sdk() {
+    use warmpath_e2e::openai_upstream::OpenAiUpstream;
+    // An engine that answers tool calls (a test double of an engine with tool calling;
+    // Warmpath's dummy model never calls a tool).
+    let engine = OpenAiUpstream::start("plain-model");
+    let yaml = format!(
+        "{}pools:\n  - name: plain\n    engine: openai\n    tokenizer: none\n    upstreams:\n      - {}\n",
+        auth_yaml(&[("sdk", KEY, "")]),
+        engine.url()
+    );
+    let gw = GatewayProc::spawn(&yaml, &[], 1).expect("gateway");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("python/anthropic_tools.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .arg(format!("http://{}", gw.addr))
+        .arg(KEY)
+        .arg("plain-model")
+        .output()
+        .expect("run python");
+    assert!(
+        out.status.success(),
+        "sdk script failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        gw.log()
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json line");
+    eprintln!("anthropic SDK tool results: {v}");
+    for m in [&v["plain"], &v["streamed"]] {
+        assert_eq!(m["stop_reason"], "tool_use", "{m}");
+        let call = &m["content"][0];
+        assert_eq!(call["type"], "tool_use", "{m}");
+        assert_eq!(call["name"], "lookup");
+        assert!(call["id"].as_str().unwrap().starts_with("call_"));
+        // The engine's arguments, parsed back into `input` (the stream's from its pieces).
+        let echo = call["input"]["echo"].as_str().unwrap();
+        assert!(echo.starts_with("echo "), "{m}");
+        assert_eq!(m["usage"]["output_tokens"], 2);
+        assert_eq!(m["usage"]["input_tokens"], 11);
+    }
+    assert_eq!(v["plain"]["content"], v["streamed"]["content"]);
+    assert!(v["stream_event_types"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("input_json")));
+    // The follow-up (tool_use, tool_result, text) was answered; the engine echoes the
+    // string contents it got, in order: the tool message's result, then the user's text.
+    assert_eq!(v["follow"]["type"], "message");
+    assert_eq!(v["follow"]["content"][0]["type"], "text");
+    let echoed = v["follow"]["content"][0]["text"].as_str().unwrap();
+    assert!(echoed.ends_with("|warm: not cold|Thanks."), "{echoed}");
+}
