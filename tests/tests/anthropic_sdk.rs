@@ -281,3 +281,53 @@ fn tool_use_round_trips_through_the_sdk() {
     let echoed = v["follow"]["content"][0]["text"].as_str().unwrap();
     assert!(echoed.ends_with("|warm: not cold|Thanks."), "{echoed}");
 }
+
+#[test]
+fn replica_failures_reach_the_client_as_anthropic_errors() {
+    use warmpath_e2e::fixtures::replicas_yaml;
+    use warmpath_e2e::mock::{MockReplica, Mode};
+    let gateway = |mode: Mode| {
+        let mock = MockReplica::start(mode);
+        let yaml = format!("auth: {{enabled: false}}\n{}", replicas_yaml(&[mock.url()]));
+        let gw = GatewayProc::spawn(&yaml, &[], 1).expect("gateway");
+        (mock, gw)
+    };
+    let body = |stream: bool| {
+        json!({"model": "mock", "max_tokens": 8, "stream": stream,
+            "messages": [{"role": "user", "content": "u"}]})
+    };
+
+    // A stream the replica breaks off: what came is forwarded, then `event: error`.
+    let (_mock, gw) = gateway(Mode::CrashMidStream);
+    let r = post_json(&gw.addr, "/v1/messages", &[], &body(true)).unwrap();
+    assert_eq!(r.status, 200);
+    let text = r.text();
+    let events: Vec<&str> = text
+        .split("\n\n")
+        .filter(|e| !e.is_empty())
+        .map(|e| e.lines().next().unwrap())
+        .collect();
+    assert_eq!(events[0], "event: message_start", "{text}");
+    assert!(events.contains(&"event: content_block_delta"), "{text}");
+    assert_eq!(*events.last().unwrap(), "event: error", "{text}");
+    assert!(!text.contains("message_stop"), "{text}");
+    let last = text.trim_end().rsplit("data: ").next().unwrap();
+    let err: Value = serde_json::from_str(last).unwrap();
+    assert_eq!(err["type"], "error");
+    assert_eq!(err["error"]["type"], "api_error", "{err}");
+
+    // No replica left to answer: 503 overloaded_error, with Retry-After.
+    let (_mock, gw) = gateway(Mode::Status(503));
+    let r = post_json(&gw.addr, "/v1/messages", &[], &body(false)).unwrap();
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(r.header("retry-after").is_some());
+    assert_eq!(r.json().unwrap()["error"]["type"], "overloaded_error");
+
+    // A replica's own 400 is passed on in Anthropic's shape.
+    let (_mock, gw) = gateway(Mode::Status(400));
+    let r = post_json(&gw.addr, "/v1/messages", &[], &body(false)).unwrap();
+    assert_eq!(r.status, 400, "{}", r.text());
+    let v = r.json().unwrap();
+    assert_eq!(v["type"], "error", "{v}");
+    assert_eq!(v["error"]["type"], "invalid_request_error", "{v}");
+}
