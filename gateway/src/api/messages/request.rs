@@ -19,6 +19,8 @@ pub(crate) struct Call {
     pub stop_sequences: Vec<String>,
 }
 
+/// The fields read; any other (`metadata`, `service_tier`, ...) is accepted and not
+/// forwarded.
 #[derive(Deserialize)]
 struct Request {
     model: String,
@@ -40,10 +42,6 @@ struct Request {
     top_k: Option<u32>,
     #[serde(default)]
     stream: Option<bool>,
-    /// Accepted and not forwarded (`user_id` is the client's own label).
-    #[serde(default)]
-    #[allow(dead_code)]
-    metadata: Option<Value>,
 }
 
 #[derive(Deserialize)]
