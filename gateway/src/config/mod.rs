@@ -10,6 +10,7 @@
 //! - [`env`]: `${NAME}` in string values, from the environment (secrets).
 //! - [`overrides`]: the command line on top of the file; [`load`].
 
+pub(crate) mod apis;
 pub(crate) mod env;
 pub(crate) mod error;
 pub(crate) mod model;
@@ -19,6 +20,7 @@ pub(crate) mod rollout;
 pub(crate) mod state;
 pub(crate) mod state_tls;
 
+pub use apis::PassthroughApi;
 pub use model::*;
 pub use overrides::{load, Overrides};
 pub use pools::{

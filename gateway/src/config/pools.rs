@@ -241,6 +241,10 @@ pub struct PoolConfig {
     /// `replica serve --region`).
     #[serde(default)]
     pub region: Option<String>,
+    /// The pass-through APIs its upstreams serve (`embeddings`, `tokenize`,
+    /// `detokenize`); left out, the engine's defaults (`super::apis`).
+    #[serde(default)]
+    pub apis: Option<Vec<super::apis::PassthroughApi>>,
 }
 
 fn default_block_size() -> u32 {
@@ -352,6 +356,9 @@ impl PoolConfig {
         self.tokenizer
             .check()
             .map_err(|e| invalid(format!("{key}.tokenizer"), e))?;
+        if let Some(apis) = &self.apis {
+            super::apis::validate(&format!("{key}.apis"), self.engine, apis)?;
+        }
         Ok(())
     }
 }

@@ -108,6 +108,9 @@ pub(crate) fn stamp_request(
         .tenant
         .as_ref()
         .ok_or_else(|| internal("no tenant"))?;
+    if let Some(plan) = &ctx.plan {
+        super::passthrough::upstream_path(upstream, plan.endpoint);
+    }
     let h = headers::caseless_request(upstream);
     for name in CREDENTIALS {
         h.remove(name);
