@@ -3,7 +3,8 @@
 //!
 //! # Layout
 //! - [`model`]: the model, its defaults and its validation; [`error`]: its error type.
-//! - [`pools`]: upstream pools of other engines (vLLM, SGLang, llama.cpp, OpenAI).
+//! - [`pools`]: upstream pools of other engines (vLLM, SGLang, llama.cpp, OpenAI);
+//!   [`apis`] and [`serves`]: the pass-through APIs (embeddings, tokenize) each serves.
 //! - [`state`]: `state:`, the memory or Redis backend a gateway fleet shares;
 //!   [`state_tls`]: its TLS to Redis (`rediss://`, `ca_file`, the client certificate).
 //! - [`rollout`]: `regions:`, `rollouts:` and `hot_prefixes:` (issue 28).
@@ -17,6 +18,7 @@ pub(crate) mod model;
 pub(crate) mod overrides;
 pub(crate) mod pools;
 pub(crate) mod rollout;
+pub(crate) mod serves;
 pub(crate) mod state;
 pub(crate) mod state_tls;
 

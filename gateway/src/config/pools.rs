@@ -242,7 +242,7 @@ pub struct PoolConfig {
     #[serde(default)]
     pub region: Option<String>,
     /// The pass-through APIs its upstreams serve (`embeddings`, `tokenize`,
-    /// `detokenize`); left out, the engine's defaults (`super::apis`).
+    /// `detokenize`); left out, the engine's defaults (`super::serves`).
     #[serde(default)]
     pub apis: Option<Vec<super::apis::PassthroughApi>>,
 }
@@ -356,9 +356,6 @@ impl PoolConfig {
         self.tokenizer
             .check()
             .map_err(|e| invalid(format!("{key}.tokenizer"), e))?;
-        if let Some(apis) = &self.apis {
-            super::apis::validate(&format!("{key}.apis"), self.engine, apis)?;
-        }
         Ok(())
     }
 }

@@ -38,17 +38,7 @@ pub(crate) fn finish(state: &AppState, e: Option<&Error>, ctx: &mut RequestCtx) 
         state.report(slot.replica(), ok);
     }
     state.metrics.record(&outcome);
-    if let Some(crate::body::request::Endpoint::Passthrough(api)) =
-        ctx.plan.as_ref().map(|p| p.endpoint)
-    {
-        let status = outcome.status.to_string();
-        let labels = [api.as_str(), status.as_str()];
-        state
-            .metrics
-            .passthrough_requests
-            .with_label_values(&labels)
-            .inc();
-    }
+    super::passthrough::count(state, ctx, outcome.status);
     if let Some(m) = &ctx.migration {
         let completed = outcome.response_started
             && !ctx.seen.stream_error_sent

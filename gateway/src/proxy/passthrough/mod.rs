@@ -90,6 +90,19 @@ pub(crate) async fn decide(
     Ok(())
 }
 
+/// Counts a pass-through request that was routed in
+/// `passthrough_requests_total{api, status}` (nothing for any other request).
+pub(crate) fn count(state: &AppState, ctx: &RequestCtx, status: u16) {
+    if let Some(Endpoint::Passthrough(api)) = ctx.plan.as_ref().map(|p| p.endpoint) {
+        let status = status.to_string();
+        state
+            .metrics
+            .passthrough_requests
+            .with_label_values(&[api.as_str(), status.as_str()])
+            .inc();
+    }
+}
+
 /// Rotates ties between equally loaded replicas: the request id's first 64 bits (a random
 /// trace id, or the caller's).
 fn tie_breaker(ctx: &RequestCtx) -> u64 {

@@ -3,7 +3,7 @@
 //! embedding or a tokenization reuses no KV, so nothing is hashed or looked up in the
 //! prefix index.
 
-use crate::config::{apis, Config, PassthroughApi};
+use crate::config::{serves, Config, PassthroughApi};
 use crate::error::GatewayError;
 use crate::replicas::Replica;
 use router_policy::{
@@ -24,7 +24,7 @@ pub(crate) fn serves_api(cfg: &Config, r: &Replica, api: PassthroughApi) -> bool
         .as_deref()
         .and_then(|name| cfg.pools.iter().find(|p| p.name == name))
         .and_then(|p| p.apis.as_deref());
-    apis::served(r.upstream.engine, configured).contains(&api)
+    serves::served(r.upstream.engine, configured).contains(&api)
 }
 
 /// The replicas of `model` among `all` that serve `api`: 404 when no replica serves the
