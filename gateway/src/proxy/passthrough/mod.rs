@@ -21,7 +21,6 @@ use crate::tenants::Tenant;
 use pingora_http::RequestHeader;
 use std::sync::Arc;
 use std::time::Instant;
-use warmpath_core::BlockSize;
 
 /// Everything after the body is read, for a pass-through request: read the model (and an
 /// embedding's input), find the replicas serving the API, reserve against the tenant's
@@ -70,7 +69,7 @@ pub(crate) async fn decide(
         stream: false,
         prompt_tokens,
         hashes: Vec::new(),
-        block_size: BlockSize(first.info.block_size.0),
+        block_size: first.info.block_size,
         checkpoint: first.info.checkpoint.clone(),
         decision: Arc::new(decision),
         prepare: t1.saturating_duration_since(now),
