@@ -62,12 +62,14 @@ pub(crate) enum GatewayError {
     UnknownModel(String),
     /// The model exists, but none of its replicas serves this pass-through API (a pool's
     /// `apis`).
-    #[error("the model `{model}` does not serve {api}: none of its replicas is configured to")]
+    #[error("the model `{model}` does not serve {api}: {why}")]
     ApiNotServed {
         /// The model requested.
         model: String,
         /// `embeddings`, `tokenize` or `detokenize`.
         api: &'static str,
+        /// Why: no replica configured for it, or what the replica answered.
+        why: String,
     },
     /// No route for this method/path.
     #[error("unknown endpoint {method} {path}")]

@@ -3,8 +3,9 @@
 //! - `POST /v1/embeddings` to two llama.cpp `llama-server`s started with `--embeddings`
 //!   (pool `apis: [embeddings]`): vectors come back, the engine's usage is charged to the
 //!   tenant, and the choice is by load (with one server holding a request, the next ones go
-//!   to the other). A model with no embedding-capable replica gets a clear 400; a tenant
-//!   over its request rate or token rate gets 429.
+//!   to the other). A model with no embedding-capable replica, or whose replica answers
+//!   the path 501 (llama-server without `--embeddings`), gets a clear 400; a tenant over
+//!   its request rate or token rate gets 429.
 //! - `POST /tokenize` and `POST /detokenize` (and the `/v1/` spellings) to Warmpath's
 //!   replica serving SmolLM2: text -> tokens -> the same text, and the count equals what
 //!   the gateway's own tokenizer counts for the same prompt.
@@ -118,6 +119,8 @@ fn embeddings_pass_through_to_llama_servers_by_load_under_tenant_limits() {
     ];
     let a = LlamaServer::spawn(&model, ALIAS, &flags).expect("llama-server a");
     let b = LlamaServer::spawn(&model, ALIAS, &flags).expect("llama-server b");
+    // Started without --embeddings, in a pool that says it serves them (a misconfiguration).
+    let plain = LlamaServer::spawn(&model, "plain", &["-c", "1024", "-t", "1"]).expect("plain");
     // A Warmpath replica of another model: it serves no embeddings.
     let wp = ReplicaProc::spawn("dummy:tiny").expect("replica");
     let wp_model = model_of(&wp.addr);
@@ -127,7 +130,9 @@ fn embeddings_pass_through_to_llama_servers_by_load_under_tenant_limits() {
     let yaml = format!(
         "{}{}health: {{eject_after_failures: 1000}}\n\
          pools:\n  - name: embed\n    engine: llamacpp\n    tokenizer: {{gguf: {model:?}}}\n\
-         \x20   metrics: false\n    apis: [embeddings]\n    upstreams: [{}, {}]\n",
+         \x20   metrics: false\n    apis: [embeddings]\n    upstreams: [{}, {}]\n\
+         \x20 - name: plain\n    engine: llamacpp\n    tokenizer: {{gguf: {model:?}}}\n\
+         \x20   apis: [embeddings]\n    upstreams: [{}]\n",
         auth_yaml(&[
             ("t", KEY, ""),
             ("rpm", RPM_KEY, "requests_per_minute: 1, request_burst: 1"),
@@ -135,9 +140,10 @@ fn embeddings_pass_through_to_llama_servers_by_load_under_tenant_limits() {
         ]),
         replicas_yaml(&[wp.url()]),
         a.url(),
-        b.url()
+        b.url(),
+        plain.url()
     );
-    let gw = GatewayProc::spawn(&yaml, &[], 3).expect("gateway");
+    let gw = GatewayProc::spawn(&yaml, &[], 4).expect("gateway");
     let (la, lb) = (label_of(&gw, &a.url()), label_of(&gw, &b.url()));
 
     // Vectors come back, one per input, and the engine's usage is the tenant's.
@@ -215,6 +221,12 @@ fn embeddings_pass_through_to_llama_servers_by_load_under_tenant_limits() {
     );
     assert_eq!(r.status, 400, "{}", r.text());
     assert!(r.text().contains("does not serve tokenize"), "{}", r.text());
+    // A replica that answers the path with 404/501 (llama-server without --embeddings):
+    // the same clear 400, naming what the engine said, not the engine's own error.
+    let r = embed(&gw.addr, KEY, "plain", json!("x"));
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_eq!(error_code(&r), "api_not_served");
+    assert!(r.text().contains("answered 501"), "{}", r.text());
     let r = embed(&gw.addr, KEY, "no-such-model", json!("x"));
     assert_eq!(r.status, 404, "{}", r.text());
     assert_eq!(error_code(&r), "model_not_found");

@@ -89,6 +89,51 @@ pub(crate) async fn decide(
     Ok(())
 }
 
+/// Statuses with which an engine says it does not serve a path (llama-server without
+/// `--embeddings` answers 501).
+const NOT_SERVED: [u16; 3] = [404, 405, 501];
+
+/// The error that ends an attempt whose replica answered a pass-through request with
+/// [`NOT_SERVED`] (its pool's `apis` lists an API the engine does not serve): the next
+/// replica is tried, and the client never gets the engine's 404 ([`not_served_answer`]).
+pub(crate) fn not_served(ctx: &RequestCtx, status: u16) -> Option<Box<pingora_error::Error>> {
+    let passthrough = matches!(
+        ctx.plan.as_ref().map(|p| p.endpoint),
+        Some(Endpoint::Passthrough(_))
+    );
+    (passthrough && NOT_SERVED.contains(&status)).then(|| {
+        pingora_error::Error::explain(
+            pingora_error::ErrorType::HTTPStatus(status),
+            "the replica does not serve this API",
+        )
+    })
+}
+
+/// What the client gets when the last attempt ended in [`not_served`]: 400 naming the
+/// model, the API and the engine's status.
+pub(crate) fn not_served_answer(
+    ctx: &RequestCtx,
+    e: &pingora_error::Error,
+) -> Option<GatewayError> {
+    let plan = ctx.plan.as_ref()?;
+    let Endpoint::Passthrough(api) = plan.endpoint else {
+        return None;
+    };
+    match e.etype() {
+        pingora_error::ErrorType::HTTPStatus(s) if NOT_SERVED.contains(s) => {
+            Some(GatewayError::ApiNotServed {
+                model: plan.model.to_string(),
+                api: api.as_str(),
+                why: format!(
+                    "its replica answered {s} for {} (check the pool's `apis`)",
+                    api.upstream_path()
+                ),
+            })
+        }
+        _ => None,
+    }
+}
+
 /// Counts a pass-through request that was routed in
 /// `passthrough_requests_total{api, status}` (nothing for any other request).
 pub(crate) fn count(state: &AppState, ctx: &RequestCtx, status: u16) {

@@ -51,6 +51,7 @@ pub(crate) fn serving(
         return Err(GatewayError::ApiNotServed {
             model: model.to_string(),
             api: api.as_str(),
+            why: "none of its replicas' pools lists it in `apis`".into(),
         });
     }
     Ok(capable)
