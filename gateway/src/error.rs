@@ -60,6 +60,17 @@ pub(crate) enum GatewayError {
     /// No replica serves this model.
     #[error("the model `{0}` does not exist")]
     UnknownModel(String),
+    /// The model exists, but none of its replicas serves this pass-through API (a pool's
+    /// `apis`).
+    #[error("the model `{model}` does not serve {api}: {why}")]
+    ApiNotServed {
+        /// The model requested.
+        model: String,
+        /// `embeddings`, `tokenize` or `detokenize`.
+        api: &'static str,
+        /// Why: no replica configured for it, or what the replica answered.
+        why: String,
+    },
     /// No route for this method/path.
     #[error("unknown endpoint {method} {path}")]
     NotFound {
@@ -122,6 +133,7 @@ impl GatewayError {
         match self {
             GatewayError::InvalidBody(_)
             | GatewayError::BadRequest(_)
+            | GatewayError::ApiNotServed { .. }
             | GatewayError::AmbiguousFraming(_) => 400,
             GatewayError::Unauthorized => 401,
             GatewayError::ModelNotAllowed(_) => 403,
@@ -162,6 +174,7 @@ impl GatewayError {
             GatewayError::Unauthorized => "invalid_api_key",
             GatewayError::ModelNotAllowed(_) => "model_not_allowed",
             GatewayError::UnknownModel(_) => "model_not_found",
+            GatewayError::ApiNotServed { .. } => "api_not_served",
             GatewayError::NotFound { .. } => "unknown_url",
             GatewayError::RateLimited { kind, .. } => match kind {
                 LimitKind::Requests => "rate_limit_requests",

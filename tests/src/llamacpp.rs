@@ -86,10 +86,21 @@ impl LlamaServer {
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+
+    /// SIGSTOP: it hangs, holding whatever it was sent.
+    pub fn pause(&self) {
+        crate::procs::signal(&self.child, "STOP");
+    }
+
+    /// SIGCONT.
+    pub fn resume(&self) {
+        crate::procs::signal(&self.child, "CONT");
+    }
 }
 
 impl Drop for LlamaServer {
     fn drop(&mut self) {
+        crate::procs::signal(&self.child, "CONT");
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

@@ -3,22 +3,26 @@
 //!
 //! # Layout
 //! - [`model`]: the model, its defaults and its validation; [`error`]: its error type.
-//! - [`pools`]: upstream pools of other engines (vLLM, SGLang, llama.cpp, OpenAI).
+//! - [`pools`]: upstream pools of other engines (vLLM, SGLang, llama.cpp, OpenAI);
+//!   [`apis`] and [`serves`]: the pass-through APIs (embeddings, tokenize) each serves.
 //! - [`state`]: `state:`, the memory or Redis backend a gateway fleet shares;
 //!   [`state_tls`]: its TLS to Redis (`rediss://`, `ca_file`, the client certificate).
 //! - [`rollout`]: `regions:`, `rollouts:` and `hot_prefixes:` (issue 28).
 //! - [`env`]: `${NAME}` in string values, from the environment (secrets).
 //! - [`overrides`]: the command line on top of the file; [`load`].
 
+pub(crate) mod apis;
 pub(crate) mod env;
 pub(crate) mod error;
 pub(crate) mod model;
 pub(crate) mod overrides;
 pub(crate) mod pools;
 pub(crate) mod rollout;
+pub(crate) mod serves;
 pub(crate) mod state;
 pub(crate) mod state_tls;
 
+pub use apis::PassthroughApi;
 pub use model::*;
 pub use overrides::{load, Overrides};
 pub use pools::{

@@ -442,6 +442,7 @@ impl Config {
                 .map_err(|e| invalid(format!("replicas[{i}]"), e))?;
         }
         super::pools::validate_pools(&self.pools, &self.replicas)?;
+        super::serves::validate_pools(&self.pools)?;
         self.policy
             .validate()
             .map_err(|e| invalid("policy", e.to_string()))?;

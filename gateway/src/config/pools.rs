@@ -241,6 +241,10 @@ pub struct PoolConfig {
     /// `replica serve --region`).
     #[serde(default)]
     pub region: Option<String>,
+    /// The pass-through APIs its upstreams serve (`embeddings`, `tokenize`,
+    /// `detokenize`); left out, the engine's defaults (`super::serves`).
+    #[serde(default)]
+    pub apis: Option<Vec<super::apis::PassthroughApi>>,
 }
 
 fn default_block_size() -> u32 {

@@ -82,6 +82,7 @@ pub(crate) struct TenantSeries {
 }
 
 use crate::body::request::Endpoint;
+use crate::config::PassthroughApi;
 use crate::outcome::Outcome;
 
 /// Every metric the gateway exports.
@@ -111,6 +112,9 @@ pub(crate) struct Metrics {
     pub readmissions: IntCounterVec,
     /// Tenant limit rejections by tenant and kind.
     pub limit_rejections: IntCounterVec,
+    /// `passthrough_requests_total{api, status}`: embeddings, tokenize and detokenize
+    /// requests routed to a replica, by the status the client got.
+    pub passthrough_requests: IntCounterVec,
     /// Requests shed by admission control.
     pub shed: IntCounter,
     /// Connections refused by the per-IP cap.
@@ -139,7 +143,7 @@ pub(crate) struct Metrics {
     pub rollout: RolloutMetrics,
     /// Prefill/decode split series.
     pub disagg: DisaggMetrics,
-    added_latency_by_endpoint: [Histogram; 2],
+    added_latency_by_endpoint: [Histogram; 5],
     /// `added_latency_seconds{endpoint="messages"}`: Anthropic's Messages API, translated
     /// to a chat (`crate::api::messages`).
     pub added_latency_messages: Histogram,
@@ -232,6 +236,9 @@ impl Metrics {
             added_latency_by_endpoint: [
                 added_latency.with_label_values(&[Endpoint::Chat.as_str()]),
                 added_latency.with_label_values(&[Endpoint::Completions.as_str()]),
+                added_latency.with_label_values(&[PassthroughApi::Embeddings.as_str()]),
+                added_latency.with_label_values(&[PassthroughApi::Tokenize.as_str()]),
+                added_latency.with_label_values(&[PassthroughApi::Detokenize.as_str()]),
             ],
             branches: SeriesCache::new(),
             models: SeriesCache::new(),
@@ -280,6 +287,11 @@ impl Metrics {
                 "limit_rejections_total",
                 "Tenant limit rejections",
                 &["tenant", "kind"],
+            ),
+            passthrough_requests: cv(
+                "passthrough_requests_total",
+                "Pass-through requests (embeddings, tokenize, detokenize) routed to a replica, by API and status",
+                &["api", "status"],
             ),
             shed: c("shed_total", "Requests shed by admission control (503)"),
             connections_refused: c(
@@ -349,6 +361,7 @@ impl Metrics {
         match endpoint {
             Endpoint::Chat => &self.added_latency_by_endpoint[0],
             Endpoint::Completions => &self.added_latency_by_endpoint[1],
+            Endpoint::Passthrough(api) => &self.added_latency_by_endpoint[2 + api as usize],
         }
     }
 

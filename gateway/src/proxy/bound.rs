@@ -18,7 +18,7 @@ pub(crate) fn bounded_body(body: &[u8], endpoint: Endpoint, max_tokens: u32) -> 
     let names: [&[u8]; 2] = match endpoint {
         Endpoint::Chat => [b"max_tokens", b"max_completion_tokens"],
         // A completion reads only `max_tokens`; the second name is never a member it reads.
-        Endpoint::Completions => [b"max_tokens", b"max_tokens"],
+        Endpoint::Completions | Endpoint::Passthrough(_) => [b"max_tokens", b"max_tokens"],
     };
     let found = last_members(body, 0..body.len(), names)?;
     let mut nulls: Vec<std::ops::Range<usize>> = found.into_iter().flatten().collect();

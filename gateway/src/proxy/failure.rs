@@ -100,7 +100,8 @@ pub(crate) async fn answer(
         // for another `timeouts.client_write_ms`).
         return 0;
     }
-    let err = classify(e, ctx.attempts.upstream_retry_after);
+    let err = super::passthrough::not_served_answer(ctx, e)
+        .unwrap_or_else(|| classify(e, ctx.attempts.upstream_retry_after));
     if ctx.seen.started {
         if ctx.is_stream() && !ctx.seen.stream_error_sent {
             ctx.seen.stream_error_sent = true;

@@ -38,6 +38,7 @@ pub(crate) fn finish(state: &AppState, e: Option<&Error>, ctx: &mut RequestCtx) 
         state.report(slot.replica(), ok);
     }
     state.metrics.record(&outcome);
+    super::passthrough::count(state, ctx, outcome.status);
     if let Some(m) = &ctx.migration {
         let completed = outcome.response_started
             && !ctx.seen.stream_error_sent

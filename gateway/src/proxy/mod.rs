@@ -30,6 +30,7 @@ pub(crate) mod drain;
 pub(crate) mod failure;
 pub(crate) mod finish;
 pub(crate) mod migrate;
+pub(crate) mod passthrough;
 pub(crate) mod prepare;
 pub(crate) mod read;
 pub(crate) mod request;

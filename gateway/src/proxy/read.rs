@@ -5,6 +5,7 @@
 use crate::body::budget::BodyPermit;
 use crate::body::gather::Gathered;
 use crate::body::request::Endpoint;
+use crate::config::PassthroughApi as Api;
 use crate::error::GatewayError;
 use crate::state::AppState;
 use http::header::{AUTHORIZATION, CONTENT_LENGTH, TRANSFER_ENCODING, UPGRADE};
@@ -35,6 +36,13 @@ pub(crate) fn target(session: &Session) -> Result<Target, GatewayError> {
         ("POST", "/v1/chat/completions") => Target::Generate(Endpoint::Chat),
         ("POST", "/v1/completions") => Target::Generate(Endpoint::Completions),
         ("POST", crate::api::messages::PATH) => Target::Messages,
+        ("POST", "/v1/embeddings") => Target::Generate(Endpoint::Passthrough(Api::Embeddings)),
+        ("POST", "/tokenize" | "/v1/tokenize") => {
+            Target::Generate(Endpoint::Passthrough(Api::Tokenize))
+        }
+        ("POST", "/detokenize" | "/v1/detokenize") => {
+            Target::Generate(Endpoint::Passthrough(Api::Detokenize))
+        }
         ("GET", "/v1/models") => Target::Models,
         ("GET", "/health") => Target::Health,
         ("GET", "/ready") => Target::Ready,

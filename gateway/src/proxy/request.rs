@@ -154,6 +154,9 @@ pub(crate) async fn decide(
     endpoint: Endpoint,
     body: &[u8],
 ) -> Result<(), GatewayError> {
+    if let Endpoint::Passthrough(api) = endpoint {
+        return super::passthrough::decide(state, ctx, tenant, api, body).await;
+    }
     let cfg = state.config();
     let parsed = request::parse(endpoint, body)?;
     let model: Arc<str> = Arc::from(&*parsed.model);

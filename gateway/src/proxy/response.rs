@@ -78,6 +78,9 @@ pub(crate) fn upstream_status(
         e.set_retry(true);
         return Err(e);
     }
+    if let Some(e) = super::passthrough::not_served(ctx, status) {
+        return Err(e);
+    }
     ctx.seen.started = true;
     ctx.seen.status = status;
     if status != 200 {

@@ -225,6 +225,7 @@ pub(crate) fn record(
             .map_or(0, |d| d.as_millis() as u64),
         tenant: tenant.id.clone(),
         model: plan.model.clone(),
+        endpoint: plan.endpoint.as_str(),
         prompt_tokens: plan.prompt_tokens,
         blocks: plan.hashes.len(),
         prepare_us: plan.prepare.as_micros() as u64,

@@ -111,6 +111,8 @@ pub(crate) fn stamp_request(
     if ctx.messages.is_some() {
         // Sent to the replica as the chat it was translated to.
         upstream.set_uri(http::Uri::from_static(crate::api::messages::UPSTREAM_PATH));
+    } else if let Some(plan) = &ctx.plan {
+        super::passthrough::upstream_path(upstream, plan.endpoint);
     }
     let h = headers::caseless_request(upstream);
     for name in CREDENTIALS {

@@ -61,7 +61,7 @@ pub(crate) fn parse(endpoint: Endpoint, body: &[u8]) -> Result<ParsedRequest<'_>
     };
     let max_tokens = match endpoint {
         Endpoint::Chat => fields.max_completion_tokens.or(fields.max_tokens),
-        Endpoint::Completions => fields.max_tokens,
+        Endpoint::Completions | Endpoint::Passthrough(_) => fields.max_tokens,
     };
     let chat_input = match (endpoint, fields.full_render) {
         (Endpoint::Chat, true) => Some(chat_input(body)?),

@@ -181,6 +181,7 @@ pub(super) fn reference(
                 chat_input: None,
             }
         }
+        Endpoint::Passthrough(_) => return Err(bad("not a generation endpoint")),
     };
     if parsed.n == 0 || parsed.n > 16 {
         return Err(bad("n"));

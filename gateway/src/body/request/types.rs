@@ -14,6 +14,9 @@ pub(crate) enum Endpoint {
     Chat,
     /// `POST /v1/completions`.
     Completions,
+    /// `POST /v1/embeddings`, `/tokenize`, `/detokenize`: passed through by load
+    /// (`crate::proxy::passthrough`).
+    Passthrough(crate::config::PassthroughApi),
 }
 
 impl Endpoint {
@@ -22,6 +25,7 @@ impl Endpoint {
         match self {
             Endpoint::Chat => "chat",
             Endpoint::Completions => "completions",
+            Endpoint::Passthrough(api) => api.as_str(),
         }
     }
 }

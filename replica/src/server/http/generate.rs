@@ -61,7 +61,7 @@ fn sampling_field_path(body: &[u8]) -> Option<String> {
     }
 }
 
-fn check_model(state: &AppState, model: &str) -> Result<(), ApiError> {
+pub(crate) fn check_model(state: &AppState, model: &str) -> Result<(), ApiError> {
     if model == state.facts.model_name {
         Ok(())
     } else {

@@ -9,6 +9,7 @@
 //!   the model's limits (both generation and the KV prefill use it).
 //! - [`control`]: health, models, metrics, replica info/load/tokenizer, KV events.
 //! - [`kv_prefill`]: `POST /v1/kv/prefill`, a prefill replica streaming a prompt's KV.
+//! - [`tokenize`]: `POST /tokenize` and `POST /detokenize` in vLLM's shape.
 //! - [`routes`]: the router.
 
 pub mod control;
@@ -20,6 +21,7 @@ mod reader;
 pub mod respond;
 pub mod resume;
 pub mod routes;
+pub mod tokenize;
 pub mod trace;
 
 pub use routes::{router, PATH_RESET_CACHE};

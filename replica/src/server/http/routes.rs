@@ -1,5 +1,6 @@
 //! The full router: every endpoint to its handler.
 
+use super::tokenize::{self, PATH_DETOKENIZE, PATH_TOKENIZE};
 use super::{control, generate, kv_prefill, trace};
 use crate::server::error::ApiError;
 use crate::server::state::AppState;
@@ -19,6 +20,8 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route(PATH_CHAT_COMPLETIONS, post(generate::chat_completions))
         .route(PATH_COMPLETIONS, post(generate::completions))
+        .route(PATH_TOKENIZE, post(tokenize::tokenize))
+        .route(PATH_DETOKENIZE, post(tokenize::detokenize))
         .route_layer(axum::middleware::from_fn(trace::trace_request))
         .route(PATH_MODELS, get(control::models))
         .route("/health", get(control::health))
