@@ -17,6 +17,9 @@ use std::time::{Duration, Instant};
 pub(crate) enum Target {
     /// A generation endpoint, forwarded to a replica.
     Generate(Endpoint),
+    /// `POST /v1/responses`: translated to a chat completion and back
+    /// (`crate::api::responses`).
+    Responses,
     /// `GET /v1/models`, answered by the gateway for the tenant.
     Models,
     /// `GET /health`: the gateway process is up.
@@ -31,6 +34,7 @@ pub(crate) fn target(session: &Session) -> Result<Target, GatewayError> {
     Ok(match (req.method.as_str(), req.uri.path()) {
         ("POST", "/v1/chat/completions") => Target::Generate(Endpoint::Chat),
         ("POST", "/v1/completions") => Target::Generate(Endpoint::Completions),
+        ("POST", "/v1/responses") => Target::Responses,
         ("GET", "/v1/models") => Target::Models,
         ("GET", "/health") => Target::Health,
         ("GET", "/ready") => Target::Ready,

@@ -108,6 +108,10 @@ pub(crate) fn stamp_request(
         .tenant
         .as_ref()
         .ok_or_else(|| internal("no tenant"))?;
+    if ctx.responses.is_some() {
+        // A Responses request goes upstream as its chat equivalent.
+        upstream.set_uri(http::Uri::from_static("/v1/chat/completions"));
+    }
     let h = headers::caseless_request(upstream);
     for name in CREDENTIALS {
         h.remove(name);

@@ -116,7 +116,9 @@ impl ProxyHttp for Gateway {
         resp: &mut ResponseHeader,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
-        response::upstream_status(&self.state, resp, ctx)
+        response::upstream_status(&self.state, resp, ctx)?;
+        super::responses::upstream_header(ctx, resp);
+        Ok(())
     }
 
     /// The header the client gets ([`response::stamp_response`]).
@@ -139,6 +141,7 @@ impl ProxyHttp for Gateway {
         ctx: &mut RequestCtx,
     ) -> Result<Option<Duration>> {
         response::watch_body(&self.state, body, end_of_stream, ctx)?;
+        super::responses::body(&self.state, ctx, body, end_of_stream);
         Ok(None)
     }
 
