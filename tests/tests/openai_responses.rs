@@ -298,10 +298,14 @@ fn a_follow_up_through_another_gateway_of_the_fleet_finds_the_response_in_redis(
     }
     let ttl: i64 = redis.cli(&["PTTL", &key]).unwrap().trim().parse().unwrap();
     assert!(ttl > 0 && ttl <= 3_600_000, "a record expires: PTTL {ttl}");
-    // Round robin on gateway b would pick its first replica; the pin decides.
-    for gw in &gws {
+    // Round robin alternates: once a chat through gateway b lands on the first response's
+    // replica, b's policy would send the next request to the other one. Only the pin keeps
+    // the follow-up there.
+    let target = replica_url(&gws[0], &replica);
+    let mut lined_up = false;
+    for _ in 0..4 {
         let other = post_json(
-            &gw.addr,
+            &gws[1].addr,
             "/v1/chat/completions",
             &h,
             &json!({"model": model, "messages": [{"role": "user", "content": "filler"}],
@@ -309,7 +313,12 @@ fn a_follow_up_through_another_gateway_of_the_fleet_finds_the_response_in_redis(
         )
         .unwrap();
         assert_eq!(other.status, 200, "{}", other.text());
+        if replica_url(&gws[1], other.header("x-warmpath-replica").unwrap()) == target {
+            lined_up = true;
+            break;
+        }
     }
+    assert!(lined_up, "round robin never reached {target}");
     let follow = post_json(
         &gws[1].addr,
         "/v1/responses",
@@ -322,7 +331,7 @@ fn a_follow_up_through_another_gateway_of_the_fleet_finds_the_response_in_redis(
     // Each gateway labels replicas in its own registration order: compare their URLs.
     assert_eq!(
         replica_url(&gws[1], follow.header("x-warmpath-replica").unwrap()),
-        replica_url(&gws[0], &replica),
+        target,
         "the follow-up goes to the replica that served the first response"
     );
     let v = follow.json().unwrap();
