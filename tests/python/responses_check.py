@@ -5,7 +5,8 @@ Usage: responses_check.py BASE_URL API_KEY MODEL
 
 1. a plain `responses.create` (string input, instructions);
 2. a streamed one (a list of input items), its events iterated;
-3. a round-robin filler chat (moves the policy's next pick to the other replica);
+3. the same through the SDK's `responses.stream` helper (it also moves the round-robin
+   policy's next pick to the other replica);
 4. a follow-up of (1) with `previous_response_id`;
 5. an unknown `previous_response_id` (the SDK raises BadRequestError).
 """
@@ -55,9 +56,20 @@ for ev in stream:
     elif ev.type in ("response.completed", "response.incomplete"):
         final = ev.response
 
-client.chat.completions.create(
-    model=model, messages=[{"role": "user", "content": "filler"}], max_tokens=1, temperature=0,
-)
+# The SDK's stream helper rebuilds the response from the events as they come (it fails on
+# an event naming an item or part it has not been told of). Its `get_final_response` wants
+# `response.completed`; at the token bound the stream ends with `response.incomplete`, as
+# OpenAI's does, so the last event's response is read instead.
+with client.responses.stream(
+    model=model, instructions=instructions, input="Third?", max_output_tokens=6, temperature=0,
+) as helper:
+    helper_deltas, helper_final = [], None
+    for e in helper:
+        if e.type == "response.output_text.delta":
+            helper_deltas.append(e.delta)
+        elif e.type in ("response.completed", "response.incomplete"):
+            helper_final = e.response
+    helper_deltas = "".join(helper_deltas)
 
 raw = client.responses.with_raw_response.create(
     model=model, instructions=instructions, input="And how are replicas chosen?",
@@ -80,6 +92,8 @@ print(json.dumps({
                "final_status": final.status if final else None,
                "final_text": final.output_text if final else None,
                "usage": usage_of(final) if final and final.usage else None},
+    "helper": {"deltas": helper_deltas, "final_text": helper_final.output_text,
+               "status": helper_final.status},
     "follow": {"id": follow.id, "status": follow.status, "previous": follow.previous_response_id,
                "usage": usage_of(follow), **follow_headers},
     "unknown": unknown,

@@ -135,6 +135,10 @@ fn the_openai_sdk_uses_the_responses_api_and_a_follow_up_stays_on_its_replica() 
     assert!(s["usage"]["input"].as_u64().unwrap() > 600, "{s}");
     assert!(s["usage"]["output"].as_u64().unwrap() >= 1, "{s}");
 
+    let helper = &v["helper"];
+    assert_eq!(helper["deltas"], helper["final_text"], "{helper}");
+    assert!(!helper["deltas"].as_str().unwrap().is_empty(), "{helper}");
+
     let f = &v["follow"];
     assert_eq!(f["previous"], first["id"]);
     assert_ne!(f["id"], first["id"]);
