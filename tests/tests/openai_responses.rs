@@ -226,11 +226,27 @@ fn malformed_responses_requests_get_openai_errors() {
     .unwrap();
     assert_eq!(ok.status, 200, "{}", ok.text());
     assert_eq!(ok.json().unwrap()["object"], "response");
+    // A tool conversation (function tools, a call and its output as input items) renders
+    // through the chat template on both sides and is served.
+    let tools = json!({"model": model, "max_output_tokens": 2,
+    "tools": [{"type": "function", "name": "weather", "description": "Weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}],
+    "input": [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"type": "function_call", "call_id": "call_1", "name": "weather",
+            "arguments": "{\"city\":\"Paris\"}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
+    ]});
+    let r = post_json(&gw.addr, "/v1/responses", &h, &tools).unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json().unwrap();
+    assert_eq!(v["tools"][0]["name"], "weather", "{v}");
+    assert!(v["usage"]["input_tokens"].as_u64().unwrap() > 0, "{v}");
     // Counted by API, each request once it has ended (just after its answer went out).
     let series = |status: &str| {
         format!("warmpath_gateway_api_requests_total{{api=\"responses\",status=\"{status}\"}}")
     };
-    let want = [("200", 1.0), ("400", 4.0), ("401", 1.0), ("404", 1.0)];
+    let want = [("200", 2.0), ("400", 4.0), ("401", 1.0), ("404", 1.0)];
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while want.iter().any(|(s, n)| metric(&gw, &series(s)) < *n) {
         assert!(std::time::Instant::now() < deadline, "{:?}", gw.metrics());
