@@ -271,7 +271,7 @@ fn replica_url(gw: &GatewayProc, label: &str) -> String {
 
 /// `previous_response_id` across a fleet: a response made through one gateway is
 /// continued through another, which finds its record in the shared Redis (kept with a
-/// TTL) and sends the follow-up to the replica that served it.
+/// TTL) and sends the follow-up to the replica that served it; another tenant finds nothing.
 #[test]
 fn a_follow_up_through_another_gateway_of_the_fleet_finds_the_response_in_redis() {
     let redis = warmpath_e2e::redis::RedisServer::start().expect("redis");
@@ -283,7 +283,7 @@ fn a_follow_up_through_another_gateway_of_the_fleet_finds_the_response_in_redis(
     let urls: Vec<String> = replicas.iter().map(|r| r.url()).collect();
     let yaml = format!(
         "{}policy: {{type: round_robin}}\n{}state: {{backend: redis, url: '{}', gateway_count: 2}}\n",
-        auth_yaml(&[("resp", KEY, "")]),
+        auth_yaml(&[("resp", KEY, ""), ("other", "sk-other-tenant", "")]),
         replicas_yaml(&urls),
         redis.url()
     );
@@ -306,7 +306,8 @@ fn a_follow_up_through_another_gateway_of_the_fleet_finds_the_response_in_redis(
     let replica = first.header("x-warmpath-replica").unwrap().to_string();
     let id = first.json().unwrap()["id"].as_str().unwrap().to_string();
     // The record is written off the response's path: wait until Redis holds it.
-    let key = format!("warmpath:resp:{id}");
+    // Under the tenant's hash tag (`resp` is the tenant's id here).
+    let key = format!("warmpath:{{resp}}:resp:{id}");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while redis.cli(&["EXISTS", &key]).unwrap().trim() != "1" {
         assert!(
@@ -360,4 +361,19 @@ fn a_follow_up_through_another_gateway_of_the_fleet_finds_the_response_in_redis(
         .as_u64()
         .unwrap();
     assert!(cached >= 512, "the first turn's prefix is cached: {v}");
+    // Another tenant naming the id finds nothing, through either gateway.
+    for gw in &gws {
+        let r = post_json(
+            &gw.addr,
+            "/v1/responses",
+            &[("Authorization", "Bearer sk-other-tenant")],
+            &json!({"model": model, "input": "Yours?", "previous_response_id": id}),
+        )
+        .unwrap();
+        assert_eq!(r.status, 400, "{}", r.text());
+        assert_eq!(
+            r.json().unwrap()["error"]["code"],
+            "previous_response_not_found"
+        );
+    }
 }

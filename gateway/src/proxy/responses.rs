@@ -20,7 +20,8 @@ pub(crate) async fn open(
     ctx: &mut RequestCtx,
     body: &[u8],
 ) -> Result<Bytes, GatewayError> {
-    let (x, chat) = Exchange::open(body, &state.responses, state.fleet.as_ref()).await?;
+    let tenant = ctx.admission.tenant.as_ref().map_or("", |t| &*t.id);
+    let (x, chat) = Exchange::open(tenant, body, &state.responses, state.fleet.as_ref()).await?;
     ctx.responses = Some(Box::new(x));
     Ok(chat)
 }
@@ -83,6 +84,8 @@ pub(crate) fn body(state: &AppState, ctx: &mut RequestCtx, body: &mut Option<Byt
         return;
     };
     if let Some((id, record)) = x.record(replica.addr.url()) {
-        state.responses.put(&id, record, state.fleet.as_ref());
+        state
+            .responses
+            .put(x.tenant(), &id, record, state.fleet.as_ref());
     }
 }

@@ -33,6 +33,8 @@ use stream::StreamTranslator;
 /// One Responses request: what to answer the client with, and what to keep.
 #[derive(Debug)]
 pub(crate) struct Exchange {
+    /// The tenant whose request it is (its records are its own).
+    tenant: String,
     meta: Meta,
     /// The conversation before this answer (earlier turns and the new input).
     conversation: Vec<Value>,
@@ -48,10 +50,11 @@ pub(crate) struct Exchange {
 
 impl Exchange {
     /// Reads a Responses body and expands a follow-up with the conversation it continues
-    /// (this gateway's record or the fleet's): the exchange and the chat body to route
-    /// and send. An unknown `previous_response_id` is a 400
+    /// (this gateway's record or the fleet's, `tenant`'s only): the exchange and the chat
+    /// body to route and send. An unknown `previous_response_id` is a 400
     /// (`previous_response_not_found`).
     pub(crate) async fn open(
+        tenant: &str,
         body: &[u8],
         store: &Store,
         fleet: Option<&Arc<Fleet>>,
@@ -60,7 +63,7 @@ impl Exchange {
         let previous = match &req.previous_response_id {
             Some(id) => Some(
                 store
-                    .get(id, fleet)
+                    .get(tenant, id, fleet)
                     .await
                     .ok_or_else(|| GatewayError::PreviousResponseNotFound(id.clone()))?,
             ),
@@ -83,6 +86,7 @@ impl Exchange {
         };
         let stream = req.stream.then(|| StreamTranslator::new(meta.clone()));
         let x = Self {
+            tenant: tenant.to_string(),
             meta,
             conversation,
             pin: previous.map(|p| p.replica.clone()),
@@ -92,6 +96,11 @@ impl Exchange {
             answer: None,
         };
         Ok((x, Bytes::from(chat)))
+    }
+
+    /// The tenant whose request it is.
+    pub(crate) fn tenant(&self) -> &str {
+        &self.tenant
     }
 
     /// The replica a follow-up should go to (the previous response's), when there is one.

@@ -3,7 +3,8 @@
 //! replica that holds its prefix: the conversation as chat messages (earlier turns, the
 //! input, the output; never `instructions`, which are not carried over), and the replica
 //! that served it. Bounded ([`CAPACITY`] records and [`MAX_BYTES`] of their JSON, least
-//! recently used evicted) and each record lives [`TTL`]. With shared state, every record is also written to Redis (same
+//! recently used evicted) and each record lives [`TTL`]. Records belong to the tenant whose
+//! request made them: another tenant naming one finds nothing. With shared state, every record is also written to Redis (same
 //! TTL) and read from there on a local miss, so any gateway of a fleet finds it
 //! (`crate::fleet::responses`).
 
@@ -99,32 +100,38 @@ impl Store {
         }
     }
 
-    /// Keeps `record` under `id` here, and in the fleet's Redis when there is one (in the
-    /// background: the response is not held up).
-    pub(crate) fn put(&self, id: &str, record: Record, fleet: Option<&Arc<Fleet>>) {
+    /// Keeps `tenant`'s `record` under `id` here, and in the fleet's Redis when there is
+    /// one (in the background: the response is not held up).
+    pub(crate) fn put(&self, tenant: &str, id: &str, record: Record, fleet: Option<&Arc<Fleet>>) {
         let Ok(json) = serde_json::to_vec(&record) else {
             return;
         };
         let size = json.len();
         if let Some(fleet) = fleet {
-            fleet.put_response(id, json, self.ttl);
+            fleet.put_response(tenant, id, json, self.ttl);
         }
         self.local
             .lock()
-            .put(id, size, Arc::new(record), self.max_bytes);
+            .put(&scoped(tenant, id), size, Arc::new(record), self.max_bytes);
     }
 
-    /// The record under `id`: this gateway's, else the fleet's; `None` when neither has it
-    /// (or it expired).
-    pub(crate) async fn get(&self, id: &str, fleet: Option<&Arc<Fleet>>) -> Option<Arc<Record>> {
-        if let Some(r) = self.get_local(id, Instant::now()) {
+    /// `tenant`'s record under `id`: this gateway's, else the fleet's; `None` when neither
+    /// has it (or it expired).
+    pub(crate) async fn get(
+        &self,
+        tenant: &str,
+        id: &str,
+        fleet: Option<&Arc<Fleet>>,
+    ) -> Option<Arc<Record>> {
+        let key = scoped(tenant, id);
+        if let Some(r) = self.get_local(&key, Instant::now()) {
             return Some(r);
         }
-        let json = fleet?.get_response(id).await?;
+        let json = fleet?.get_response(tenant, id).await?;
         let record = Arc::new(serde_json::from_slice::<Record>(&json).ok()?);
         self.local
             .lock()
-            .put(id, json.len(), record.clone(), self.max_bytes);
+            .put(&key, json.len(), record.clone(), self.max_bytes);
         Some(record)
     }
 
@@ -139,6 +146,11 @@ impl Store {
             None => None,
         }
     }
+}
+
+/// The in-memory key of `tenant`'s response `id`.
+fn scoped(tenant: &str, id: &str) -> String {
+    format!("{tenant}\n{id}")
 }
 
 #[cfg(test)]
@@ -157,33 +169,33 @@ mod tests {
     fn records_are_bounded_and_expire() {
         let s = Store::new(2, MAX_BYTES, Duration::from_millis(50));
         for i in 0..3 {
-            s.put(&format!("resp_{i}"), record(i), None);
+            s.put("t", &format!("resp_{i}"), record(i), None);
         }
         let now = Instant::now();
         assert!(
-            s.get_local("resp_0", now).is_none(),
+            s.get_local("t\nresp_0", now).is_none(),
             "the oldest is evicted"
         );
-        assert_eq!(*s.get_local("resp_2", now).unwrap(), record(2));
+        assert_eq!(*s.get_local("t\nresp_2", now).unwrap(), record(2));
         let later = now + Duration::from_millis(60);
-        assert!(s.get_local("resp_1", later).is_none(), "expired");
-        assert!(s.get_local("resp_1", now).is_none(), "and dropped");
+        assert!(s.get_local("t\nresp_1", later).is_none(), "expired");
+        assert!(s.get_local("t\nresp_1", now).is_none(), "and dropped");
         assert_eq!(s.local.lock().records.len(), 1);
 
         // By bytes: room for two records of this size, not three.
         let size = serde_json::to_vec(&record(1)).unwrap().len();
         let s = Store::new(100, 2 * size + size / 2, TTL);
         for i in 0..3 {
-            s.put(&format!("resp_{i}"), record(i), None);
+            s.put("t", &format!("resp_{i}"), record(i), None);
         }
         let now = Instant::now();
-        assert!(s.get_local("resp_0", now).is_none(), "evicted for bytes");
-        assert!(s.get_local("resp_1", now).is_some() && s.get_local("resp_2", now).is_some());
+        assert!(s.get_local("t\nresp_0", now).is_none(), "evicted for bytes");
+        assert!(s.get_local("t\nresp_1", now).is_some() && s.get_local("t\nresp_2", now).is_some());
         assert_eq!(s.local.lock().bytes, 2 * size);
         // A record larger than the whole budget is not kept, and evicts nothing it keeps.
         let big = Store::new(100, size - 1, TTL);
-        big.put("resp_big", record(1), None);
-        assert!(big.get_local("resp_big", now).is_none());
+        big.put("t", "resp_big", record(1), None);
+        assert!(big.get_local("t\nresp_big", now).is_none());
         assert_eq!(big.local.lock().bytes, 0);
     }
 

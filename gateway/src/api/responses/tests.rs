@@ -298,7 +298,7 @@ fn a_broken_chat_stream_ends_in_response_failed_and_is_not_kept() {
 async fn an_exchange_translates_a_plain_answer_and_keeps_the_conversation() {
     let store = Store::default();
     let body = br#"{"model":"m","instructions":"sys","input":"one"}"#;
-    let (mut x, chat) = Exchange::open(body, &store, None).await.unwrap();
+    let (mut x, chat) = Exchange::open("t", body, &store, None).await.unwrap();
     assert!(x.pin().is_none());
     assert!(std::str::from_utf8(&chat).unwrap().contains("\"sys\""));
     assert!(x.on_status(200));
@@ -321,13 +321,15 @@ async fn an_exchange_translates_a_plain_answer_and_keeps_the_conversation() {
     assert!(id.starts_with("resp_"));
     let (kept, record) = x.record("http://r".into()).unwrap();
     assert_eq!(kept, id);
-    store.put(&kept, record, None);
+    store.put("t", &kept, record, None);
 
     // The follow-up: the whole conversation, pinned to the replica that served it.
     let body = format!(
         r#"{{"model":"m","instructions":"sys","input":"three","previous_response_id":"{id}"}}"#
     );
-    let (x, chat) = Exchange::open(body.as_bytes(), &store, None).await.unwrap();
+    let (x, chat) = Exchange::open("t", body.as_bytes(), &store, None)
+        .await
+        .unwrap();
     assert_eq!(x.pin(), Some("http://r"));
     let chat: Value = serde_json::from_slice(&chat).unwrap();
     let contents: Vec<&str> = chat["messages"]
@@ -338,15 +340,26 @@ async fn an_exchange_translates_a_plain_answer_and_keeps_the_conversation() {
         .collect();
     assert_eq!(contents, ["sys", "one", "two", "three"]);
 
+    // Another tenant naming it finds nothing.
+    assert!(matches!(
+        Exchange::open("u", body.as_bytes(), &store, None).await,
+        Err(GatewayError::PreviousResponseNotFound(_))
+    ));
+
     let body = br#"{"model":"m","input":"x","previous_response_id":"resp_unknown"}"#;
     assert!(matches!(
-        Exchange::open(body, &store, None).await,
+        Exchange::open("t", body, &store, None).await,
         Err(GatewayError::PreviousResponseNotFound(_))
     ));
     // `store: false`: nothing to continue from.
-    let (mut x, _) = Exchange::open(br#"{"model":"m","input":"x","store":false}"#, &store, None)
-        .await
-        .unwrap();
+    let (mut x, _) = Exchange::open(
+        "t",
+        br#"{"model":"m","input":"x","store":false}"#,
+        &store,
+        None,
+    )
+    .await
+    .unwrap();
     x.on_status(200);
     let mut all = Some(Bytes::from_static(answer));
     x.on_body(&mut all, true);
