@@ -114,6 +114,9 @@ pub(crate) enum GatewayError {
     /// The replica did not answer in time.
     #[error("upstream timed out")]
     UpstreamTimeout,
+    /// A Responses request's `previous_response_id` names no response this fleet keeps.
+    #[error("Previous response with id '{0}' not found.")]
+    PreviousResponseNotFound(String),
 }
 
 /// The parts of an HTTP error response.
@@ -134,7 +137,8 @@ impl GatewayError {
             GatewayError::InvalidBody(_)
             | GatewayError::BadRequest(_)
             | GatewayError::ApiNotServed { .. }
-            | GatewayError::AmbiguousFraming(_) => 400,
+            | GatewayError::AmbiguousFraming(_)
+            | GatewayError::PreviousResponseNotFound(_) => 400,
             GatewayError::Unauthorized => 401,
             GatewayError::ModelNotAllowed(_) => 403,
             GatewayError::UnknownModel(_) | GatewayError::NotFound { .. } => 404,
@@ -187,6 +191,7 @@ impl GatewayError {
             GatewayError::NoReplica(_) => "no_replica",
             GatewayError::Upstream(_) => "upstream_error",
             GatewayError::UpstreamTimeout => "upstream_timeout",
+            GatewayError::PreviousResponseNotFound(_) => "previous_response_not_found",
         }
     }
 
@@ -209,7 +214,10 @@ impl GatewayError {
             "error": {
                 "message": self.to_string(),
                 "type": self.error_type(),
-                "param": serde_json::Value::Null,
+                "param": match self {
+                    GatewayError::PreviousResponseNotFound(_) => "previous_response_id".into(),
+                    _ => serde_json::Value::Null,
+                },
                 "code": self.code(),
             }
         });

@@ -21,6 +21,8 @@
 //!   in-flight slots), [`routing`] (prefix index and policy), [`tenants`] (keys, salts,
 //!   limits), [`metrics`], [`retry`] (the retry budget and backoff); [`outcome`]: what became
 //!   of one request, the value the data plane hands the shared sinks.
+//! - [`api`]: the APIs the gateway serves by translating them to chat completions
+//!   (the OpenAI Responses API).
 //! - [`fleet`]: state a fleet of gateways shares in Redis or a Redis Cluster (tenant
 //!   limits), with the degraded fallback when Redis is away.
 //! - [`rollout`]: checkpoint rollouts (sticky canary shares, pre-warm from the hot

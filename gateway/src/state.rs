@@ -39,6 +39,8 @@ pub(crate) struct AppState {
     pub fleet: Option<Arc<crate::fleet::Fleet>>,
     /// Checkpoint rollouts in force and the hot prefixes they pre-warm from.
     pub rollouts: crate::rollout::Rollouts,
+    /// Responses API records a follow-up (`previous_response_id`) continues from.
+    pub responses: crate::api::responses::store::Store,
     started: Instant,
 }
 
@@ -81,6 +83,7 @@ impl AppState {
         Arc::new(Self {
             fleet,
             rollouts,
+            responses: Default::default(),
             config: RwLock::new(Arc::new(config)),
             tenants: RwLock::new(Arc::new(tenants)),
             registry: Registry::new(),

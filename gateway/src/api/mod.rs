@@ -3,3 +3,4 @@
 //! limits, routing, retries, accounting.
 
 pub(crate) mod messages;
+pub(crate) mod responses;

@@ -32,6 +32,7 @@
 //!   [`reconcile`]: the store reconciled with this gateway's config.
 //! - [`view`]: each gateway's copy of the key store; [`scripts`]: the Lua scripts.
 //! - [`rollouts`]: checkpoint rollouts set through any gateway's admin API.
+//! - [`responses`]: Responses API records a follow-up continues from.
 //! - [`history`]: the shared routing history (engines without KV events); [`routed`]:
 //!   the queue in front of its writer.
 
@@ -43,6 +44,7 @@ pub(crate) mod limits;
 pub(crate) mod pending;
 pub(crate) mod preflight;
 pub(crate) mod reconcile;
+pub(crate) mod responses;
 pub(crate) mod rollouts;
 pub(crate) mod routed;
 pub(crate) mod scripts;

@@ -90,6 +90,8 @@ pub(crate) struct Metrics {
     registry: Registry,
     /// Requests by tenant, model, replica and status.
     pub requests: CounterFamily<4>,
+    /// Requests by API (`chat`, `completions`, `responses`, ...) and status.
+    pub api_requests: IntCounterVec,
     /// Routing decisions by policy and branch.
     pub routing_branches: IntCounterVec,
     /// Prompt tokens the gateway predicted cached, by model.
@@ -245,6 +247,11 @@ impl Metrics {
             tenants: SeriesCache::new(),
             known_models: KnownModels::default(),
             requests,
+            api_requests: cv(
+                "api_requests_total",
+                "Finished API requests by API and status",
+                &["api", "status"],
+            ),
             routing_branches: cv(
                 "routing_decisions_total",
                 "Routing decisions by policy and branch",

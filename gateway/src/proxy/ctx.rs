@@ -44,6 +44,8 @@ pub(crate) struct RequestCtx {
     pub migration: Option<Box<super::migrate::state::Migration>>,
     /// A `/v1/messages` request: its translation to and from a chat.
     pub messages: Option<Box<crate::api::messages::Exchange>>,
+    /// A Responses API request: its translation and what it keeps (`super::responses`).
+    pub responses: Option<Box<crate::api::responses::Exchange>>,
 }
 
 /// What the read phase learnt of the request.
@@ -52,6 +54,9 @@ pub(crate) struct Read {
     /// A gateway control endpoint (`/health`, `/ready`): not API traffic, so kept out of
     /// request metrics, logs and the dashboard.
     pub control: bool,
+    /// The API asked for (`chat`, `completions`, `responses`; empty for the gateway's
+    /// own endpoints): the `api` label of `api_requests_total`.
+    pub api: &'static str,
     /// Model asked for (empty until the body is parsed).
     pub model: Arc<str>,
     /// The whole body was read: its length (at most `limits.max_body_bytes`).
@@ -135,6 +140,7 @@ impl RequestCtx {
             start: Instant::now(),
             read: Read {
                 control: false,
+                api: "",
                 model: no_model(),
                 body_len: None,
                 upstream_body: None,
@@ -147,6 +153,7 @@ impl RequestCtx {
             seen: Seen::default(),
             migration: None,
             messages: None,
+            responses: None,
         }
     }
 

@@ -39,6 +39,14 @@ pub(crate) fn finish(state: &AppState, e: Option<&Error>, ctx: &mut RequestCtx) 
     }
     state.metrics.record(&outcome);
     super::passthrough::count(state, ctx, outcome.status);
+    if !ctx.read.api.is_empty() {
+        let mut digits = itoa::Buffer::new();
+        state
+            .metrics
+            .api_requests
+            .with_label_values(&[ctx.read.api, digits.format(outcome.status)])
+            .inc();
+    }
     if let Some(m) = &ctx.migration {
         let completed = outcome.response_started
             && !ctx.seen.stream_error_sent

@@ -18,7 +18,8 @@
 //! 8. [`finish`]: the request's [`crate::outcome::Outcome`], computed once: settlement,
 //!    health, metrics, access log, dashboard.
 //!
-//! [`request`] runs phases 2 to 5 in order; [`failure`] handles what goes wrong after
+//! [`responses`] hooks the Responses API's translation (`crate::api::responses`) into
+//! phases 2, 5, 7 and 8. [`request`] runs phases 2 to 5 in order; [`failure`] handles what goes wrong after
 //! them, and [`migrate`] continues a stream whose replica failed on another replica; [`respond`] writes the answers the gateway gives itself. The request's state is
 //! one [`ctx::RequestCtx`], whose parts each belong to one phase.
 
@@ -36,6 +37,7 @@ pub(crate) mod read;
 pub(crate) mod request;
 pub(crate) mod respond;
 pub(crate) mod response;
+pub(crate) mod responses;
 pub(crate) mod route;
 pub(crate) mod send;
 pub(crate) mod service;

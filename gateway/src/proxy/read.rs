@@ -21,6 +21,9 @@ pub(crate) enum Target {
     /// `POST /v1/messages`: Anthropic's Messages API, translated to a chat
     /// (`crate::api::messages`).
     Messages,
+    /// `POST /v1/responses`: translated to a chat completion and back
+    /// (`crate::api::responses`).
+    Responses,
     /// `GET /v1/models`, answered by the gateway for the tenant.
     Models,
     /// `GET /health`: the gateway process is up.
@@ -43,6 +46,7 @@ pub(crate) fn target(session: &Session) -> Result<Target, GatewayError> {
         ("POST", "/detokenize" | "/v1/detokenize") => {
             Target::Generate(Endpoint::Passthrough(Api::Detokenize))
         }
+        ("POST", "/v1/responses") => Target::Responses,
         ("GET", "/v1/models") => Target::Models,
         ("GET", "/health") => Target::Health,
         ("GET", "/ready") => Target::Ready,

@@ -73,13 +73,21 @@ async fn intake(
     ctx: &mut RequestCtx,
 ) -> Result<Option<u16>, GatewayError> {
     let cfg = state.config();
-    let endpoint = match read::target(session)? {
-        Target::Generate(endpoint) => Some(endpoint),
-        Target::Messages => {
-            ctx.messages = Some(Box::default());
-            Some(Endpoint::Chat)
+    let (endpoint, responses) = match read::target(session)? {
+        Target::Generate(endpoint) => {
+            ctx.read.api = endpoint.as_str();
+            (Some(endpoint), false)
         }
-        Target::Models => None,
+        Target::Messages => {
+            ctx.read.api = "messages";
+            ctx.messages = Some(Box::default());
+            (Some(Endpoint::Chat), false)
+        }
+        Target::Responses => {
+            ctx.read.api = "responses";
+            (Some(Endpoint::Chat), true)
+        }
+        Target::Models => (None, false),
         Target::Health => {
             ctx.read.control = true;
             let _ = respond::json(session, 200, b"{\"status\":\"ok\"}".to_vec(), &[], false).await;
@@ -125,13 +133,15 @@ async fn intake(
     .await?;
     // The body limit (at most 1 GiB, `config::MAX_BODY_BYTES_CEILING`) fits a u32.
     ctx.read.body_len = Some(u32::try_from(body.len()).unwrap_or(u32::MAX));
-    let body = match ctx.messages.as_deref_mut() {
-        Some(m) => {
+    // A Messages or Responses request goes on as its chat equivalent (`crate::api`).
+    let body = match (ctx.messages.as_deref_mut(), responses) {
+        (Some(m), _) => {
             let (chat, call) = messages::to_chat(&body)?;
             m.call = call;
             bytes::Bytes::from(chat)
         }
-        None => body,
+        (None, true) => super::responses::open(state, ctx, &body).await?,
+        (None, false) => body,
     };
     decide(state, ctx, &tenant, endpoint, &body).await?;
     if let (Some(m), Some(plan)) = (ctx.messages.as_deref_mut(), &ctx.plan) {
@@ -139,7 +149,9 @@ async fn intake(
     }
     // Kept for every attempt (`super::send::body`), unless `decide` bounded it.
     let sent = ctx.read.upstream_body.get_or_insert(body).clone();
-    super::migrate::arm(state, ctx, sent);
+    if !responses {
+        super::migrate::arm(state, ctx, sent);
+    }
     Ok(None)
 }
 
@@ -172,6 +184,7 @@ pub(crate) async fn decide(
         ctx.read.upstream_body = bounded_body(body, endpoint, default_max_tokens);
     }
     let (mut plan, mut order) = route(state, tenant, prepared, endpoint, &parsed, model)?;
+    super::responses::pin(state, ctx, &mut plan, &mut order);
     let slot = hold_slot(state, &mut order, plan.decided).await?;
     record(state, &plan, tenant, &ctx.id.header);
     // The prompt's tokens served the hot-prefix history; the request does not keep them.

@@ -78,6 +78,13 @@ impl TryOrder {
         Self { replicas, tried: 0 }
     }
 
+    /// Puts `replica` first (a conversation's pin: `super::responses::pin`), before any
+    /// attempt.
+    pub(crate) fn prefer(&mut self, replica: Arc<Replica>) {
+        self.replicas.retain(|r| r.id != replica.id);
+        self.replicas.insert(0, replica);
+    }
+
     /// Whether every replica has been tried.
     pub(crate) fn done(&self) -> bool {
         self.tried >= self.replicas.len()

@@ -111,6 +111,9 @@ pub(crate) fn stamp_request(
     if ctx.messages.is_some() {
         // Sent to the replica as the chat it was translated to.
         upstream.set_uri(http::Uri::from_static(crate::api::messages::UPSTREAM_PATH));
+    } else if ctx.responses.is_some() {
+        // A Responses request goes upstream as its chat equivalent.
+        upstream.set_uri(http::Uri::from_static("/v1/chat/completions"));
     } else if let Some(plan) = &ctx.plan {
         super::passthrough::upstream_path(upstream, plan.endpoint);
     }

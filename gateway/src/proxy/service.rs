@@ -116,7 +116,9 @@ impl ProxyHttp for Gateway {
         resp: &mut ResponseHeader,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
-        response::upstream_status(&self.state, resp, ctx)
+        response::upstream_status(&self.state, resp, ctx)?;
+        super::responses::upstream_header(ctx, resp);
+        Ok(())
     }
 
     /// The header the client gets ([`response::stamp_response`]).
@@ -142,6 +144,7 @@ impl ProxyHttp for Gateway {
         if let Some(m) = ctx.messages.as_deref_mut() {
             m.body(ctx.seen.status, body, end_of_stream);
         }
+        super::responses::body(&self.state, ctx, body, end_of_stream);
         Ok(None)
     }
 
