@@ -6,6 +6,7 @@
 //! routed or recorded.
 
 use crate::body::request::{ParsedRequest, Prompt};
+use crate::encoder::PromptEncoder;
 use crate::error::GatewayError;
 use crate::replicas::Replica;
 use crate::state::AppState;
@@ -15,6 +16,7 @@ use router_policy::{conversation_key, sticky_key};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use warmpath_core::{block_hashes, BlockHash, BlockSize, CheckpointId, TokenId};
+use warmpath_text::ChatInput;
 
 /// Tokenizes the prompt of `req` with the checkpoint's tokenizer: a chat with tools, tool
 /// calls or template kwargs from its whole template input, as the engine renders it.
@@ -22,12 +24,21 @@ pub(crate) fn tokenize(
     replica: &Replica,
     req: &ParsedRequest,
 ) -> Result<Vec<TokenId>, GatewayError> {
-    let r = match &req.prompt {
-        Prompt::Chat(msgs) => match &req.chat_input {
-            Some(input) => replica.tokenizer.encode_chat_input(input, msgs),
-            None => replica.tokenizer.encode_chat(msgs),
+    encode(&replica.tokenizer, &req.prompt, req.chat_input.as_ref())
+}
+
+/// [`tokenize`] from the prompt's parts (what [`super::offload`] moves to another thread).
+pub(crate) fn encode(
+    encoder: &PromptEncoder,
+    prompt: &Prompt,
+    chat_input: Option<&Arc<ChatInput>>,
+) -> Result<Vec<TokenId>, GatewayError> {
+    let r = match prompt {
+        Prompt::Chat(msgs) => match chat_input {
+            Some(input) => encoder.encode_chat_input(input, msgs),
+            None => encoder.encode_chat(msgs),
         },
-        Prompt::Text(t) => replica.tokenizer.encode(t, true),
+        Prompt::Text(t) => encoder.encode(t, true),
         Prompt::Tokens(t) => return Ok(t.clone()),
     };
     r.map_err(|e| GatewayError::BadRequest(format!("cannot tokenize the prompt: {e}")))
@@ -55,11 +66,12 @@ pub(crate) struct Prepared {
 }
 
 /// Tokenizes and hashes the prompt of `req` for `tenant` (allowlist checked), starting at
-/// `now`. Nothing is routed or recorded yet.
-pub(crate) fn prepare(
+/// `now`. Nothing is routed or recorded yet. A long prompt is tokenized on the blocking pool
+/// ([`super::offload`]).
+pub(crate) async fn prepare(
     state: &AppState,
     tenant: &Tenant,
-    req: &ParsedRequest,
+    req: &ParsedRequest<'_>,
     now: Instant,
 ) -> Result<Prepared, GatewayError> {
     if !tenant.allows(&req.model) {
@@ -73,7 +85,7 @@ pub(crate) fn prepare(
     let first = replicas
         .first()
         .ok_or_else(|| GatewayError::NoReplica(req.model.to_string()))?;
-    let mut tokens = tokenize(first, req)?;
+    let mut tokens = super::offload::tokenize(first, req).await?;
     let counts_tokens = first.tokenizer.counts_tokens();
     let mut block_size = first.info.block_size;
     // The conversation's rollout key: a chat by its messages through the first question,
@@ -93,7 +105,7 @@ pub(crate) fn prepare(
             let on = state.registry.on_checkpoint(&req.model, &want);
             if let Some(r) = on.iter().find(|r| r.routable(now)) {
                 if !Arc::ptr_eq(&r.tokenizer, &first.tokenizer) {
-                    tokens = tokenize(r, req)?;
+                    tokens = super::offload::tokenize(r, req).await?;
                 }
                 block_size = r.info.block_size;
                 checkpoint = want;
