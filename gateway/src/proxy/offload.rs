@@ -3,14 +3,15 @@
 //! BPE takes (BENCHMARKS.md, long bodies). A short prompt is tokenized in place, as before:
 //! a hop to another thread costs more than its tokenization (or its cache hit).
 
-use super::prepare::encode;
 use crate::body::request::{Message, ParsedRequest, Prompt};
+use crate::encoder::PromptEncoder;
 use crate::error::GatewayError;
 use crate::replicas::Replica;
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 use warmpath_core::TokenId;
+use warmpath_text::ChatInput;
 
 /// Prompts of at least this many bytes (roles and contents, or text) are tokenized on the
 /// blocking pool. Uncached, 32 KiB of English is about 8k tokens, a few milliseconds of BPE
@@ -26,14 +27,14 @@ pub(crate) fn prompt_bytes(prompt: &Prompt<'_>) -> usize {
     }
 }
 
-/// Tokenizes the prompt of `req` with `replica`'s tokenizer (as
-/// [`super::prepare::tokenize`]), on the blocking pool when the prompt is long.
+/// Tokenizes the prompt of `req` with `replica`'s tokenizer ([`tokenize_in_place`]), on the
+/// blocking pool when the prompt is long.
 pub(crate) async fn tokenize(
     replica: &Arc<Replica>,
     req: &ParsedRequest<'_>,
 ) -> Result<Vec<TokenId>, GatewayError> {
     if prompt_bytes(&req.prompt) < OFFLOAD_MIN_PROMPT_BYTES {
-        return super::prepare::tokenize(replica, req);
+        return tokenize_in_place(replica, req);
     }
     // The blocking pool needs owned data: one copy of the prompt's text, far cheaper than
     // its tokenization.
@@ -51,6 +52,32 @@ pub(crate) async fn tokenize(
             retry_after: Duration::from_secs(1),
         }),
     }
+}
+
+/// Tokenizes the prompt of `req` with `replica`'s tokenizer on this thread: a chat with
+/// tools, tool calls or template kwargs from its whole template input, as the engine
+/// renders it.
+pub(crate) fn tokenize_in_place(
+    replica: &Replica,
+    req: &ParsedRequest<'_>,
+) -> Result<Vec<TokenId>, GatewayError> {
+    encode(&replica.tokenizer, &req.prompt, req.chat_input.as_ref())
+}
+
+fn encode(
+    encoder: &PromptEncoder,
+    prompt: &Prompt<'_>,
+    chat_input: Option<&Arc<ChatInput>>,
+) -> Result<Vec<TokenId>, GatewayError> {
+    let r = match prompt {
+        Prompt::Chat(msgs) => match chat_input {
+            Some(input) => encoder.encode_chat_input(input, msgs),
+            None => encoder.encode_chat(msgs),
+        },
+        Prompt::Text(t) => encoder.encode(t, true),
+        Prompt::Tokens(t) => return Ok(t.clone()),
+    };
+    r.map_err(|e| GatewayError::BadRequest(format!("cannot tokenize the prompt: {e}")))
 }
 
 fn owned(prompt: &Prompt<'_>) -> Prompt<'static> {
@@ -129,7 +156,7 @@ mod tests {
             let tokens = tokenize(&r, &req).await.unwrap();
             let seen = ticks.load(Ordering::Relaxed);
             ticker.abort();
-            assert_eq!(tokens, super::super::prepare::tokenize(&r, &req).unwrap());
+            assert_eq!(tokens, tokenize_in_place(&r, &req).unwrap());
             (tokens, seen)
         })
     }

@@ -6,7 +6,6 @@
 //! routed or recorded.
 
 use crate::body::request::{ParsedRequest, Prompt};
-use crate::encoder::PromptEncoder;
 use crate::error::GatewayError;
 use crate::replicas::Replica;
 use crate::state::AppState;
@@ -16,33 +15,6 @@ use router_policy::{conversation_key, sticky_key};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use warmpath_core::{block_hashes, BlockHash, BlockSize, CheckpointId, TokenId};
-use warmpath_text::ChatInput;
-
-/// Tokenizes the prompt of `req` with the checkpoint's tokenizer: a chat with tools, tool
-/// calls or template kwargs from its whole template input, as the engine renders it.
-pub(crate) fn tokenize(
-    replica: &Replica,
-    req: &ParsedRequest,
-) -> Result<Vec<TokenId>, GatewayError> {
-    encode(&replica.tokenizer, &req.prompt, req.chat_input.as_ref())
-}
-
-/// [`tokenize`] from the prompt's parts (what [`super::offload`] moves to another thread).
-pub(crate) fn encode(
-    encoder: &PromptEncoder,
-    prompt: &Prompt,
-    chat_input: Option<&Arc<ChatInput>>,
-) -> Result<Vec<TokenId>, GatewayError> {
-    let r = match prompt {
-        Prompt::Chat(msgs) => match chat_input {
-            Some(input) => encoder.encode_chat_input(input, msgs),
-            None => encoder.encode_chat(msgs),
-        },
-        Prompt::Text(t) => encoder.encode(t, true),
-        Prompt::Tokens(t) => return Ok(t.clone()),
-    };
-    r.map_err(|e| GatewayError::BadRequest(format!("cannot tokenize the prompt: {e}")))
-}
 
 /// A request tokenized and hashed, not yet routed: enough to reserve tokens against the
 /// tenant's limits before anything is decided or recorded.
