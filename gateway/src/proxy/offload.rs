@@ -14,8 +14,9 @@ use warmpath_core::TokenId;
 use warmpath_text::ChatInput;
 
 /// Prompts of at least this many bytes (roles and contents, or text) are tokenized on the
-/// blocking pool. Uncached, 32 KiB of English is about 8k tokens, a few milliseconds of BPE
-/// on one core; below it, the event loop's stall is shorter than a thread hop is worth.
+/// blocking pool. Uncached, 32 KiB of English is about 10k tokens, some 1.5 ms of BPE on one
+/// core (BENCHMARKS.md section 26); below it, the event loop's stall is shorter than a thread
+/// hop is worth.
 pub(crate) const OFFLOAD_MIN_PROMPT_BYTES: usize = 32 * 1024;
 
 /// The bytes of `prompt` the tokenizer reads.
