@@ -20,6 +20,7 @@
 
 use crate::bytelevel::BYTE_CHARS;
 use regex::Regex;
+use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
 use tokenizers::models::ModelWrapper;
 use tokenizers::{Model, Tokenizer};
@@ -105,18 +106,13 @@ impl FastByteLevel {
         let ModelWrapper::BPE(bpe) = self.inner.get_model() else {
             return Err("the tokenizer model is not BPE".into());
         };
-        let mut word = String::with_capacity(64);
-        let mut emit = |piece: &str| -> Result<(), String> {
-            for w in split_words(piece) {
-                word.clear();
-                word.extend(w.bytes().map(|b| BYTE_CHARS[b as usize]));
-                let tokens = bpe.tokenize(&word).map_err(|e| e.to_string())?;
-                out.extend(tokens.iter().map(|t| TokenId(t.id)));
-            }
-            Ok(())
+        let mut words = Words {
+            bpe,
+            word: String::with_capacity(64),
+            memo: (text.len() >= MEMO_MIN_BYTES).then(HashMap::default),
         };
         match self.digits {
-            DigitSplit::None => emit(text),
+            DigitSplit::None => words.emit(text, out),
             DigitSplit::Each | DigitSplit::Runs => {
                 let mut start = 0;
                 let mut chars = text.char_indices().peekable();
@@ -134,13 +130,50 @@ impl FastByteLevel {
                             chars.next();
                         }
                     }
-                    emit(&text[start..i])?;
-                    emit(&text[i..end])?;
+                    words.emit(&text[start..i], out)?;
+                    words.emit(&text[i..end], out)?;
                     start = end;
                 }
-                emit(&text[start..])
+                words.emit(&text[start..], out)
             }
         }
+    }
+}
+
+/// Texts of at least this many bytes memoize their words (see [`Words`]); below it, the
+/// map costs more than the repeats it saves.
+const MEMO_MIN_BYTES: usize = 2048;
+
+/// One text's words through the BPE model. The model caches merges per word, but every
+/// call still clones the cached word and a `String` per token; a long text repeats most of
+/// its words, so with `memo` each distinct word goes through the model once per text and
+/// every later occurrence copies its ids from where they already are in `out` (the model is
+/// deterministic: no dropout, [`FastByteLevel::from_spec`]).
+struct Words<'t, 'm> {
+    bpe: &'m tokenizers::models::bpe::BPE,
+    /// The byte-level form of the current word.
+    word: String,
+    /// Each word of the text seen so far: where its ids start in `out`, and how many.
+    memo: Option<HashMap<&'t str, (usize, usize)>>,
+}
+
+impl<'t> Words<'t, '_> {
+    fn emit(&mut self, piece: &'t str, out: &mut Vec<TokenId>) -> Result<(), String> {
+        for w in split_words(piece) {
+            if let Some(&(at, n)) = self.memo.as_ref().and_then(|m| m.get(w)) {
+                out.extend_from_within(at..at + n);
+                continue;
+            }
+            self.word.clear();
+            self.word.extend(w.bytes().map(|b| BYTE_CHARS[b as usize]));
+            let tokens = self.bpe.tokenize(&self.word).map_err(|e| e.to_string())?;
+            let at = out.len();
+            out.extend(tokens.iter().map(|t| TokenId(t.id)));
+            if let Some(memo) = self.memo.as_mut() {
+                memo.insert(w, (at, tokens.len()));
+            }
+        }
+        Ok(())
     }
 }
 

@@ -145,3 +145,33 @@ proptest! {
         prop_assert_eq!(fast, hf, "text {:?}", s);
     }
 }
+
+/// Long random text: past the size where the fast path memoizes each word's ids within a
+/// text (`fast_bpe`'s `MEMO_MIN_BYTES`, 2 KiB), so repeated words come from the memo.
+fn long_text() -> impl Strategy<Value = String> {
+    prop::collection::vec(prop::sample::select(PIECES), 1500..3000).prop_map(|v| v.concat())
+}
+
+#[test]
+fn a_long_text_with_repeated_words_matches() {
+    let docs = concat!(
+        include_str!("../../ARCHITECTURE.md"),
+        include_str!("../../README.md")
+    );
+    let cut = (4000..).find(|&i| docs.is_char_boundary(i)).unwrap();
+    for s in [docs, &docs.repeat(3)[..], &docs[..cut]] {
+        assert!(s.len() > 2048);
+        let (fast, hf) = both(smollm2(), s);
+        assert_eq!(fast, hf, "{} bytes", s.len());
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    #[test]
+    fn fast_path_equals_hf_on_long_random_text(s in long_text()) {
+        prop_assume!(s.len() > 2048);
+        let (fast, hf) = both(smollm2(), &s);
+        prop_assert_eq!(fast, hf, "{} bytes", s.len());
+    }
+}

@@ -16,23 +16,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use warmpath_core::{block_hashes, BlockHash, BlockSize, CheckpointId, TokenId};
 
-/// Tokenizes the prompt of `req` with the checkpoint's tokenizer: a chat with tools, tool
-/// calls or template kwargs from its whole template input, as the engine renders it.
-pub(crate) fn tokenize(
-    replica: &Replica,
-    req: &ParsedRequest,
-) -> Result<Vec<TokenId>, GatewayError> {
-    let r = match &req.prompt {
-        Prompt::Chat(msgs) => match &req.chat_input {
-            Some(input) => replica.tokenizer.encode_chat_input(input, msgs),
-            None => replica.tokenizer.encode_chat(msgs),
-        },
-        Prompt::Text(t) => replica.tokenizer.encode(t, true),
-        Prompt::Tokens(t) => return Ok(t.clone()),
-    };
-    r.map_err(|e| GatewayError::BadRequest(format!("cannot tokenize the prompt: {e}")))
-}
-
 /// A request tokenized and hashed, not yet routed: enough to reserve tokens against the
 /// tenant's limits before anything is decided or recorded.
 #[derive(Debug)]
@@ -55,11 +38,12 @@ pub(crate) struct Prepared {
 }
 
 /// Tokenizes and hashes the prompt of `req` for `tenant` (allowlist checked), starting at
-/// `now`. Nothing is routed or recorded yet.
-pub(crate) fn prepare(
+/// `now`. Nothing is routed or recorded yet. A long prompt is tokenized on the blocking pool
+/// ([`super::offload`]).
+pub(crate) async fn prepare(
     state: &AppState,
     tenant: &Tenant,
-    req: &ParsedRequest,
+    req: &ParsedRequest<'_>,
     now: Instant,
 ) -> Result<Prepared, GatewayError> {
     if !tenant.allows(&req.model) {
@@ -73,7 +57,7 @@ pub(crate) fn prepare(
     let first = replicas
         .first()
         .ok_or_else(|| GatewayError::NoReplica(req.model.to_string()))?;
-    let mut tokens = tokenize(first, req)?;
+    let mut tokens = super::offload::tokenize(first, req).await?;
     let counts_tokens = first.tokenizer.counts_tokens();
     let mut block_size = first.info.block_size;
     // The conversation's rollout key: a chat by its messages through the first question,
@@ -93,7 +77,7 @@ pub(crate) fn prepare(
             let on = state.registry.on_checkpoint(&req.model, &want);
             if let Some(r) = on.iter().find(|r| r.routable(now)) {
                 if !Arc::ptr_eq(&r.tokenizer, &first.tokenizer) {
-                    tokens = tokenize(r, req)?;
+                    tokens = super::offload::tokenize(r, req).await?;
                 }
                 block_size = r.info.block_size;
                 checkpoint = want;

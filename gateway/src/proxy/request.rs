@@ -174,7 +174,7 @@ pub(crate) async fn decide(
     let model: Arc<str> = Arc::from(&*parsed.model);
     ctx.read.model = model.clone();
     let now = Instant::now();
-    let prepared = prepare(state, tenant, &parsed, now)?;
+    let prepared = prepare(state, tenant, &parsed, now).await?;
     let default_max_tokens = cfg.limits.default_max_tokens;
     let max_tokens = u64::from(parsed.max_tokens.unwrap_or(default_max_tokens));
     let tokens = u64::from(prepared.prompt_tokens) + max_tokens * u64::from(parsed.n);

@@ -16,10 +16,12 @@
 #[cfg(test)]
 mod agent_tests;
 mod chat_text;
+mod piece_cache;
 mod skeleton;
 
 pub(crate) use chat_text::ChatText;
 
+use piece_cache::{PieceCache, MAX_CACHED_TOKENS};
 pub(crate) use skeleton::SKELETON_MIN_BYTES;
 use skeleton::{straddles, Frame, Part, Skeleton};
 
@@ -56,7 +58,7 @@ pub struct CachedTokenizer {
     /// The added tokens again, finding overlapping occurrences, and the longest one's
     /// length: set when the template passed [`Skeleton::probe`].
     skeleton: Option<(AhoCorasick, usize)>,
-    cache: Mutex<LruCache<u128, Arc<[TokenId]>>>,
+    cache: Mutex<PieceCache>,
     /// Rendered skeleton frames by chat shape (roles and empty contents): few shapes recur.
     frames: Mutex<LruCache<u128, Arc<Frame>>>,
     min_cached_bytes: usize,
@@ -91,7 +93,7 @@ impl CachedTokenizer {
             inner,
             splitter,
             skeleton,
-            cache: Mutex::new(LruCache::new(cap)),
+            cache: Mutex::new(PieceCache::new(cap, MAX_CACHED_TOKENS)),
             frames: Mutex::new(LruCache::new(
                 NonZeroUsize::new(FRAME_CACHE_ENTRIES).unwrap_or(NonZeroUsize::MIN),
             )),

@@ -21,9 +21,7 @@
 mod read;
 mod types;
 
-#[cfg(test)]
-use types::Message;
-pub(crate) use types::{Endpoint, ParsedRequest, Prompt};
+pub(crate) use types::{Endpoint, Message, ParsedRequest, Prompt};
 
 use crate::error::GatewayError;
 use std::sync::Arc;
