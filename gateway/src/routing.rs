@@ -44,7 +44,8 @@ pub(crate) struct DecisionRecord {
     /// Model requested.
     #[serde(serialize_with = "serialize_str")]
     pub model: Arc<str>,
-    /// The API: `chat`, `completions`, `embeddings`, `tokenize`, `detokenize`.
+    /// The client's API: `chat`, `completions`, `responses`, `messages` (those two routed as
+    /// the chat they are translated to), `embeddings`, `tokenize`, `detokenize`.
     pub endpoint: &'static str,
     /// Prompt length.
     pub prompt_tokens: u32,

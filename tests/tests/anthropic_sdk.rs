@@ -227,6 +227,19 @@ fn a_conversation_sent_as_chat_then_as_messages_is_one_prefix() {
             .collect::<Vec<_>>()
             .join("\n")
     );
+    // The decision log names each request's own API, oldest first.
+    let log = gw
+        .admin_get("/admin/decisions?limit=2")
+        .unwrap()
+        .json()
+        .unwrap();
+    let apis: Vec<_> = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["endpoint"].clone())
+        .collect();
+    assert_eq!(apis, [json!("chat"), json!("messages")], "{log}");
 }
 
 #[test]

@@ -54,6 +54,10 @@ fn decided_replica(gw: &GatewayProc, request_id: &str) -> u64 {
         .iter()
         .find(|r| r["request_id"] == request_id)
         .unwrap_or_else(|| panic!("no decision for {request_id}: {log}"));
+    assert_eq!(
+        rec["endpoint"], "responses",
+        "the client's API is logged: {rec}"
+    );
     rec["decision"]["replica"].as_u64().unwrap()
 }
 

@@ -107,7 +107,7 @@ function detail(d) {
     <td>${c.matched_blocks}</td><td>${c.precise ? "KV events" : "recent routes"}</td><td>${c.cost_ms.toFixed(2)}</td>
     ${names.map((n) => `<td>${c.terms[n] == null ? "" : Number(c.terms[n]).toFixed(2)}</td>`).join("")}</tr>`).join("");
   const fb = d.decision.fallbacks.map(rid).join(", ") || "none";
-  return `<tr class="detail"><td colspan="8">request ${esc(d.request_id)} · model ${esc(d.model)} ·
+  return `<tr class="detail"><td colspan="8">request ${esc(d.request_id)} · ${esc(d.endpoint)} · model ${esc(d.model)} ·
     ${d.blocks} full blocks · policy ${esc(e.policy)} · fallbacks ${esc(fb)}${region(e.region)}${prefill(e.prefill)}
     <table>${head}${body}</table></td></tr>`;
 }

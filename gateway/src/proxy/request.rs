@@ -186,7 +186,7 @@ pub(crate) async fn decide(
     let (mut plan, mut order) = route(state, tenant, prepared, endpoint, &parsed, model)?;
     super::responses::pin(state, ctx, &mut plan, &mut order);
     let slot = hold_slot(state, &mut order, plan.decided).await?;
-    record(state, &plan, tenant, &ctx.id.header);
+    record(state, &plan, tenant, &ctx.id.header, ctx.read.api);
     // The prompt's tokens served the hot-prefix history; the request does not keep them.
     plan.tokens = None;
     state.retry_budget.record_request(plan.decided);

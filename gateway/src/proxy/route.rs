@@ -188,12 +188,14 @@ pub(crate) fn route(
 
 /// Records a routed request's decision: the routing-branch counter, the stage latencies,
 /// a spill out of the gateway's region, the prompt in the hot-prefix history and the
-/// admin decision log. Requests rejected by limits or shed never get here.
+/// admin decision log (under `api`, the client's API: a Messages or Responses request is
+/// planned as the chat it became). Requests rejected by limits or shed never get here.
 pub(crate) fn record(
     state: &AppState,
     plan: &Plan,
     tenant: &Tenant,
     request_id: &http::HeaderValue,
+    api: &'static str,
 ) {
     let m = &state.metrics;
     if let Some(note) = &plan.decision.explanation.region {
@@ -232,7 +234,11 @@ pub(crate) fn record(
             .map_or(0, |d| d.as_millis() as u64),
         tenant: tenant.id.clone(),
         model: plan.model.clone(),
-        endpoint: plan.endpoint.as_str(),
+        endpoint: if api.is_empty() {
+            plan.endpoint.as_str()
+        } else {
+            api
+        },
         prompt_tokens: plan.prompt_tokens,
         blocks: plan.hashes.len(),
         prepare_us: plan.prepare.as_micros() as u64,

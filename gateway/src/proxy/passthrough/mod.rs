@@ -80,7 +80,7 @@ pub(crate) async fn decide(
     };
     let mut order = TryOrder::new(order);
     let slot = hold_slot(state, &mut order, decided).await?;
-    record(state, &plan, tenant, &ctx.id.header);
+    record(state, &plan, tenant, &ctx.id.header, ctx.read.api);
     state.retry_budget.record_request(decided);
     ctx.attempts.order = order;
     ctx.attempts.pending = Some(slot);
