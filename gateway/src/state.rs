@@ -83,7 +83,11 @@ impl AppState {
         Arc::new(Self {
             fleet,
             rollouts,
-            responses: Default::default(),
+            responses: crate::api::responses::store::Store::new(
+                config.responses.max_records,
+                config.responses.max_bytes,
+                config.responses.ttl(),
+            ),
             config: RwLock::new(Arc::new(config)),
             tenants: RwLock::new(Arc::new(tenants)),
             registry: Registry::new(),

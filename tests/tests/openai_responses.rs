@@ -262,6 +262,50 @@ fn malformed_responses_requests_get_openai_errors() {
 }
 
 /// The URL of the replica `gw` labels `label` (`r0`, ...).
+/// `responses.max_records` and `responses.ttl_s` bound what a follow-up can name.
+#[test]
+fn records_follow_the_configured_bounds() {
+    let replica = ReplicaProc::spawn("dummy:tiny").expect("replica");
+    let model = model_of(&replica.addr);
+    let yaml = format!(
+        "{}{}responses:\n  max_records: 1\n  ttl_s: 3\n",
+        auth_yaml(&[("resp", KEY, "")]),
+        replicas_yaml(&[replica.url()])
+    );
+    let gw = GatewayProc::spawn(&yaml, &[], 1).expect("gateway");
+    let auth = format!("Bearer {KEY}");
+    let h = [("Authorization", auth.as_str())];
+    let ask = |previous: Option<&str>| {
+        let mut body = json!({"model": model, "input": "hello", "max_output_tokens": 2});
+        if let Some(id) = previous {
+            body["previous_response_id"] = json!(id);
+        }
+        post_json(&gw.addr, "/v1/responses", &h, &body).unwrap()
+    };
+    let id_of = |r: &warmpath_e2e::http::HttpResponse| {
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.json().unwrap()["id"].as_str().unwrap().to_string()
+    };
+    let first = id_of(&ask(None));
+    let second = id_of(&ask(None));
+    // One record kept: the first was evicted by the second.
+    let r = ask(Some(&first));
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_eq!(
+        r.json().unwrap()["error"]["code"],
+        "previous_response_not_found"
+    );
+    let third = id_of(&ask(Some(&second)));
+    // Past its TTL the newest record is gone too.
+    std::thread::sleep(std::time::Duration::from_millis(3500));
+    let r = ask(Some(&third));
+    assert_eq!(r.status, 400, "expired: {}", r.text());
+    assert_eq!(
+        r.json().unwrap()["error"]["code"],
+        "previous_response_not_found"
+    );
+}
+
 fn replica_url(gw: &GatewayProc, label: &str) -> String {
     let list = gw.replicas().unwrap();
     let r = list

@@ -7,6 +7,7 @@
 //!   [`apis`] and [`serves`]: the pass-through APIs (embeddings, tokenize) each serves.
 //! - [`state`]: `state:`, the memory or Redis backend a gateway fleet shares;
 //!   [`state_tls`]: its TLS to Redis (`rediss://`, `ca_file`, the client certificate).
+//! - [`responses`]: `responses:`, the bounds of the Responses API's conversation records.
 //! - [`rollout`]: `regions:`, `rollouts:` and `hot_prefixes:` (issue 28).
 //! - [`env`]: `${NAME}` in string values, from the environment (secrets).
 //! - [`overrides`]: the command line on top of the file; [`load`].
@@ -17,6 +18,7 @@ pub(crate) mod error;
 pub(crate) mod model;
 pub(crate) mod overrides;
 pub(crate) mod pools;
+pub(crate) mod responses;
 pub(crate) mod rollout;
 pub(crate) mod serves;
 pub(crate) mod state;
@@ -28,5 +30,6 @@ pub use overrides::{load, Overrides};
 pub use pools::{
     EngineKind, HfTokenizerFiles, KvEventsEndpoint, PoolConfig, Target, TokenizerSource,
 };
+pub use responses::ResponsesConfig;
 pub use rollout::{HotPrefixConfig, PrewarmConfig, RolloutConfig};
 pub use state::{StateBackend, StateConfig};

@@ -83,6 +83,8 @@ pub struct Config {
     pub headers: HeaderConfig,
     /// Tokenizer cache.
     pub tokenizer: TokenizerConfig,
+    /// Responses API records (`previous_response_id`).
+    pub responses: super::responses::ResponsesConfig,
     /// How often to poll each replica's load endpoint.
     pub load_poll_ms: u64,
     /// Recent routing decisions kept for the admin API.
@@ -116,6 +118,7 @@ impl Default for Config {
             timeouts: TimeoutConfig::default(),
             headers: HeaderConfig::default(),
             tokenizer: TokenizerConfig::default(),
+            responses: super::responses::ResponsesConfig::default(),
             load_poll_ms: 200,
             decision_log: 256,
             shutdown_grace_s: 30,
@@ -459,6 +462,7 @@ impl Config {
             ));
         }
         self.state.validate()?;
+        self.responses.validate()?;
         super::rollout::validate_regions(self.regions.as_ref())?;
         super::rollout::validate_rollouts(&self.rollouts, &self.hot_prefixes)?;
         if let Some(k) = &self.kv_transfer_key {

@@ -2,8 +2,9 @@
 //! (`previous_response_id`) can be expanded to the whole conversation and sent to the
 //! replica that holds its prefix: the conversation as chat messages (earlier turns, the
 //! input, the output; never `instructions`, which are not carried over), and the replica
-//! that served it. Bounded ([`CAPACITY`] records and [`MAX_BYTES`] of their JSON, least
-//! recently used evicted) and each record lives [`TTL`]. Records belong to the tenant whose
+//! that served it. Bounded (`responses.max_records` records and `responses.max_bytes` of
+//! their JSON, least recently used evicted) and each record lives `responses.ttl_s`
+//! ([`crate::config::ResponsesConfig`]). Records belong to the tenant whose
 //! request made them: another tenant naming one finds nothing. With shared state, every record is also written to Redis (same
 //! TTL) and read from there on a local miss, so any gateway of a fleet finds it
 //! (`crate::fleet::responses`).
@@ -14,13 +15,6 @@ use serde::{Deserialize, Serialize};
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Records kept in this gateway's memory.
-pub(crate) const CAPACITY: usize = 10_000;
-/// The most bytes (of the records' JSON) kept in this gateway's memory.
-pub(crate) const MAX_BYTES: usize = 256 << 20;
-/// How long a record is kept (here and in Redis).
-pub(crate) const TTL: Duration = Duration::from_secs(3600);
 
 /// One response, as a follow-up needs it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -76,12 +70,6 @@ impl std::fmt::Debug for Store {
         f.debug_struct("Store")
             .field("records", &self.local.lock().records.len())
             .finish()
-    }
-}
-
-impl Default for Store {
-    fn default() -> Self {
-        Self::new(CAPACITY, MAX_BYTES, TTL)
     }
 }
 
@@ -167,7 +155,7 @@ mod tests {
 
     #[test]
     fn records_are_bounded_and_expire() {
-        let s = Store::new(2, MAX_BYTES, Duration::from_millis(50));
+        let s = Store::new(2, 256 << 20, Duration::from_millis(50));
         for i in 0..3 {
             s.put("t", &format!("resp_{i}"), record(i), None);
         }
@@ -184,7 +172,7 @@ mod tests {
 
         // By bytes: room for two records of this size, not three.
         let size = serde_json::to_vec(&record(1)).unwrap().len();
-        let s = Store::new(100, 2 * size + size / 2, TTL);
+        let s = Store::new(100, 2 * size + size / 2, Duration::from_secs(3600));
         for i in 0..3 {
             s.put("t", &format!("resp_{i}"), record(i), None);
         }
@@ -193,7 +181,7 @@ mod tests {
         assert!(s.get_local("t\nresp_1", now).is_some() && s.get_local("t\nresp_2", now).is_some());
         assert_eq!(s.local.lock().bytes, 2 * size);
         // A record larger than the whole budget is not kept, and evicts nothing it keeps.
-        let big = Store::new(100, size - 1, TTL);
+        let big = Store::new(100, size - 1, Duration::from_secs(3600));
         big.put("t", "resp_big", record(1), None);
         assert!(big.get_local("t\nresp_big", now).is_none());
         assert_eq!(big.local.lock().bytes, 0);

@@ -296,7 +296,7 @@ fn a_broken_chat_stream_ends_in_response_failed_and_is_not_kept() {
 
 #[tokio::test]
 async fn an_exchange_translates_a_plain_answer_and_keeps_the_conversation() {
-    let store = Store::default();
+    let store = Store::new(10, 1 << 20, std::time::Duration::from_secs(60));
     let body = br#"{"model":"m","instructions":"sys","input":"one"}"#;
     let (mut x, chat) = Exchange::open("t", body, &store, None).await.unwrap();
     assert!(x.pin().is_none());
