@@ -7,8 +7,8 @@
 //! 2. [`read`]: the route table, framing and size checks, the bounded body read.
 //! 3. [`admit`]: authenticate the API key; reserve the request's tokens against the
 //!    tenant's limits; [`bound`]: the body forwarded carries the completion bound reserved.
-//! 4. [`prepare`]: tokenize exactly as the replica does (a long prompt on the blocking
-//!    pool: [`offload`]); hash blocks under the tenant's namespace.
+//! 4. [`prepare`]: tokenize exactly as the replica does ([`tokens`]); hash blocks under the
+//!    tenant's namespace.
 //! 5. [`route`]: the policy's decision and try order, an in-flight slot, the decision
 //!    recorded; every attempt's replica comes from [`route::TryOrder::next_replica`].
 //! 6. [`send`]: each attempt's peer (retries under a budget, with backoff) and the
@@ -31,7 +31,6 @@ pub(crate) mod drain;
 pub(crate) mod failure;
 pub(crate) mod finish;
 pub(crate) mod migrate;
-pub(crate) mod offload;
 pub(crate) mod passthrough;
 pub(crate) mod prepare;
 pub(crate) mod read;
@@ -42,5 +41,6 @@ pub(crate) mod responses;
 pub(crate) mod route;
 pub(crate) mod send;
 pub(crate) mod service;
+pub(crate) mod tokens;
 pub(crate) mod upstream;
 mod wrapped;

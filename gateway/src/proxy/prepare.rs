@@ -38,8 +38,7 @@ pub(crate) struct Prepared {
 }
 
 /// Tokenizes and hashes the prompt of `req` for `tenant` (allowlist checked), starting at
-/// `now`. Nothing is routed or recorded yet. A long prompt is tokenized on the blocking pool
-/// ([`super::offload`]).
+/// `now`. Nothing is routed or recorded yet.
 pub(crate) async fn prepare(
     state: &AppState,
     tenant: &Tenant,
@@ -57,7 +56,7 @@ pub(crate) async fn prepare(
     let first = replicas
         .first()
         .ok_or_else(|| GatewayError::NoReplica(req.model.to_string()))?;
-    let mut tokens = super::offload::tokenize(first, req).await?;
+    let mut tokens = super::tokens::tokenize_in_place(first, req)?;
     let counts_tokens = first.tokenizer.counts_tokens();
     let mut block_size = first.info.block_size;
     // The conversation's rollout key: a chat by its messages through the first question,
@@ -77,7 +76,7 @@ pub(crate) async fn prepare(
             let on = state.registry.on_checkpoint(&req.model, &want);
             if let Some(r) = on.iter().find(|r| r.routable(now)) {
                 if !Arc::ptr_eq(&r.tokenizer, &first.tokenizer) {
-                    tokens = super::offload::tokenize(r, req).await?;
+                    tokens = super::tokens::tokenize_in_place(r, req)?;
                 }
                 block_size = r.info.block_size;
                 checkpoint = want;

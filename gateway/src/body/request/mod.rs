@@ -21,7 +21,9 @@
 mod read;
 mod types;
 
-pub(crate) use types::{Endpoint, Message, ParsedRequest, Prompt};
+#[cfg(test)]
+pub(crate) use types::Message;
+pub(crate) use types::{Endpoint, ParsedRequest, Prompt};
 
 use crate::error::GatewayError;
 use std::sync::Arc;
