@@ -136,3 +136,42 @@ fn the_outcome_label_says_what_became_of_a_failed_stream() {
     assert_eq!(m.outcome(true), Some("ok"));
     assert_eq!(m.outcome(false), Some("failed"));
 }
+
+#[test]
+fn untagged_whole_events_pass_as_they_came_and_are_noted_alike() {
+    let chunk = b(&format!(
+        "{ROLE}data: {{\"choices\":[{{\"delta\":{{\"content\":\"hi\"}}}}]}}\n\ndata: [DONE]\n\n"
+    ));
+    let mut fast = Transcript::default();
+    let out = fast.pass(&chunk);
+    assert_eq!(out, chunk);
+    assert_eq!(out.as_ptr(), chunk.as_ptr(), "passed on without a copy");
+    // The general path, one event at a time, notes the same.
+    let mut slow = Transcript::default();
+    for part in text(&chunk).split_inclusive("\n\n") {
+        // Split in two, so neither half takes the whole-events path.
+        let (a, z) = part.split_at(3);
+        assert!(slow.pass(&b(a)).is_empty());
+        slow.pass(&b(z));
+    }
+    assert_eq!(
+        (fast.data_events, fast.ended, fast.tagged),
+        (slow.data_events, slow.ended, slow.tagged)
+    );
+    assert_eq!((fast.data_events, fast.ended), (2, true));
+    assert!(fast.splice(), "the first event was kept for a splice");
+
+    // Another server's comment goes on as it came; a line of Warmpath's own or an error
+    // event in the chunk takes the general path, which strips or holds it.
+    let ping = b(&format!(": ping\n\n{ROLE}"));
+    assert_eq!(Transcript::default().pass(&ping), ping);
+    let mut t = Transcript::default();
+    let out = t.pass(&b(&format!(": warmpath-replay\n\n{ROLE}")));
+    assert_eq!(text(&out), ROLE);
+    let mut t = Transcript::default();
+    let out = t.pass(&b(&format!(
+        "{ROLE}data: {{\"error\":{{\"message\":\"boom\"}}}}\n\n"
+    )));
+    assert_eq!(text(&out), ROLE, "the error event is held back");
+    assert!(t.error_event);
+}

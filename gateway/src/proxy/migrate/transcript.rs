@@ -63,6 +63,9 @@ impl Transcript {
                     return Bytes::new();
                 }
             }
+            if let Some(out) = self.pass_plain(chunk) {
+                return out;
+            }
         }
         self.pending.extend_from_slice(chunk);
         let mut out = Vec::with_capacity(self.pending.len());
@@ -74,6 +77,38 @@ impl Transcript {
         }
         self.pending.drain(..at);
         Bytes::from(out)
+    }
+
+    /// A chunk of whole events that the client gets unchanged (no line of Warmpath's own, no
+    /// error event, no empty event: what an untagged engine sends): noted, and passed on as
+    /// it came, without a copy. `None` (nothing noted) when some event needs the general
+    /// path.
+    fn pass_plain(&mut self, chunk: &Bytes) -> Option<Bytes> {
+        let events = || {
+            let mut at = 0;
+            std::iter::from_fn(move || {
+                let len = event_end(&chunk[at..])?;
+                let event = &chunk[at..at + len - 2];
+                at += len;
+                Some(event)
+            })
+        };
+        let plain = |event: &[u8]| {
+            !event.is_empty()
+                && !event
+                    .split(|&b| b == b'\n')
+                    .any(|l| l.starts_with(COMMENT_PREFIX))
+                && !event
+                    .strip_prefix(b"data:")
+                    .is_some_and(|d| d.trim_ascii().starts_with(b"{\"error\""))
+        };
+        if !events().all(plain) {
+            return None;
+        }
+        for event in events() {
+            self.data(event);
+        }
+        Some(chunk.clone())
     }
 
     /// One whole event (ending in `\n\n`), appended to `out` as the client gets it.
