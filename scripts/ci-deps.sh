@@ -42,6 +42,12 @@ fi
 if ! python3 -c 'import anthropic' 2>/dev/null; then
   python3 -m pip install -q anthropic 2>/dev/null || python3 -m pip install -q --break-system-packages anthropic
 fi
+# msgspec, pyzmq and pydantic: the driver that runs vLLM's and SGLang's own KV event
+# publishers (scripts/engine_kv_publisher.py, gateway/tests/kv_events_engines).
+if ! python3 -c 'import msgspec, zmq, pydantic' 2>/dev/null; then
+  python3 -m pip install -q msgspec pyzmq pydantic 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages msgspec pyzmq pydantic
+fi
 
 # cargo-deny, pinned: deny.toml's schema has changed between releases, so a new release
 # must not change the suite unannounced (bump this and check deny.toml together). Built

@@ -29,6 +29,12 @@ scripts/llama-server.sh
 step "chat rendering reference (transformers venv, llama.cpp vocab files; cached)"
 scripts/render-reference.sh
 
+# gateway/tests/kv_events_engines runs vLLM's and SGLang's own KV event publishers: their
+# modules from pinned wheels, fetched once and cached under ~/.cache/warmpath (the test runs
+# this script itself too).
+step "engines' KV event publishers (vLLM and SGLang modules from their wheels; cached)"
+scripts/engine-kv-events.sh
+
 step "format"
 cargo fmt --all -- --check
 

@@ -4,9 +4,10 @@
 //! Protocol (vLLM's `ZmqEventPublisher._service_replay`, the same in SGLang): the client
 //! sends the start sequence number as 8 bytes big-endian behind an empty delimiter frame (a
 //! REQ socket adds it; this client is a DEALER and adds it itself). The publisher answers each
-//! buffered batch with `seq >= start` as `("", seq: 8 bytes BE, payload)`, then an end marker
-//! whose sequence number is -1 (eight `0xff` bytes) with an empty payload. The buffer is
-//! bounded (`buffer_steps`), so the first batch may come later than asked for.
+//! buffered batch with `seq >= start` as `("", seq: 8 bytes BE, payload)` (newer versions:
+//! `("", topic, seq, payload)`), then an end marker whose sequence number is -1 (eight `0xff`
+//! bytes) with an empty payload. The buffer is bounded (`buffer_steps`), so the first batch
+//! may come later than asked for.
 //!
 //! Each replay uses a fresh DEALER, dropped afterwards: replies of an abandoned (timed out)
 //! replay can never be mistaken for those of the next one.
@@ -80,11 +81,16 @@ async fn replay_inner(
 fn parse_reply(reply: ZmqMessage) -> Result<(Option<u64>, Bytes), ReplayError> {
     let n = reply.len();
     let mut frames = reply.into_vec();
-    // A DEALER sees the publisher's empty delimiter; tolerate its absence.
-    if frames.len() == 3 && frames[0].is_empty() {
-        frames.remove(0);
+    // A DEALER sees the publisher's empty delimiter; tolerate its absence. Newer publishers
+    // (vLLM 0.34, SGLang 0.5.23) put the topic before the sequence number, as live messages
+    // have it: (delimiter, topic, seq, payload). The last two frames are (seq, payload).
+    if !(2..=4).contains(&n) {
+        return Err(ReplayError::Malformed(n));
     }
-    let [seq, payload]: [Bytes; 2] = frames.try_into().map_err(|_| ReplayError::Malformed(n))?;
+    let [seq, payload]: [Bytes; 2] = frames
+        .split_off(n - 2)
+        .try_into()
+        .map_err(|_| ReplayError::Malformed(n))?;
     let seq: [u8; 8] = seq[..].try_into().map_err(|_| ReplayError::Malformed(n))?;
     if seq == END_MARKER {
         return Ok((None, payload));
@@ -115,6 +121,14 @@ mod tests {
         assert_eq!(seq, Some(7));
         let end = (-1i64).to_be_bytes();
         assert_eq!(parse_reply(msg(&[b"", &end, b""])).unwrap().0, None);
+        // With the topic (vLLM 0.34, SGLang 0.5.23): batches and the end marker.
+        let (seq, p) = parse_reply(msg(&[b"", b"kv-events", &seven, b"abc"])).unwrap();
+        assert_eq!((seq, &p[..]), (Some(7), &b"abc"[..]));
+        assert_eq!(parse_reply(msg(&[b"", b"", &end, b""])).unwrap().0, None);
+        assert!(matches!(
+            parse_reply(msg(&[b"", b"t", &seven, b"abc", b"x"])),
+            Err(ReplayError::Malformed(5))
+        ));
         assert!(matches!(
             parse_reply(msg(&[b"", b"\x01\x02", b"x"])),
             Err(ReplayError::Malformed(3))
