@@ -39,6 +39,8 @@ pub struct LlamaServer {
     /// `127.0.0.1:PORT`.
     pub addr: String,
     log: PathBuf,
+    /// Killed already ([`LlamaServer::kill`]).
+    killed: bool,
 }
 
 impl LlamaServer {
@@ -62,6 +64,7 @@ impl LlamaServer {
             child,
             addr: format!("127.0.0.1:{port}"),
             log,
+            killed: false,
         };
         let deadline = Instant::now() + Duration::from_secs(120);
         while Instant::now() < deadline {
@@ -96,10 +99,20 @@ impl LlamaServer {
     pub fn resume(&self) {
         crate::procs::signal(&self.child, "CONT");
     }
+
+    /// SIGKILL: it dies mid-answer, closing its connections.
+    pub fn kill(&mut self) {
+        self.killed = true;
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 impl Drop for LlamaServer {
     fn drop(&mut self) {
+        if self.killed {
+            return;
+        }
         crate::procs::signal(&self.child, "CONT");
         let _ = self.child.kill();
         let _ = self.child.wait();

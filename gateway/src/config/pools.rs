@@ -68,6 +68,16 @@ impl EngineKind {
     pub fn has_zmq_events(self) -> bool {
         matches!(self, EngineKind::Vllm | EngineKind::Sglang)
     }
+
+    /// Whether the engine takes a prompt of token ids on `/v1/completions` (how a stream
+    /// that lost its server continues on another: `docs/engines.md`). `openai`: unknown,
+    /// so not unless a pool says so (`token_prompts`).
+    pub fn takes_token_prompts(self) -> bool {
+        matches!(
+            self,
+            EngineKind::Vllm | EngineKind::Sglang | EngineKind::Llamacpp
+        )
+    }
 }
 
 /// Where a pool's tokenizer comes from. In YAML: `none`, `{gguf: PATH}` or
@@ -245,6 +255,11 @@ pub struct PoolConfig {
     /// `detokenize`); left out, the engine's defaults (`super::serves`).
     #[serde(default)]
     pub apis: Option<Vec<super::apis::PassthroughApi>>,
+    /// Whether its upstreams take a prompt of token ids on `/v1/completions`, so a stream
+    /// that loses its server continues on another; left out, the engine's default
+    /// ([`EngineKind::takes_token_prompts`]).
+    #[serde(default)]
+    pub token_prompts: Option<bool>,
 }
 
 fn default_block_size() -> u32 {
@@ -268,6 +283,12 @@ fn invalid(key: String, reason: impl Into<String>) -> ConfigError {
 }
 
 impl PoolConfig {
+    /// Whether its upstreams take token-id prompts (`token_prompts`, else the engine's).
+    pub fn takes_token_prompts(&self) -> bool {
+        self.token_prompts
+            .unwrap_or_else(|| self.engine.takes_token_prompts())
+    }
+
     /// The checkpoint id of `model` in this pool.
     pub fn checkpoint_for(&self, model: &str) -> String {
         match &self.checkpoint {
@@ -351,6 +372,12 @@ impl PoolConfig {
             return Err(invalid(
                 format!("{key}.tokenizer"),
                 "a warmpath replica publishes its own tokenizer: leave `tokenizer` out",
+            ));
+        }
+        if self.engine == EngineKind::Warmpath && self.token_prompts.is_some() {
+            return Err(invalid(
+                format!("{key}.token_prompts"),
+                "a warmpath replica continues a stream exactly: leave `token_prompts` out",
             ));
         }
         self.tokenizer
@@ -484,6 +511,22 @@ mod tests {
         assert!(
             matches!(y.tokenizer, TokenizerSource::Hf(ref f) if f.template.as_deref() == Some(std::path::Path::new("/c.json")))
         );
+    }
+
+    #[test]
+    fn token_prompts_follow_the_engine_unless_a_pool_says() {
+        let c = load(
+            "  - {name: a, engine: openai, upstreams: [http://127.0.0.1:1]}\n\
+             \x20 - {name: b, engine: openai, upstreams: [http://127.0.0.1:2], token_prompts: true}\n\
+             \x20 - {name: c, engine: llamacpp, upstreams: [http://127.0.0.1:3]}\n\
+             \x20 - {name: d, engine: vllm, upstreams: [http://127.0.0.1:4], token_prompts: false}\n",
+        )
+        .unwrap();
+        let takes: Vec<bool> = c.pools.iter().map(|p| p.takes_token_prompts()).collect();
+        assert_eq!(takes, [false, true, true, false]);
+        let e = load("  - {name: w, engine: warmpath, upstreams: [http://127.0.0.1:5], token_prompts: true}\n")
+            .unwrap_err();
+        assert!(e.contains("pools[0].token_prompts"), "{e}");
     }
 
     #[test]

@@ -117,6 +117,10 @@ pub(crate) fn stamp_request(
     } else if let Some(plan) = &ctx.plan {
         super::passthrough::upstream_path(upstream, plan.endpoint);
     }
+    if let Some(path) = ctx.migration.as_ref().and_then(|m| m.upstream_path()) {
+        // A chat continued by token ids (`migrate::completions`).
+        upstream.set_uri(http::Uri::from_static(path));
+    }
     let h = headers::caseless_request(upstream);
     for name in CREDENTIALS {
         h.remove(name);

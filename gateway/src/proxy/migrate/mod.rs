@@ -9,11 +9,20 @@
 //! header per response), its events get the first stream's `id` and `created`, its usage
 //! already counts the prompt once and the completion across the seam. At most
 //! `retry.max_migrations` per request, each a budgeted retry.
+//!
+//! Other engines tag nothing: a chat stream of theirs that failed after text went out
+//! continues by token ids on `/v1/completions` where the engine takes them
+//! ([`completions`]), its stream read back as the chat's ([`translate`]).
 
+mod completions;
+mod sent;
 pub(crate) mod state;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_by_ids;
 mod transcript;
+mod translate;
 
 use super::ctx::RequestCtx;
 use crate::config::EngineKind;
@@ -85,11 +94,13 @@ pub(crate) fn on_failure(
         .as_ref()
         .is_some_and(|p| p.endpoint == crate::body::request::Endpoint::Chat);
     let t = &m.transcript;
+    // Text went out of an untagged chat stream: its continuation goes by token ids.
+    let by_ids = !t.tagged && chat && (!t.text.is_empty() || t.not_text);
     let refused = if m.count >= cfg.retry.max_migrations {
         Some("limit")
     } else if t.ended {
         Some("finished")
-    } else if !t.tagged && t.data_events > u32::from(chat) {
+    } else if !t.tagged && !chat && t.data_events > 0 {
         // Text went out and nothing says which tokens it was.
         Some("untagged")
     } else if ctx.attempts.order.done() {
@@ -97,15 +108,33 @@ pub(crate) fn on_failure(
     } else {
         None
     };
-    let refused = refused.or_else(|| (!m.transcript.splice()).then_some("unreadable"));
-    let c = Continuation {
+    let prompt = ctx.plan.as_ref().map_or(0, |p| u64::from(p.prompt_tokens));
+    let mut refused = refused.or_else(|| (!m.transcript.splice()).then_some("unreadable"));
+    let mut c = Continuation {
         tokens: m.transcript.tokens.clone(),
         text_bytes: m.transcript.text_bytes,
         rng_draws: None,
     };
-    let body = match refused {
-        None => continuation_body(m.body(), &c),
-        Some(_) => None,
+    let mut carried = c.tokens.len();
+    let body = match (refused, by_ids, ctx.attempts.replica.as_deref()) {
+        (Some(_), _, _) => None,
+        (None, true, Some(r)) => match completions::prepare(state, r, m, prompt) {
+            Ok((body, resume, n)) => {
+                m.resume = Some(resume);
+                carried = n;
+                c.text_bytes = m.transcript.text.len() as u64;
+                Some(body)
+            }
+            Err(why) => {
+                refused = Some(why);
+                None
+            }
+        },
+        (None, true, None) => None,
+        (None, false, _) => {
+            m.resume = None;
+            continuation_body(m.body(), &c)
+        }
     };
     let Some(body) = body else {
         let why = refused.unwrap_or("unreadable");
@@ -113,13 +142,13 @@ pub(crate) fn on_failure(
         tracing::warn!(request_id = ctx.id.text(), reason = why, error = %e, "stream not migrated");
         return Err(e);
     };
-    let prompt = ctx.plan.as_ref().map_or(0, |p| u64::from(p.prompt_tokens));
-    m.begin(prompt + c.tokens.len() as u64);
+    m.begin(prompt + carried as u64);
     tracing::info!(
         request_id = ctx.id.text(),
         from = ctx.attempts.replica.as_ref().map_or("", |r| r.label.as_str()),
-        tokens = c.tokens.len(),
+        tokens = carried,
         text_bytes = c.text_bytes,
+        by_ids,
         migration = m.count,
         error = %e,
         "stream migrating"
@@ -133,7 +162,7 @@ pub(crate) fn on_failure(
                 .as_ref()
                 .map_or_else(String::new, |r| r.label.clone()),
             error: e.etype().as_str(),
-            tokens: c.tokens.len(),
+            tokens: carried,
             text_bytes: c.text_bytes,
         },
     );
@@ -143,7 +172,7 @@ pub(crate) fn on_failure(
 }
 
 /// Whether `engine` can continue a stream that carries tokens (only Warmpath replicas
-/// read the continuation field).
+/// read the continuation field; other engines continue by token ids: [`completions`]).
 pub(crate) fn continues_exactly(engine: EngineKind) -> bool {
     engine == EngineKind::Warmpath
 }

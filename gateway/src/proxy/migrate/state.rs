@@ -2,6 +2,7 @@
 //! (its [`Transcript`]), the migrations made and what they cost.
 
 use super::transcript::Transcript;
+use super::translate::Resume;
 use bytes::Bytes;
 use std::time::{Duration, Instant};
 
@@ -24,6 +25,8 @@ pub(crate) struct Migration {
     pub(crate) resume_latency: Option<Duration>,
     /// Why a failure mid-stream was not migrated.
     pub(crate) refused: Option<&'static str>,
+    /// A continuation by token ids on `/v1/completions`: how its stream reads back.
+    pub(crate) resume: Option<Resume>,
 }
 
 impl Migration {
@@ -38,6 +41,7 @@ impl Migration {
             failed_at: None,
             resume_latency: None,
             refused: None,
+            resume: None,
         }
     }
 
@@ -50,6 +54,11 @@ impl Migration {
             _ if completed => Some("ok"),
             _ => Some("failed"),
         }
+    }
+
+    /// The path a continuation by token ids goes to, while one is under way.
+    pub(crate) fn upstream_path(&self) -> Option<&'static str> {
+        (self.continuing && self.resume.is_some()).then_some("/v1/completions")
     }
 
     /// The body the first attempt got.
@@ -69,7 +78,10 @@ impl Migration {
     /// Passes one body chunk through the transcript; notes the continuation's first
     /// event.
     pub(crate) fn pass(&mut self, chunk: &Bytes) -> Bytes {
-        let out = self.transcript.pass(chunk);
+        let out = match self.resume.as_mut() {
+            Some(r) => self.transcript.pass(&r.translate(chunk)),
+            None => self.transcript.pass(chunk),
+        };
         if !out.is_empty() {
             if let Some(t) = self.failed_at.take() {
                 self.resume_latency = Some(t.elapsed());

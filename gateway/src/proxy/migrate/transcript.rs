@@ -31,6 +31,11 @@ pub(crate) struct Transcript {
     held_error: Option<Bytes>,
     /// Data events sent (`[DONE]` and error events aside).
     pub(crate) data_events: u32,
+    /// An untagged stream's content sent, for a continuation by token ids
+    /// (`super::completions`).
+    pub(crate) text: String,
+    /// An untagged stream sent what its text cannot carry (tool calls, reasoning).
+    pub(crate) not_text: bool,
     /// The first data event's JSON (for its `id` and `created`).
     first: Option<Bytes>,
     /// After a migration: the first stream's `id` and `created`, set on every event.
@@ -161,6 +166,9 @@ impl Transcript {
             return false;
         }
         self.data_events += 1;
+        if !self.tagged {
+            super::sent::note_sent(data, &mut self.text, &mut self.not_text);
+        }
         if self.first.is_none() {
             self.first = Some(Bytes::copy_from_slice(data));
         }
