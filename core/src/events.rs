@@ -45,6 +45,9 @@ pub enum KvTier {
     /// The cluster's shared KV tier (e.g. Redis): any replica can fetch the blocks at the
     /// tier's bandwidth. The publishing replica does not become a holder.
     Shared,
+    /// The publishing replica's own offload tier (vLLM's `medium` `CPU` or `DISK`, LMCache):
+    /// only that replica can load the blocks, cheaper than a recompute but not free.
+    Offload,
 }
 
 impl KvTier {

@@ -17,6 +17,7 @@ pub mod procs;
 pub mod redis;
 pub mod redis_tls;
 pub mod stats;
+pub mod vllm_mock;
 
 pub use http::{HttpResponse, Sse};
 pub use procs::{GatewayProc, LoggedReplica, ReplicaProc};

@@ -17,6 +17,7 @@ pub(crate) mod env;
 pub(crate) mod error;
 pub(crate) mod model;
 pub(crate) mod overrides;
+pub(crate) mod pool_namespace;
 pub(crate) mod pools;
 pub(crate) mod responses;
 pub(crate) mod rollout;
@@ -28,7 +29,7 @@ pub use apis::PassthroughApi;
 pub use model::*;
 pub use overrides::{load, Overrides};
 pub use pools::{
-    EngineKind, HfTokenizerFiles, KvEventsEndpoint, PoolConfig, Target, TokenizerSource,
+    EngineKind, HfTokenizerFiles, KvEventsEndpoint, PoolConfig, SaltMode, Target, TokenizerSource,
 };
 pub use responses::ResponsesConfig;
 pub use rollout::{HotPrefixConfig, PrewarmConfig, RolloutConfig};

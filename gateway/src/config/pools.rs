@@ -159,6 +159,17 @@ pub struct HfTokenizerFiles {
     pub template: Option<PathBuf>,
 }
 
+/// Whether the gateway sends each tenant's salt as the engine's `cache_salt` (vLLM).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SaltMode {
+    /// Every request carries its tenant's salt: tenants never share the engine's blocks,
+    /// and requests are hashed in the tenant's namespace, as the engine's events are.
+    PerTenant,
+    /// No salt is sent: the engine's cache is shared by every tenant.
+    None,
+}
+
 /// An engine's ZeroMQ KV event publisher (vLLM's `--kv-events-config`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -260,6 +271,14 @@ pub struct PoolConfig {
     /// ([`EngineKind::takes_token_prompts`]).
     #[serde(default)]
     pub token_prompts: Option<bool>,
+    /// vLLM's per-request `cache_salt` (`per_tenant` or `none`); left out, `per_tenant` for
+    /// `vllm` and `none` for every other engine (`PoolConfig::salt_mode`).
+    #[serde(default)]
+    pub cache_salt: Option<SaltMode>,
+    /// LoRA adapters the upstreams serve, by the model name clients send (vLLM's
+    /// `--lora-modules NAME=PATH`): such a request is hashed in the adapter's namespace.
+    #[serde(default)]
+    pub lora_adapters: Vec<String>,
 }
 
 fn default_block_size() -> u32 {
@@ -338,6 +357,7 @@ impl PoolConfig {
                 }
             }
         }
+        self.check_namespace(key)?;
         if let Some(models) = &self.models {
             if models.is_empty() {
                 return Err(invalid(

@@ -23,10 +23,17 @@ pub(crate) fn spawn_all(state: &Arc<AppState>, r: Arc<Replica>) {
         state
             .control
             .spawn(super::load::poll_load(state.clone(), r.clone()));
-    } else if r.upstream.scrape_metrics {
-        state
-            .control
-            .spawn(super::load::poll_metrics(state.clone(), r.clone()));
+    } else {
+        if r.upstream.kv_events.is_some() {
+            state
+                .control
+                .spawn(super::zmq::follow_zmq(state.clone(), r.clone()));
+        }
+        if r.upstream.scrape_metrics {
+            state
+                .control
+                .spawn(super::load::poll_metrics(state.clone(), r.clone()));
+        }
     }
     state.control.spawn(super::probe::probe(state.clone(), r));
 }

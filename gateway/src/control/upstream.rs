@@ -93,6 +93,7 @@ pub(crate) async fn discover_upstream(
         pool: Some(pool.name.clone()),
         kv_events: target.kv_events.clone(),
         scrape_metrics: pool.metrics && pool.engine != EngineKind::Openai,
+        namespace: crate::engines::namespace::EngineNamespace::of(pool),
     };
     Ok(registry.insert_upstream(addr, info, encoder, meta)?)
 }

@@ -1,7 +1,7 @@
 //! Following a vLLM or SGLang server's KV cache events over ZeroMQ
 //! ([`crate::engines::kv_events`]): stored blocks are re-hashed into Warmpath's contract in
-//! the pool checkpoint's unsalted namespace and fed to the precise index, exactly as a
-//! Warmpath replica's own event stream is.
+//! the pool checkpoint's namespace (with each block's adapter and cache salt) and fed to the
+//! precise index, exactly as a Warmpath replica's own event stream is.
 
 use crate::engines::kv_events::{self, ZmqEventsConfig};
 use crate::replicas::Replica;
@@ -13,10 +13,8 @@ use warmpath_core::{HashNamespace, Observation};
 /// Warmpath's), whatever the pool's capacity estimate says.
 const MIN_TRACKED_BLOCKS: usize = 1 << 16;
 
-/// Subscribes to `r`'s KV event publisher until `r` leaves the replica set.
-// Nothing spawns it yet (`tasks::spawn_all` starts no ZeroMQ follower since it was added);
-// kept as is: wiring it in is a behaviour change, outside a visibility-only step.
-#[allow(dead_code)]
+/// Subscribes to `r`'s KV event publisher until `r` leaves the replica set (started by
+/// `super::tasks::spawn_all` for an upstream with `kv_events`).
 pub(crate) async fn follow_zmq(state: Arc<AppState>, r: Arc<Replica>) {
     let Some(ep) = r.upstream.kv_events.clone() else {
         return;
@@ -32,7 +30,7 @@ pub(crate) async fn follow_zmq(state: Arc<AppState>, r: Arc<Replica>) {
             .max(MIN_TRACKED_BLOCKS),
         ..ZmqEventsConfig::default()
     };
-    let mapper = cfg.mapper(HashNamespace::new(r.info.checkpoint.clone()).root_seed());
+    let mapper = cfg.mapper(HashNamespace::new(r.info.checkpoint.clone()));
     let (id, sink_state) = (r.id, state.clone());
     let sink = move |msg| {
         let obs = sink_state.router.apply_message(id, &msg);

@@ -6,7 +6,10 @@
 //! - [`metrics`]: load from an engine's Prometheus `/metrics`.
 //! - [`kv_events`]: vLLM's and SGLang's KV cache events over ZeroMQ, re-hashed into
 //!   Warmpath's events.
+//! - [`namespace`]: the hash namespace of a pool's requests (tenant salt sent as vLLM's
+//!   `cache_salt`, LoRA adapters), matching the events' namespaces.
 
 pub(crate) mod kv_events;
 pub(crate) mod metrics;
+pub(crate) mod namespace;
 pub(crate) mod tokenizer;

@@ -6,7 +6,8 @@
 //!    Pingora's HTTP/1.1 loop over the proxy.
 //! 2. [`read`]: the route table, framing and size checks, the bounded body read.
 //! 3. [`admit`]: authenticate the API key; reserve the request's tokens against the
-//!    tenant's limits; [`bound`]: the body forwarded carries the completion bound reserved.
+//!    tenant's limits; [`bound`]: the body forwarded carries the completion bound reserved;
+//!    [`salt`]: a vLLM pool's body carries the tenant's `cache_salt`.
 //! 4. [`prepare`]: tokenize exactly as the replica does ([`tokens`]); hash blocks under the
 //!    tenant's namespace.
 //! 5. [`route`]: the policy's decision and try order, an in-flight slot, the decision
@@ -39,6 +40,7 @@ pub(crate) mod respond;
 pub(crate) mod response;
 pub(crate) mod responses;
 pub(crate) mod route;
+pub(crate) mod salt;
 pub(crate) mod send;
 pub(crate) mod service;
 pub(crate) mod tokens;

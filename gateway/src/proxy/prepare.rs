@@ -2,7 +2,8 @@
 //! cached per segment, or a pool's configured one, or text units), pick the checkpoint (a
 //! rollout's sticky choice for the conversation, else the registry's), then hash full
 //! blocks under the tenant's namespace (checkpoint and cache salt in the seed: the shared
-//! hashing contract; unsalted for an engine whose KV events carry no salt). Nothing is
+//! hashing contract; unsalted for an engine whose KV events carry no salt; a LoRA
+//! adapter's namespace for a request naming one: `crate::engines::namespace`). Nothing is
 //! routed or recorded.
 
 use crate::body::request::{ParsedRequest, Prompt};
@@ -85,14 +86,15 @@ pub(crate) async fn prepare(
         }
     }
     let first = &replicas[0];
-    // An engine that publishes KV events stores blocks without the gateway's tenant salt
-    // (its cache is shared across tenants): its requests hash in the checkpoint's unsalted
-    // namespace, the one its events are re-hashed into (docs/engines.md).
-    let seed = if first.upstream.kv_events.is_some() {
-        warmpath_core::HashNamespace::new(checkpoint.clone()).root_seed()
-    } else {
-        tenant.root_seed(&checkpoint)
-    };
+    // An engine that publishes KV events stores blocks salted only when the gateway sends
+    // the salt (`cache_salt`), and an adapter's blocks under its name: requests hash in the
+    // namespace its events are re-hashed into (docs/engines.md).
+    let seed = first.upstream.namespace.seed(
+        &checkpoint,
+        &req.model,
+        first.upstream.kv_events.is_some(),
+        (&tenant.salt, || tenant.root_seed(&checkpoint)),
+    );
     let hashes = block_hashes(seed, &tokens, block_size);
     Ok(Prepared {
         checkpoint,

@@ -183,6 +183,17 @@ pub(crate) async fn decide(
         // The replica must stop where the reservation does.
         ctx.read.upstream_body = bounded_body(body, endpoint, default_max_tokens);
     }
+    if prepared
+        .replicas
+        .first()
+        .is_some_and(|r| r.upstream.namespace.salt)
+    {
+        // vLLM's `cache_salt`: the tenant's blocks stay the tenant's (`super::salt`).
+        let kept = ctx.read.upstream_body.as_deref().unwrap_or(body);
+        if let Some(salted) = super::salt::salted_body(kept, &tenant.salt) {
+            ctx.read.upstream_body = Some(salted);
+        }
+    }
     let (mut plan, mut order) = route(state, tenant, prepared, endpoint, &parsed, model)?;
     super::responses::pin(state, ctx, &mut plan, &mut order);
     let slot = hold_slot(state, &mut order, plan.decided).await?;

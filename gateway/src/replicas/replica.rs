@@ -38,6 +38,8 @@ pub(crate) struct UpstreamMeta {
     pub kv_events: Option<KvEventsEndpoint>,
     /// Whether to read its load from its Prometheus `/metrics`.
     pub scrape_metrics: bool,
+    /// What its pool adds to the hash namespace (tenant salt as `cache_salt`, adapters).
+    pub namespace: crate::engines::namespace::EngineNamespace,
 }
 
 impl UpstreamMeta {
@@ -49,6 +51,7 @@ impl UpstreamMeta {
             pool: None,
             kv_events: None,
             scrape_metrics: false,
+            namespace: Default::default(),
         }
     }
 }

@@ -59,12 +59,12 @@ impl Gateway {
             poll_ms: 20,
             ..ZmqEventsConfig::default()
         };
-        let seed = HashNamespace::new(CheckpointId::new("test-model")).root_seed();
+        let base = HashNamespace::new(CheckpointId::new("test-model"));
         let (tx, rx) = mpsc::unbounded_channel();
         let sink = move |m| {
             let _ = tx.send(m);
         };
-        let sub = ZmqSubscriber::with_epoch(cfg.clone(), cfg.mapper(seed), sink, Epoch(100));
+        let sub = ZmqSubscriber::with_epoch(cfg.clone(), cfg.mapper(base), sink, Epoch(100));
         let counters = sub.counters();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();

@@ -9,8 +9,14 @@
 //! consecutive blocks after its own match that the tier holds (what it could fetch rather
 //! than compute). Runs are shared between replicas whose matches end inside the same run, so
 //! this costs at most one tier lookup per block plus one per distinct match depth.
+//!
+//! When some replica reports an offload tier (vLLM's CPU or disk `medium`), a third walk
+//! over device and offload holders together gives each replica its offload run: the
+//! consecutive blocks after its own match that its offload tier holds
+//! ([`PrefixMatches::offload_blocks`]).
 
 use super::approx::{ApproxIndex, Holders};
+use super::offload;
 use super::precise::PreciseIndex;
 use super::shared::SharedTier;
 use crate::cluster::INLINE_REPLICAS;
@@ -52,6 +58,9 @@ pub struct PrefixMatches {
     entries: Vec<(ReplicaId, ReplicaMatch)>,
     /// Leading blocks the shared tier holds: the tier run of a replica not in `entries`.
     root_tier_blocks: u32,
+    /// Sorted by replica id: the offload run of every replica that has one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    offload: Vec<(ReplicaId, u32)>,
 }
 
 impl PrefixMatches {
@@ -64,9 +73,21 @@ impl PrefixMatches {
         }
     }
 
-    /// True when some replica could fetch at least one block from the shared tier.
+    /// Blocks replica `r` could load from its own offload tier (vLLM's CPU or disk
+    /// `medium`): the consecutive run after its own match (0 when it reports none).
+    pub fn offload_blocks(&self, r: ReplicaId) -> u32 {
+        match self.offload.binary_search_by_key(&r, |e| e.0) {
+            Ok(i) => self.offload[i].1,
+            Err(_) => 0,
+        }
+    }
+
+    /// True when some replica could fetch at least one block from the shared tier or its
+    /// own offload tier.
     pub fn any_tier(&self) -> bool {
-        self.root_tier_blocks > 0 || self.entries.iter().any(|e| e.1.tier_blocks > 0)
+        self.root_tier_blocks > 0
+            || !self.offload.is_empty()
+            || self.entries.iter().any(|e| e.1.tier_blocks > 0)
     }
 
     /// The match of `r` (zero when it holds nothing).
@@ -103,6 +124,7 @@ pub(super) fn match_prefix(
     precise: &PreciseIndex,
     approx: &ApproxIndex,
     shared: &SharedTier,
+    offloaded: &PreciseIndex,
     hashes: &[BlockHash],
     now: Millis,
 ) -> PrefixMatches {
@@ -121,9 +143,22 @@ pub(super) fn match_prefix(
     let mut out = PrefixMatches {
         entries: merge(&p, &a),
         root_tier_blocks: 0,
+        offload: Vec::new(),
     };
     if !shared.is_empty() && !hashes.is_empty() {
         add_tier_runs(shared, hashes, &mut out);
+    }
+    if offloaded.blocks() > 0 {
+        let mut both = Depths::new();
+        walk(hashes, &mut both, |h, out| {
+            offload::push_union(precise.holders(h), offloaded.holders(h), out)
+        });
+        both.sort_unstable_by_key(|e| e.0);
+        out.offload = both
+            .into_iter()
+            .map(|(r, d)| (r, d.saturating_sub(out.get(r).blocks())))
+            .filter(|e| e.1 > 0)
+            .collect();
     }
     out
 }

@@ -8,6 +8,9 @@
 //! - [`shared`]: blocks in the cluster's shared KV tier, from `tier: shared` events of any
 //!   replica; they make nobody a holder, but a replica can fetch them
 //!   ([`PrefixMatches::tier_blocks`]).
+//! - [`offload`]: blocks in a replica's own offload tier (`tier: offload`: vLLM's CPU or
+//!   disk `medium`), per replica like precise, loadable by it only
+//!   ([`PrefixMatches::offload_blocks`]).
 //!
 //! Both are bounded in memory with LRU eviction. Removing a replica, a `cleared` event or a
 //! new epoch drops the replica's entries at once. See the crate README for the structure and
@@ -16,6 +19,7 @@
 mod approx;
 mod lru;
 mod matching;
+mod offload;
 mod precise;
 mod replica_set;
 mod shared;
@@ -125,6 +129,8 @@ pub struct PrefixIndex {
     precise: precise::PreciseIndex,
     approx: approx::ApproxIndex,
     shared: shared::SharedTier,
+    /// Replicas' offload tiers, bounded like the precise part.
+    offloaded: precise::PreciseIndex,
     cursors: HashMap<ReplicaId, StreamCursor>,
 }
 
@@ -141,11 +147,13 @@ impl PrefixIndex {
         let precise = precise::PreciseIndex::new(cfg.max_precise_entries.max(1));
         let approx = approx::ApproxIndex::new(cfg.max_approx_entries, cfg.approx_ttl);
         let shared = shared::SharedTier::new(cfg.max_shared_entries);
+        let offloaded = precise::PreciseIndex::new(cfg.max_precise_entries.max(1));
         Self {
             cfg,
             precise,
             approx,
             shared,
+            offloaded,
             cursors: HashMap::new(),
         }
     }
@@ -204,12 +212,24 @@ impl PrefixIndex {
     /// and the run of blocks after it that the shared tier holds (computed only when the
     /// index knows of any shared block).
     pub fn match_prefix(&self, hashes: &[BlockHash], now: Millis) -> PrefixMatches {
-        matching::match_prefix(&self.precise, &self.approx, &self.shared, hashes, now)
+        matching::match_prefix(
+            &self.precise,
+            &self.approx,
+            &self.shared,
+            &self.offloaded,
+            hashes,
+            now,
+        )
     }
 
     /// Blocks known to be in the shared KV tier.
     pub fn shared_blocks(&self) -> usize {
         self.shared.len()
+    }
+
+    /// Blocks `replica` reports in its own offload tier.
+    pub fn offload_blocks(&self, replica: ReplicaId) -> usize {
+        self.offloaded.replica_blocks(replica)
     }
 
     /// Blocks the precise part says `replica` holds.
@@ -250,6 +270,7 @@ impl PrefixIndex {
         self.precise.allocated_bytes()
             + self.approx.allocated_bytes()
             + self.shared.allocated_bytes()
+            + self.offloaded.allocated_bytes()
     }
 
     fn apply_snapshot(
@@ -263,6 +284,7 @@ impl PrefixIndex {
         let epoch_changed = cursor.position().is_some_and(|(e, _)| e != epoch);
         cursor.reset_to(epoch, seq);
         self.precise.clear_replica(replica);
+        self.offloaded.clear_replica(replica);
         if epoch_changed {
             self.approx.clear_replica(replica);
         }
@@ -301,12 +323,26 @@ impl PrefixIndex {
                 hashes,
                 tier: KvTier::Shared,
             } => hashes.iter().for_each(|&h| self.shared.remove(h)),
+            KvEvent::Stored {
+                hashes,
+                tier: KvTier::Offload,
+                ..
+            } => hashes
+                .iter()
+                .for_each(|&h| self.offloaded.store(replica, h)),
+            KvEvent::Removed {
+                hashes,
+                tier: KvTier::Offload,
+            } => hashes
+                .iter()
+                .for_each(|&h| self.offloaded.remove(replica, h)),
             KvEvent::Cleared => self.drop_entries(replica),
         }
     }
 
     fn drop_entries(&mut self, replica: ReplicaId) {
         self.precise.clear_replica(replica);
+        self.offloaded.clear_replica(replica);
         self.approx.clear_replica(replica);
     }
 }

@@ -3,7 +3,7 @@
 use super::rehash::EventMapper;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
-use warmpath_core::{BlockSize, RootSeed};
+use warmpath_core::{BlockSize, HashNamespace};
 
 /// One engine's (one data-parallel rank's) KV event publisher, as the gateway subscribes to it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,10 +47,10 @@ impl Default for ZmqEventsConfig {
 }
 
 impl ZmqEventsConfig {
-    /// A mapper for this engine, hashing from `seed`: the root seed of the pool's namespace
-    /// (its checkpoint; no adapter, no tenant salt).
-    pub fn mapper(&self, seed: RootSeed) -> EventMapper {
-        EventMapper::new(seed, self.block_size, self.max_tracked_blocks)
+    /// A mapper for this engine, hashing in `base`: the pool's namespace (its checkpoint;
+    /// each block's adapter and cache salt are added from its event).
+    pub fn mapper(&self, base: HashNamespace) -> EventMapper {
+        EventMapper::new(base, self.block_size, self.max_tracked_blocks)
     }
 
     pub(crate) fn replay_timeout(&self) -> Duration {

@@ -1,7 +1,7 @@
 //! Counters of one engine's event subscriber, readable while it runs (for metrics and the
 //! dashboard) and returned when it stops.
 
-use super::rehash::SkipReason;
+use super::skip::SkipReason;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -5,7 +5,7 @@
 //! - [`wire`]: one msgpack payload decoded into [`wire::EngineBatch`] (both msgspec encodings).
 //! - [`rehash`]: [`rehash::EventMapper`], engine events rehashed under Warmpath's hashing contract.
 //! - [`stream`]: [`stream::EventStream`], batches folded into snapshot + numbered events.
-//! - [`replay`]: the client of the engine's replay (ROUTER) socket.
+//! - [`replay`]: the client of the engine's replay (ROUTER) socket; [`skip`]: why an event was skipped.
 //! - [`subscribe`]: [`subscribe::ZmqSubscriber`], the SUB loop: gaps, replays, drops, reconnects.
 //! - [`config`]: [`config::ZmqEventsConfig`]; [`counters`]: [`counters::SubscriberCounters`].
 //!
@@ -20,7 +20,7 @@
 //!     topic: "kv-events".into(),
 //!     ..ZmqEventsConfig::default()
 //! };
-//! let mapper = cfg.mapper(HashNamespace::new(CheckpointId::new("my-model")).root_seed());
+//! let mapper = cfg.mapper(HashNamespace::new(CheckpointId::new("my-model")));
 //! let sink = move |msg| {
 //!     router.lock().unwrap().apply_message(replica, &msg);
 //! };
@@ -32,6 +32,7 @@ pub(crate) mod config;
 pub(crate) mod counters;
 pub(crate) mod rehash;
 pub(crate) mod replay;
+pub(crate) mod skip;
 pub(crate) mod stream;
 pub(crate) mod subscribe;
 pub(crate) mod wire;

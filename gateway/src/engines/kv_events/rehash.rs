@@ -8,16 +8,23 @@
 //! when the parent is `None`), and each engine hash is recorded; `BlockRemoved` translates
 //! through the map and forgets the entries; `AllBlocksCleared` clears it.
 //!
+//! Namespaces: a chain's first block is hashed from the root seed of the pool's namespace
+//! with the block's adapter (`lora_name`) and the cache salt its `extra_keys` carry
+//! (vLLM's `cache_salt`; [`keys`]), exactly as the gateway hashes a request for that
+//! adapter from that tenant, so tenants and adapters never share a predicted block.
+//!
 //! Only blocks the gateway's own requests could reach are kept; everything else is skipped
 //! with a [`SkipReason`] (block size unlike the gateway's, parent never seen, a partial page,
-//! LoRA, extra keys, another medium or KV cache group, an unknown event type, a full map).
-//! Removals of engine hashes the map does not know are dropped silently: they are the
-//! skipped blocks.
+//! an adapter without a name, other extra keys, another KV cache group, an unknown event
+//! type, a full map). Removals of engine hashes the map does not know are dropped silently:
+//! they are the skipped blocks.
 //!
 //! Tiers: vLLM's `medium` (`"GPU"`, `"CPU"`, ...) names where the engine itself keeps a
-//! block. Only GPU blocks are mapped, and always as [`KvTier::Device`]: a CPU or disk
-//! offload tier belongs to that one engine (it is not the cluster's shared tier, which
-//! only Warmpath replicas report as [`KvTier::Shared`]), so those events stay skipped.
+//! block. GPU blocks (or no medium) are [`KvTier::Device`]; any other medium is the
+//! replica's own [`KvTier::Offload`] tier (cheaper than a recompute, loadable by that
+//! replica only). An engine hash is mapped while either tier holds it; a removal names its
+//! tier and removes the block from that tier only. An offload store without tokens (vLLM's
+//! CPU offloading reports only hashes) is translated through the map.
 //!
 //! The map is bounded by `max_blocks`: at the bound a `BlockStored` that would add entries
 //! is skipped ([`SkipReason::MapFull`]) until removals make room. Entries already mapped stay
@@ -25,94 +32,53 @@
 //! not routable. Size the bound above the engine's number of KV blocks (vLLM logs it as
 //! `# GPU blocks`), and the bound is never reached while removals arrive.
 
+mod keys;
+
+use super::skip::SkipReason;
+
 use super::wire::{EngineEvent, EngineHash};
 use std::collections::HashMap;
 use warmpath_core::hash::block_hash;
-use warmpath_core::{BlockHash, BlockSize, KvEvent, KvTier, RootSeed, TokenId};
+use warmpath_core::{
+    BlockHash, BlockSize, CacheSalt, HashNamespace, KvEvent, KvTier, RootSeed, TokenId,
+};
 
-/// Why an engine event produced nothing for the index.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SkipReason {
-    /// The engine's block size differs from the gateway's.
-    BlockSizeMismatch {
-        /// The event's block size.
-        engine: u32,
-        /// The gateway's.
-        gateway: u32,
-    },
-    /// The parent block was never mapped (stored before we listened, or itself skipped).
-    UnknownParent,
-    /// Only a partial block (SGLang's trailing page): the contract hashes full blocks only.
-    PartialBlock,
-    /// `token_ids` does not fit the number of hashes and the block size.
-    TokenCountMismatch,
-    /// The blocks belong to a LoRA adapter; the gateway hashes base-model prompts.
-    Lora,
-    /// The engine hashed more than the tokens (multimodal ids, a cache salt).
-    ExtraKeys,
-    /// A medium other than the GPU (an offload tier).
-    OtherMedium,
-    /// A KV cache group other than the first (hybrid models).
-    OtherGroup,
-    /// An event type the decoder does not know.
-    UnknownEvent,
-    /// The map is at its bound.
-    MapFull,
+/// What the map knows of one engine block: its Warmpath hash and the tiers that hold it.
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    hash: BlockHash,
+    device: bool,
+    offload: bool,
 }
 
-impl SkipReason {
-    /// Every reason's label, indexed by [`SkipReason::index`].
-    pub const LABELS: [&'static str; 10] = [
-        "block_size_mismatch",
-        "unknown_parent",
-        "partial_block",
-        "token_count_mismatch",
-        "lora",
-        "extra_keys",
-        "other_medium",
-        "other_group",
-        "unknown_event",
-        "map_full",
-    ];
-
-    /// A dense index, for a counter per reason.
-    pub fn index(self) -> usize {
-        match self {
-            SkipReason::BlockSizeMismatch { .. } => 0,
-            SkipReason::UnknownParent => 1,
-            SkipReason::PartialBlock => 2,
-            SkipReason::TokenCountMismatch => 3,
-            SkipReason::Lora => 4,
-            SkipReason::ExtraKeys => 5,
-            SkipReason::OtherMedium => 6,
-            SkipReason::OtherGroup => 7,
-            SkipReason::UnknownEvent => 8,
-            SkipReason::MapFull => 9,
+impl Entry {
+    fn holds(&mut self, tier: KvTier) -> &mut bool {
+        match tier {
+            KvTier::Offload => &mut self.offload,
+            _ => &mut self.device,
         }
-    }
-
-    /// A metrics label.
-    pub fn label(self) -> &'static str {
-        Self::LABELS[self.index()]
     }
 }
 
 /// Turns one engine's events into Warmpath [`KvEvent`]s. Pure: no I/O, no clock.
 #[derive(Debug)]
 pub struct EventMapper {
+    base: HashNamespace,
     seed: RootSeed,
     block_size: BlockSize,
     max_blocks: usize,
-    map: HashMap<EngineHash, BlockHash>,
+    map: HashMap<EngineHash, Entry>,
 }
 
 impl EventMapper {
-    /// A mapper for blocks hashed from `seed` (the pool's namespace: its checkpoint, no
-    /// adapter, no tenant salt) in blocks of `block_size`, tracking at most `max_blocks`
-    /// engine blocks (at least 1). A zero block size is raised to 1.
-    pub(crate) fn new(seed: RootSeed, block_size: BlockSize, max_blocks: usize) -> Self {
+    /// A mapper for blocks of the pool's namespace `base` (its checkpoint, no adapter, no
+    /// salt: a chain's first block is hashed from its root seed, or from the seed of `base`
+    /// with the block's adapter and cache salt) in blocks of `block_size`, tracking at most
+    /// `max_blocks` engine blocks (at least 1). A zero block size is raised to 1.
+    pub(crate) fn new(base: HashNamespace, block_size: BlockSize, max_blocks: usize) -> Self {
         Self {
-            seed,
+            seed: base.root_seed(),
+            base,
             block_size: BlockSize(block_size.0.max(1)),
             max_blocks: max_blocks.max(1),
             map: HashMap::new(),
@@ -134,7 +100,7 @@ impl EventMapper {
     /// The Warmpath hash an engine block was mapped to.
     #[cfg(test)]
     pub(crate) fn get(&self, engine: &EngineHash) -> Option<BlockHash> {
-        self.map.get(engine).copied()
+        self.map.get(engine).map(|e| e.hash)
     }
 
     /// Forgets every mapping (the stream lost its place).
@@ -156,26 +122,60 @@ impl EventMapper {
                 extra_keys,
                 group,
             } => {
-                check_placement(medium.as_deref(), *group)?;
-                if lora.is_some() {
-                    return Err(SkipReason::Lora);
+                keys::check_group(*group)?;
+                let tier = keys::tier(medium.as_deref());
+                let adapter = keys::adapter(lora.as_ref())?;
+                if tier == KvTier::Offload && token_ids.is_empty() {
+                    return self.offloaded(hashes);
                 }
-                if *extra_keys {
-                    return Err(SkipReason::ExtraKeys);
+                let block = Block {
+                    parent: parent.as_ref(),
+                    token_ids,
+                    block_size: *block_size,
+                    tier,
+                };
+                // The namespace of a chain's root: the adapter, and the salt on its first block.
+                let root = match parent {
+                    Some(_) => None,
+                    None => {
+                        let first = extra_keys.first().map_or(&[][..], Vec::as_slice);
+                        let salt = keys::salt(first, lora.as_ref(), true)?;
+                        Some(self.root_seed(adapter, salt))
+                    }
+                };
+                for (i, k) in extra_keys
+                    .iter()
+                    .enumerate()
+                    .skip(usize::from(root.is_some()))
+                {
+                    if i < hashes.len() {
+                        keys::salt(k, lora.as_ref(), false)?;
+                    }
                 }
-                self.stored(hashes, parent.as_ref(), token_ids, *block_size)
+                self.stored(hashes, block, root)
             }
             EngineEvent::Removed {
                 hashes,
                 medium,
                 group,
             } => {
-                check_placement(medium.as_deref(), *group)?;
-                let removed: Vec<BlockHash> =
-                    hashes.iter().filter_map(|h| self.map.remove(h)).collect();
+                keys::check_group(*group)?;
+                let tier = keys::tier(medium.as_deref());
+                let mut removed = Vec::new();
+                for h in hashes {
+                    let Some(e) = self.map.get_mut(h) else {
+                        continue;
+                    };
+                    if std::mem::take(e.holds(tier)) {
+                        removed.push(e.hash);
+                    }
+                    if !e.device && !e.offload {
+                        self.map.remove(h);
+                    }
+                }
                 Ok((!removed.is_empty()).then_some(KvEvent::Removed {
                     hashes: removed,
-                    tier: KvTier::Device,
+                    tier,
                 }))
             }
             EngineEvent::Cleared => {
@@ -186,13 +186,50 @@ impl EventMapper {
         }
     }
 
+    /// The root seed of a chain in the pool's namespace with `adapter` and `salt`.
+    fn root_seed(&self, adapter: Option<&str>, salt: Option<CacheSalt>) -> RootSeed {
+        if adapter.is_none() && salt.is_none() {
+            return self.seed;
+        }
+        self.base
+            .clone()
+            .with_adapter(adapter.map(str::to_string))
+            .with_salt(salt)
+            .root_seed()
+    }
+
+    /// An offload store without tokens (vLLM's CPU offloading reports only the hashes):
+    /// the blocks the map already knows, now also in the offload tier.
+    fn offloaded(&mut self, hashes: &[EngineHash]) -> Result<Option<KvEvent>, SkipReason> {
+        let mut out = Vec::new();
+        for h in hashes {
+            if let Some(e) = self.map.get_mut(h) {
+                e.offload = true;
+                out.push(e.hash);
+            }
+        }
+        if out.is_empty() && !hashes.is_empty() {
+            return Err(SkipReason::UnknownBlock);
+        }
+        Ok((!out.is_empty()).then_some(KvEvent::Stored {
+            parent: None,
+            hashes: out,
+            tier: KvTier::Offload,
+        }))
+    }
+
     fn stored(
         &mut self,
         hashes: &[EngineHash],
-        parent: Option<&EngineHash>,
-        token_ids: &[u32],
-        block_size: u32,
+        block: Block<'_>,
+        root: Option<RootSeed>,
     ) -> Result<Option<KvEvent>, SkipReason> {
+        let Block {
+            parent,
+            token_ids,
+            block_size,
+            tier,
+        } = block;
         let bs = self.block_size.get();
         if block_size != self.block_size.0 {
             // SGLang reports a trailing partial page with its own length as block size.
@@ -221,7 +258,7 @@ impl EventMapper {
         }
         let parent_hash = match parent {
             None => None,
-            Some(p) => Some(self.map.get(p).copied().ok_or(SkipReason::UnknownParent)?),
+            Some(p) => Some(self.map.get(p).ok_or(SkipReason::UnknownParent)?.hash),
         };
         let new = hashes[..full]
             .iter()
@@ -230,7 +267,7 @@ impl EventMapper {
         if self.map.len() + new > self.max_blocks {
             return Err(SkipReason::MapFull);
         }
-        let mut prev = parent_hash.map_or(self.seed.0, |p| p.0);
+        let mut prev = parent_hash.map_or(root.unwrap_or(self.seed).0, |p| p.0);
         let mut out = Vec::with_capacity(full);
         let mut block = Vec::with_capacity(bs);
         for (engine, tokens) in hashes.iter().zip(token_ids.chunks_exact(bs)) {
@@ -238,27 +275,32 @@ impl EventMapper {
             block.extend(tokens.iter().map(|&t| TokenId(t)));
             let h = block_hash(prev, &block);
             prev = h.0;
-            self.map.insert(engine.clone(), h);
+            let e = self.map.entry(engine.clone()).or_insert(Entry {
+                hash: h,
+                device: false,
+                offload: false,
+            });
+            e.hash = h;
+            *e.holds(tier) = true;
             out.push(h);
         }
         Ok(Some(KvEvent::Stored {
             parent: parent_hash,
             hashes: out,
-            tier: KvTier::Device,
+            tier,
         }))
     }
 }
 
-/// Only GPU-resident blocks of the first KV cache group are routable state.
-fn check_placement(medium: Option<&str>, group: Option<u32>) -> Result<(), SkipReason> {
-    if medium.is_some_and(|m| !m.eq_ignore_ascii_case("gpu")) {
-        return Err(SkipReason::OtherMedium);
-    }
-    if group.is_some_and(|g| g != 0) {
-        return Err(SkipReason::OtherGroup);
-    }
-    Ok(())
+/// A `BlockStored`'s blocks: where they chain from, their tokens, size and tier.
+struct Block<'a> {
+    parent: Option<&'a EngineHash>,
+    token_ids: &'a [u32],
+    block_size: u32,
+    tier: KvTier,
 }
 
+#[cfg(test)]
+mod ns_tests;
 #[cfg(test)]
 mod tests;

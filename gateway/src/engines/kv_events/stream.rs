@@ -116,7 +116,7 @@ mod tests {
 
     #[test]
     fn records_are_numbered_per_epoch_and_a_drop_opens_a_new_one() {
-        let seed = HashNamespace::new(CheckpointId::new("m")).root_seed();
+        let seed = HashNamespace::new(CheckpointId::new("m"));
         let counters = Arc::new(SubscriberCounters::default());
         let mut out = Vec::new();
         let mut s = EventStream::new(
@@ -161,7 +161,8 @@ mod tests {
             (c.batches, c.replayed_batches, c.events, c.drops),
             (4, 1, 3, 1)
         );
-        // vllm_v2's skips: LoRA, block size 32, unknown parent, a CPU removal.
-        assert_eq!(c.skipped_total(), 4);
+        // vllm_v2's skips: LoRA by id only, block size 32, unknown parent (its CPU removal
+        // names a block the CPU tier never held: nothing to remove, nothing skipped).
+        assert_eq!(c.skipped_total(), 3);
     }
 }

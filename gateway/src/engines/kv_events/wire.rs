@@ -46,6 +46,19 @@ pub(crate) struct EngineLora {
     pub name: Option<String>,
 }
 
+/// One entry of a block's `extra_keys` tuple (vLLM: the adapter's name, multimodal
+/// `(identifier, offset)` pairs, the request's `cache_salt` on the first block, a prompt
+/// embedding's digest).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum ExtraKey {
+    /// A string: an adapter name or a cache salt.
+    Text(String),
+    /// An integer: an older vLLM's adapter id.
+    Int(i64),
+    /// Anything else (a multimodal pair, bytes): the tokens alone do not identify the block.
+    Other,
+}
+
 /// One KV cache event as the engine reported it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum EngineEvent {
@@ -63,9 +76,9 @@ pub(crate) enum EngineEvent {
         lora: Option<EngineLora>,
         /// Where the blocks live (`"GPU"`, `"CPU"`, ...), if said.
         medium: Option<String>,
-        /// True when `extra_keys` has a non-null entry (multimodal ids, cache salt, ...):
-        /// the engine's hash covers more than the tokens.
-        extra_keys: bool,
+        /// Each block's `extra_keys` (empty for `null`, and none at all when the field is
+        /// absent): what the engine hashed besides the tokens.
+        extra_keys: Vec<Vec<ExtraKey>>,
         /// KV cache group (hybrid models), if said.
         group: Option<u32>,
     },
@@ -232,10 +245,19 @@ fn decode_event(value: &Value) -> Result<EngineEvent, WireError> {
                 name: lora_name,
             });
             let extra_keys = match f.get(7, "extra_keys") {
-                None => false,
-                Some(v) => array(v, "BlockStored.extra_keys")?
-                    .iter()
-                    .any(|k| !k.is_nil()),
+                None => Vec::new(),
+                Some(v) => {
+                    let keys: Vec<Vec<ExtraKey>> = array(v, "BlockStored.extra_keys")?
+                        .iter()
+                        .map(extra_keys)
+                        .collect();
+                    // All null (what vLLM sends for plain blocks) is no extra key at all.
+                    if keys.iter().all(Vec::is_empty) {
+                        Vec::new()
+                    } else {
+                        keys
+                    }
+                }
             };
             EngineEvent::Stored {
                 hashes,
@@ -258,6 +280,22 @@ fn decode_event(value: &Value) -> Result<EngineEvent, WireError> {
             tag: other.to_string(),
         },
     })
+}
+
+/// One block's `extra_keys`: `null`, or a tuple (an array) of keys.
+fn extra_keys(v: &Value) -> Vec<ExtraKey> {
+    let key = |k: &Value| match k {
+        Value::String(s) => s
+            .as_str()
+            .map_or(ExtraKey::Other, |s| ExtraKey::Text(s.to_string())),
+        Value::Integer(i) => i.as_i64().map_or(ExtraKey::Other, ExtraKey::Int),
+        _ => ExtraKey::Other,
+    };
+    match v {
+        Value::Nil => Vec::new(),
+        Value::Array(a) => a.iter().filter(|k| !k.is_nil()).map(key).collect(),
+        other => vec![key(other)],
+    }
 }
 
 fn medium(f: &Fields<'_>, pos: usize) -> Result<Option<String>, WireError> {

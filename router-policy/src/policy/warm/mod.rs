@@ -24,6 +24,9 @@
 //!   match that the shared KV tier holds. A replica fetches them before its prefill (the
 //!   replica's HTTP side loads them, so they are not queued engine work), which lets an idle
 //!   non-holder beat a busy holder when the tier is fast enough.
+//!   A replica's own offload tier (vLLM's CPU or disk `medium`:
+//!   [`PrefixMatches::offload_blocks`]) counts the same way: `tier_blocks(r)` is the larger
+//!   of the shared run and r's offload run, fetched at the same rate.
 //! - `backlog_ms(r)`: the prefill work this policy sent to r, drained at r's rate since it
 //!   was sent. Between load reports it tells a replica that just received a long cold prompt
 //!   from one whose prompt is almost done, which a request count cannot.
@@ -60,6 +63,7 @@
 //!
 //! [`ReplicaSnapshot::unreported_requests`]: crate::cluster::ReplicaSnapshot::unreported_requests
 //! [`PrefixMatches::tier_blocks`]: crate::index::PrefixMatches::tier_blocks
+//! [`PrefixMatches::offload_blocks`]: crate::index::PrefixMatches::offload_blocks
 
 mod config;
 mod cost;
@@ -193,7 +197,12 @@ impl Warm {
             let local = el.matches.get(r.id).blocks().min(chain_len);
             let held = Held {
                 local,
-                tier: el.matches.tier_blocks(r.id).min(chain_len - local),
+                // A replica's own offload tier is costed like the shared tier.
+                tier: el
+                    .matches
+                    .tier_blocks(r.id)
+                    .max(el.matches.offload_blocks(r.id))
+                    .min(chain_len - local),
                 cached: index.precise_blocks(r.id) as u64,
             };
             let mut c = cost::cost(

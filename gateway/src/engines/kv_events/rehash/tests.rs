@@ -7,12 +7,16 @@ use warmpath_core::{block_hashes, CheckpointId, HashNamespace};
 
 const BS: u32 = 16;
 
+fn base() -> HashNamespace {
+    HashNamespace::new(CheckpointId::new("test-model"))
+}
+
 fn seed() -> RootSeed {
-    HashNamespace::new(CheckpointId::new("test-model")).root_seed()
+    base().root_seed()
 }
 
 fn mapper(max: usize) -> EventMapper {
-    EventMapper::new(seed(), BlockSize(BS), max)
+    EventMapper::new(base(), BlockSize(BS), max)
 }
 
 fn eh(k: i128) -> EngineHash {
@@ -31,7 +35,7 @@ fn stored(keys: &[i128], parent: Option<i128>, token_ids: Vec<u32>) -> EngineEve
         block_size: BS,
         lora: None,
         medium: None,
-        extra_keys: false,
+        extra_keys: Vec::new(),
         group: None,
     }
 }
@@ -172,18 +176,22 @@ fn skip_reasons() {
         (
             with(&|e| {
                 if let EngineEvent::Stored { extra_keys, .. } = e {
-                    *extra_keys = true;
+                    *extra_keys = vec![vec![super::super::wire::ExtraKey::Other]];
                 }
             }),
             SkipReason::ExtraKeys,
         ),
         (
             with(&|e| {
-                if let EngineEvent::Stored { medium, .. } = e {
+                if let EngineEvent::Stored {
+                    medium, token_ids, ..
+                } = e
+                {
                     *medium = Some("CPU".into());
+                    token_ids.clear();
                 }
             }),
-            SkipReason::OtherMedium,
+            SkipReason::UnknownBlock,
         ),
         (
             with(&|e| {
@@ -192,14 +200,6 @@ fn skip_reasons() {
                 }
             }),
             SkipReason::OtherGroup,
-        ),
-        (
-            EngineEvent::Removed {
-                hashes: vec![eh(1)],
-                medium: Some("cpu".into()),
-                group: None,
-            },
-            SkipReason::OtherMedium,
         ),
         (
             EngineEvent::Unknown { tag: "X".into() },
