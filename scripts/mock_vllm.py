@@ -260,6 +260,9 @@ def main():
     p.add_argument("--log", default="")
     args = p.parse_args()
     Handler.engine = Engine(args)
+    # socketserver's listen backlog is 5: the gateway opening more connections at once would
+    # see SYNs dropped and retried a second later.
+    ThreadingHTTPServer.request_queue_size = 128
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
     print("ready", flush=True)
