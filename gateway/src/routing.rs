@@ -126,6 +126,15 @@ impl Router {
         self.inner.lock().index.precise_blocks(replica)
     }
 
+    /// Per replica, the leading blocks of `hashes` the index says it holds at `now`.
+    pub(crate) fn match_prefix(
+        &self,
+        hashes: &[BlockHash],
+        now: Millis,
+    ) -> router_policy::PrefixMatches {
+        self.inner.lock().index.match_prefix(hashes, now)
+    }
+
     /// Drops everything known about a replica.
     pub(crate) fn forget_replica(&self, replica: ReplicaId) {
         self.inner.lock().index.remove_replica(replica);

@@ -63,6 +63,7 @@ async fn one(
         model,
         prompt,
         system: None,
+        chat: None,
         max_tokens,
         ignore_eos: true,
         api_key: args.api_key.as_deref(),

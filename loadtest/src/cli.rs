@@ -149,10 +149,10 @@ pub struct RunArgs {
 
 impl RunArgs {
     /// The endpoint to call: `--api`, else chat for the mixed workload (its short requests
-    /// are chats with a system message), else completions.
+    /// are chats with a system message) and the agent loop, else completions.
     pub fn api(&self) -> Api {
         self.api.unwrap_or(match self.workload.workload {
-            WorkloadKind::Mixed => Api::Chat,
+            WorkloadKind::Mixed | WorkloadKind::AgentLoop => Api::Chat,
             _ => Api::Completions,
         })
     }

@@ -13,6 +13,7 @@
 //! - [`login`]: the dashboard's login page and session cookie.
 //! - [`keys`]: tenants' API keys in the shared key store.
 //! - [`rollouts`]: checkpoint rollouts (set, pause, resume, abort, end).
+//! - `render`: `POST /admin/render`, what the gateway computes for a request body.
 //! - `body`: reading a bounded request body.
 //! - [`error`]: [`AdminError`] and its one mapping to status and OpenAI error JSON.
 
@@ -21,6 +22,7 @@ mod body;
 pub(crate) mod error;
 pub(crate) mod keys;
 pub(crate) mod login;
+mod render;
 pub(crate) mod rollouts;
 
 use crate::control::register::{add_replica, remove_replica};
@@ -273,6 +275,10 @@ impl Admin {
             }
             ("DELETE", ["admin", "rollouts", model]) => {
                 json(200, &rollouts::delete(&self.state, model).await?)
+            }
+            ("POST", ["admin", "render" | "explain"]) => {
+                let body = read_body(http).await?;
+                json(200, &render::render(&self.state, &body).await?)
             }
             ("GET", ["admin", "index"]) => json(200, &self.state.router.index_stats()),
             ("GET", ["dashboard", rest @ ..]) => {

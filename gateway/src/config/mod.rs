@@ -4,7 +4,7 @@
 //! # Layout
 //! - [`model`]: the model, its defaults and its validation; [`error`]: its error type.
 //! - [`pools`]: upstream pools of other engines (vLLM, SGLang, llama.cpp, OpenAI);
-//!   [`apis`] and [`serves`]: the pass-through APIs (embeddings, tokenize) each serves.
+//!   [`chat_template`]: a pool's template override; [`apis`] and [`serves`]: the pass-through APIs (embeddings, tokenize) each serves.
 //! - [`state`]: `state:`, the memory or Redis backend a gateway fleet shares;
 //!   [`state_tls`]: its TLS to Redis (`rediss://`, `ca_file`, the client certificate).
 //! - [`responses`]: `responses:`, the bounds of the Responses API's conversation records.
@@ -13,6 +13,7 @@
 //! - [`overrides`]: the command line on top of the file; [`load`].
 
 pub(crate) mod apis;
+pub(crate) mod chat_template;
 pub(crate) mod env;
 pub(crate) mod error;
 pub(crate) mod model;

@@ -240,6 +240,10 @@ pub struct PoolConfig {
     /// publishes its own.
     #[serde(default)]
     pub tokenizer: TokenizerSource,
+    /// A Jinja chat template file replacing the tokenizer's (vLLM's and llama-server's
+    /// `--chat-template`): give the file the engine was started with.
+    #[serde(default)]
+    pub chat_template: Option<PathBuf>,
     /// Tokens per hashed block (with `tokenizer: none`, 4-byte text units per block). For
     /// vLLM and SGLang with KV events this must equal the engine's block (page) size.
     #[serde(default = "default_block_size")]
@@ -403,6 +407,23 @@ impl PoolConfig {
         self.tokenizer
             .check()
             .map_err(|e| invalid(format!("{key}.tokenizer"), e))?;
+        if let Some(path) = &self.chat_template {
+            let ckey = format!("{key}.chat_template");
+            if self.engine == EngineKind::Warmpath {
+                return Err(invalid(
+                    ckey,
+                    "a warmpath replica publishes its own template",
+                ));
+            }
+            let Some(source) = self.tokenizer.to_text_source() else {
+                return Err(invalid(
+                    ckey,
+                    "needs a tokenizer (`tokenizer: {gguf: ..}` or `{hf: ..}`): with \
+                     `tokenizer: none` prompts are hashed as text, no template is rendered",
+                ));
+            };
+            super::chat_template::check(&source, path).map_err(|e| invalid(ckey, e))?;
+        }
         Ok(())
     }
 }

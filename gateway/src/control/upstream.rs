@@ -70,8 +70,12 @@ pub(crate) async fn discover_upstream(
     let encoder = match registry.tokenizer(&checkpoint) {
         Some(t) => t,
         None => {
-            let e = crate::engines::tokenizer::encoder(&pool.tokenizer, tok_cfg)
-                .map_err(|e| RegisterError::Tokenizer(addr.url(), e.to_string()))?;
+            let e = crate::engines::tokenizer::encoder(
+                &pool.tokenizer,
+                pool.chat_template.as_deref(),
+                tok_cfg,
+            )
+            .map_err(|e| RegisterError::Tokenizer(addr.url(), e.to_string()))?;
             registry.share_tokenizer(&checkpoint, e)
         }
     };

@@ -1,9 +1,11 @@
 //! A pool's tokenizer, built from its configured source: a GGUF file's metadata, a Hugging
-//! Face `tokenizer.json` plus chat template, or none (text units).
+//! Face `tokenizer.json` plus chat template, or none (text units); the pool's
+//! `chat_template` file, when set, replaces the source's template.
 
 use crate::config::{TokenizerConfig, TokenizerSource};
 use crate::encoder::PromptEncoder;
 use crate::tokenize::CachedTokenizer;
+use std::path::Path;
 use warmpath_text::TokenizerSpec;
 
 /// Why a pool's tokenizer could not be built; the message names the file.
@@ -23,15 +25,22 @@ pub(crate) fn spec(source: &TokenizerSource) -> Result<Option<TokenizerSpec>, To
         .map_err(|e| TokenizerLoadError(e.to_string()))
 }
 
-/// The prompt encoder of a pool.
+/// The prompt encoder of a pool, its template replaced by `chat_template`'s when given.
 pub(crate) fn encoder(
     source: &TokenizerSource,
+    chat_template: Option<&Path>,
     cfg: &TokenizerConfig,
 ) -> Result<PromptEncoder, TokenizerLoadError> {
     match spec(source)? {
         None => Ok(PromptEncoder::TextUnits),
-        Some(s) => CachedTokenizer::new(&s, cfg.cache_entries, cfg.min_cached_bytes)
-            .map(PromptEncoder::Tokens)
-            .map_err(|e| TokenizerLoadError(format!("the tokenizer does not build: {e}"))),
+        Some(mut s) => {
+            if let Some(path) = chat_template {
+                s.chat_template =
+                    Some(crate::config::chat_template::read(path).map_err(TokenizerLoadError)?);
+            }
+            CachedTokenizer::new(&s, cfg.cache_entries, cfg.min_cached_bytes)
+                .map(PromptEncoder::Tokens)
+                .map_err(|e| TokenizerLoadError(format!("the tokenizer does not build: {e}")))
+        }
     }
 }

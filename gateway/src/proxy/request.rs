@@ -197,6 +197,15 @@ pub(crate) async fn decide(
     let (mut plan, mut order) = route(state, tenant, prepared, endpoint, &parsed, model)?;
     super::responses::pin(state, ctx, &mut plan, &mut order);
     let slot = hold_slot(state, &mut order, plan.decided).await?;
+    if plan.prefill.is_none() {
+        // In the routing history as soon as its replica is known (`send` records it again
+        // per attempt): a request with the same prefix decided before this one reaches the
+        // replica is predicted what the engine will give it (BENCHMARKS.md section 27).
+        let now = state.millis_at(Instant::now());
+        state
+            .router
+            .record_routed(slot.replica().id, &plan.hashes, now);
+    }
     record(state, &plan, tenant, &ctx.id.header, ctx.read.api);
     // The prompt's tokens served the hot-prefix history; the request does not keep them.
     plan.tokens = None;

@@ -63,6 +63,9 @@ pub struct CallSpec<'a> {
     /// Chat: a system message sent before the user message; completions: prepended to the
     /// prompt.
     pub system: Option<&'a str>,
+    /// Chat: the `messages` and `tools` to send instead of `prompt` and `system` (the
+    /// agent loop's chats, `crate::workload::agent_loop::chat`).
+    pub chat: Option<&'a Value>,
     /// `max_tokens`.
     pub max_tokens: u32,
     /// Ask the server to produce exactly `max_tokens` (ignore_eos + min_tokens).
@@ -101,6 +104,13 @@ pub struct CallResult {
 /// The JSON body for a streamed request.
 pub fn request_body(spec: &CallSpec<'_>) -> Value {
     let mut body = match (spec.api, spec.system) {
+        (Api::Chat, _) if spec.chat.is_some() => {
+            let mut b = spec.chat.cloned().unwrap_or_default();
+            if let Some(o) = b.as_object_mut() {
+                o.insert("model".into(), spec.model.into());
+            }
+            b
+        }
         (Api::Completions, None) => json!({"model": spec.model, "prompt": spec.prompt}),
         (Api::Completions, Some(sys)) => {
             json!({"model": spec.model, "prompt": format!("{sys}{}", spec.prompt)})
@@ -363,6 +373,7 @@ mod tests {
             model: "m",
             prompt: "hi",
             system: None,
+            chat: None,
             max_tokens: 2,
             ignore_eos: false,
             api_key: Some("k"),
@@ -497,6 +508,7 @@ mod tests {
             model: "m",
             prompt: "hi",
             system: None,
+            chat: None,
             max_tokens: 7,
             ignore_eos: true,
             api_key: None,

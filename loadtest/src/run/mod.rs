@@ -27,6 +27,8 @@ struct Shared {
     api_key: Option<String>,
     ignore_eos: bool,
     timeout: Duration,
+    /// Agent-loop chats (tools and tool calls) rather than prompt text.
+    agent: bool,
     client: warmpath_http::Pool,
     start: Instant,
     bar: ProgressBar,
@@ -36,6 +38,9 @@ struct Shared {
 pub fn run_blocking(args: &RunArgs) -> anyhow::Result<Vec<RunReport>> {
     if args.policy.len() > 1 {
         bail!("run measures one endpoint: give at most one --policy label per invocation");
+    }
+    if args.workload.workload == workload::WorkloadKind::AgentLoop && args.api() != Api::Chat {
+        bail!("the agent-loop workload is sent as chats with tools: leave out --api completions");
     }
     let workload = workload::build(&args.workload, args.seed).context("building the workload")?;
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -91,6 +96,7 @@ pub async fn drive(args: &RunArgs, workload: &Workload) -> anyhow::Result<Vec<Re
         api_key: args.api_key.clone(),
         ignore_eos: !args.no_ignore_eos,
         timeout: Duration::from_secs_f64(args.request_timeout.max(0.001)),
+        agent: args.workload.workload == workload::WorkloadKind::AgentLoop,
         client,
         start: Instant::now(),
         bar,
@@ -143,12 +149,14 @@ pub async fn drive(args: &RunArgs, workload: &Workload) -> anyhow::Result<Vec<Re
 /// Sends one request and turns the result into a record.
 async fn one(sh: &Shared, spec: &RequestSpec) -> RequestRecord {
     let (system, prompt) = message_texts(spec, sh.api);
+    let chat = sh.agent.then(|| workload::agent_loop::chat(spec));
     let call_spec = CallSpec {
         endpoint: &sh.endpoint,
         api: sh.api,
         model: &sh.model,
         prompt: &prompt,
         system: system.as_deref(),
+        chat: chat.as_ref(),
         max_tokens: spec.output_tokens,
         ignore_eos: sh.ignore_eos,
         api_key: sh.api_key.as_deref(),

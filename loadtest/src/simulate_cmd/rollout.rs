@@ -104,7 +104,7 @@ pub fn arms(
             hot_max_tokens: args.prewarm_max_tokens,
             ramp_ms: args.rollout_ramp_s * 1000.0,
             key: args.rollout_key.unwrap_or(match kind {
-                WorkloadKind::MultiTurn => RolloutKey::Conversation,
+                WorkloadKind::MultiTurn | WorkloadKind::AgentLoop => RolloutKey::Conversation,
                 WorkloadKind::SharedPrefix | WorkloadKind::Mixed => RolloutKey::Request,
                 WorkloadKind::Mooncake | WorkloadKind::Azure => RolloutKey::FirstBlocks,
             }),

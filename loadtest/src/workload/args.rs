@@ -16,6 +16,9 @@ pub enum WorkloadKind {
     Azure,
     /// Short chats with a long distinct prompt every K-th request (class-labelled report).
     Mixed,
+    /// Agents: one system prompt and tool list, then --rounds tool-call turns per
+    /// conversation (--users conversations), sent as chats with tools and tool calls.
+    AgentLoop,
 }
 
 /// Workload knobs (shared by `run` and `simulate`).
@@ -46,10 +49,13 @@ pub struct WorkloadArgs {
     /// shared-prefix: keep group order instead of shuffling (SGLang shuffles by default).
     #[arg(long)]
     pub ordered: bool,
-    /// multi-turn: concurrent users.
+    /// agent-loop: tokens of each tool result.
+    #[arg(long, default_value_t = 128)]
+    pub tool_result_len: u32,
+    /// multi-turn: concurrent users (agent-loop: conversations).
     #[arg(long, default_value_t = 32)]
     pub users: u32,
-    /// multi-turn: rounds per user.
+    /// multi-turn: rounds per user (agent-loop: requests per conversation).
     #[arg(long, default_value_t = 5)]
     pub rounds: u32,
     /// multi-turn: per-user context tokens sent in round 1.

@@ -1,6 +1,7 @@
 //! Workloads shared by `run` and `simulate`: each builds a list of [`RequestSpec`]s (prompt
 //! content, output length, arrival time) deterministically from a seed.
 
+pub mod agent_loop;
 mod args;
 mod arrivals;
 mod azure;
@@ -67,6 +68,7 @@ pub fn build(args: &WorkloadArgs, seed: u64) -> Result<Workload, WorkloadError> 
         WorkloadKind::Mooncake => (mooncake::build(args, &trace_path())?, true),
         WorkloadKind::Azure => (azure::build(args, &trace_path(), seed)?, true),
         WorkloadKind::Mixed => (mixed::build(args, seed)?, false),
+        WorkloadKind::AgentLoop => (agent_loop::build(args, seed)?, false),
     };
     if let Some(n) = args.num_requests {
         requests.truncate(n);
