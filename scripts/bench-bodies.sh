@@ -29,7 +29,7 @@ BENCH_OUT=${BENCH_OUT:-$CARGO_TARGET_DIR/bench-bodies.md}
 for tool in wrk nginx python3; do
   command -v $tool >/dev/null || { echo "$tool missing: WARMPATH_BENCH_DEPS=1 scripts/ci-deps.sh" >&2; exit 1; }
 done
-cargo build --profile "$PROFILE" -p gateway --bin gateway --example passthrough --example fixed_upstream --example tokenize_bench
+cargo build --profile "$PROFILE" -p gateway --bin gateway --example passthrough --example fixed_upstream --example prompt_bench
 BIN=$CARGO_TARGET_DIR/$([ "$PROFILE" = dev ] && echo debug || echo "$PROFILE")
 WORK=$(mktemp -d)
 PIDS=()
@@ -44,8 +44,8 @@ UP=19300; PT=19301; NG=19302; GW=19303; ADM=19304; REP=19305; GB=19307; ADMB=193
 tokenizer_spec "$WORK/spec.json" "$BIN" "$PROFILE" $REP
 [ -s "$WORK/spec.json" ] || { echo "bench-bodies needs a real tokenizer (BENCH_TOKENIZER=smollm2 or BENCH_SPEC)" >&2; exit 1; }
 # Tokenize-and-hash throughput first, on a quiet machine (nothing else of ours runs yet).
-TOKBENCH=$("$BIN/examples/tokenize_bench" "$WORK/spec.json" "$LONG_TOKENS" 7 docs)
-echo "tokenize_bench: $TOKBENCH"
+TOKBENCH=$("$BIN/examples/prompt_bench" "$WORK/spec.json" "$LONG_TOKENS" 7 docs)
+echo "prompt_bench: $TOKBENCH"
 BYTES_PER_TOKEN=$(echo "$TOKBENCH" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["text_bytes"] / d["tokens"])')
 
 "$BIN/examples/fixed_upstream" 127.0.0.1:$UP 1 "$WORK/spec.json" >/dev/null 2>&1 & UP_PID=$!; PIDS+=($UP_PID)
@@ -225,7 +225,7 @@ proxy, wrk -t1), run $(date -u +%Y-%m-%dT%H:%MZ) on this machine ($(nproc) cores
 Gateway tokenizer: $TOKENIZER_NAME. Every long request's text is new (tokenized in full, no cache hit).
 ${BASELINE:+Baseline gateway: \`$BASELINE\`.}
 
-Tokenize and hash (\`gateway/examples/tokenize_bench.rs\`, one thread): \`$TOKBENCH\`
+Tokenize and hash (\`gateway/examples/prompt_bench.rs\`, one thread): \`$TOKBENCH\`
 
 Bodies at c=1 (added = the front's figure minus the same figure straight to the upstream):
 

@@ -11,7 +11,7 @@
 //!   turns were sent before, plus a new short question (each turn's text is its own cached
 //!   piece, so only the new turn is tokenized).
 //!
-//! `tokenize_bench TOKENIZER [TOKENS] [ITERATIONS] [CORPUS_DIR]`: TOKENIZER is a tokenizer
+//! `prompt_bench TOKENIZER [TOKENS] [ITERATIONS] [CORPUS_DIR]`: TOKENIZER is a tokenizer
 //! spec JSON (as a replica serves it) or a GGUF file; TOKENS defaults to 131072 (128k),
 //! ITERATIONS to 7, CORPUS_DIR to the repository's `docs/`.
 
@@ -65,7 +65,7 @@ const TURNS: usize = 16;
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let path = args.get(1).ok_or_else(|| {
-        anyhow::anyhow!("usage: tokenize_bench TOKENIZER [TOKENS] [ITERATIONS] [CORPUS_DIR]")
+        anyhow::anyhow!("usage: prompt_bench TOKENIZER [TOKENS] [ITERATIONS] [CORPUS_DIR]")
     })?;
     let tokens: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(131_072);
     let iters: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(7).max(1);
