@@ -40,7 +40,15 @@ pub(crate) fn arm(state: &AppState, ctx: &mut RequestCtx, body: Bytes) {
     if !ctx.is_stream() || state.config().retry.max_migrations == 0 {
         return;
     }
-    ctx.migration = Some(Box::new(Migration::new(body)));
+    // Only a server that takes a token-id prompt can continue an untagged stream.
+    let by_ids = ctx
+        .attempts
+        .pending
+        .as_ref()
+        .is_some_and(|s| completions::takes_token_prompts(state, s.replica()));
+    let mut m = Migration::new(body);
+    m.transcript.skip_text = !by_ids;
+    ctx.migration = Some(Box::new(m));
 }
 
 /// The body of a continuation: `body` with [`FIELD`] as its first member.

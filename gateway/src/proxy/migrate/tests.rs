@@ -175,3 +175,20 @@ fn untagged_whole_events_pass_as_they_came_and_are_noted_alike() {
     assert_eq!(text(&out), ROLE, "the error event is held back");
     assert!(t.error_event);
 }
+
+#[test]
+fn a_stream_whose_server_takes_no_token_ids_is_not_read_for_its_text() {
+    let event = b("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n");
+    let mut read = Transcript::default();
+    read.pass(&event);
+    assert_eq!((read.text.as_str(), read.not_text), ("hi", false));
+    let mut skipped = Transcript::default();
+    skipped.skip_text = true;
+    skipped.pass(&event);
+    assert!(skipped.text.is_empty());
+    assert!(
+        skipped.not_text,
+        "text went out that no continuation can carry"
+    );
+    assert_eq!(skipped.data_events, 1);
+}

@@ -36,6 +36,10 @@ pub(crate) struct Transcript {
     pub(crate) text: String,
     /// An untagged stream sent what its text cannot carry (tool calls, reasoning).
     pub(crate) not_text: bool,
+    /// The stream's server takes no token-id prompt, so an untagged stream could not
+    /// continue by ids: its events are not read for their text (a JSON parse per event),
+    /// and text sent counts as [`Self::not_text`].
+    pub(crate) skip_text: bool,
     /// The first data event's JSON (for its `id` and `created`).
     first: Option<Bytes>,
     /// After a migration: the first stream's `id` and `created`, set on every event.
@@ -44,7 +48,7 @@ pub(crate) struct Transcript {
 
 /// Where the first event of `buf` ends (after its `\n\n`).
 fn event_end(buf: &[u8]) -> Option<usize> {
-    buf.windows(2).position(|w| w == b"\n\n").map(|p| p + 2)
+    memchr::memmem::find(buf, b"\n\n").map(|p| p + 2)
 }
 
 impl Transcript {
@@ -89,29 +93,22 @@ impl Transcript {
     /// it came, without a copy. `None` (nothing noted) when some event needs the general
     /// path.
     fn pass_plain(&mut self, chunk: &Bytes) -> Option<Bytes> {
-        let events = || {
-            let mut at = 0;
-            std::iter::from_fn(move || {
-                let len = event_end(&chunk[at..])?;
-                let event = &chunk[at..at + len - 2];
-                at += len;
-                Some(event)
-            })
-        };
-        let plain = |event: &[u8]| {
-            !event.is_empty()
-                && !event
-                    .split(|&b| b == b'\n')
-                    .any(|l| l.starts_with(COMMENT_PREFIX))
-                && !event
-                    .strip_prefix(b"data:")
-                    .is_some_and(|d| d.trim_ascii().starts_with(b"{\"error\""))
-        };
-        if !events().all(plain) {
+        // Looked for anywhere, not only where they would matter: a chunk that has one
+        // takes the general path, which reads it exactly.
+        let special = |needle: &[u8]| memchr::memmem::find(chunk, needle).is_some();
+        if chunk.starts_with(b"\n\n")
+            || special(b"\n\n\n")
+            || special(COMMENT_PREFIX)
+            || special(b"{\"error\"")
+        {
             return None;
         }
-        for event in events() {
-            self.data(event);
+        let mut at = 0;
+        for end in memchr::memmem::find_iter(chunk, b"\n\n") {
+            if end >= at {
+                self.data(&chunk[at..end]);
+                at = end + 2;
+            }
         }
         Some(chunk.clone())
     }
@@ -166,7 +163,9 @@ impl Transcript {
             return false;
         }
         self.data_events += 1;
-        if !self.tagged {
+        if self.skip_text {
+            self.not_text |= !self.tagged;
+        } else if !self.tagged {
             super::sent::note_sent(data, &mut self.text, &mut self.not_text);
         }
         if self.first.is_none() {
