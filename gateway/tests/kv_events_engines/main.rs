@@ -11,20 +11,14 @@
 //! time, network access to download the wheels; a missing piece fails the test, naming it.
 
 mod driver;
+#[path = "../support/follower.rs"]
+mod follower;
 
 use driver::Driver;
-use gateway::{SubscriberCounters, ZmqEventsConfig, ZmqSubscriber};
-use router_policy::{IndexConfig, PrefixIndex};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use follower::{base, Follower as Gateway, R};
+use gateway::ZmqEventsConfig;
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
-use warmpath_core::{
-    block_hashes, BlockHash, BlockSize, CheckpointId, Epoch, HashNamespace, KvStreamMessage,
-    Millis, ReplicaId, TokenId,
-};
-
-const R: ReplicaId = ReplicaId(0);
+use warmpath_core::{block_hashes, BlockHash, BlockSize, Epoch, TokenId};
 /// Bound on every wait for the subscriber (a loaded 2-core CI machine runs six of these).
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -34,99 +28,28 @@ fn tokens(range: std::ops::Range<u32>) -> Vec<u32> {
 
 /// The gateway's hashes of `tokens` in the pool's namespace (no adapter, no salt).
 fn hashes(tokens: &[u32]) -> Vec<BlockHash> {
-    let seed = HashNamespace::new(CheckpointId::new("test-model")).root_seed();
     let t: Vec<TokenId> = tokens.iter().copied().map(TokenId).collect();
-    block_hashes(seed, &t, BlockSize(16))
+    block_hashes(base().root_seed(), &t, BlockSize(16))
 }
 
-/// The subscriber following one engine, its messages applied to a prefix index.
-struct Gateway {
-    index: PrefixIndex,
-    rx: mpsc::UnboundedReceiver<KvStreamMessage>,
-    snapshots: Vec<Epoch>,
-    counters: Arc<SubscriberCounters>,
-    stop: Arc<AtomicBool>,
-    task: tokio::task::JoinHandle<gateway::CounterSnapshot>,
+/// The subscriber following `engine`.
+fn follow(engine: &Driver) -> Gateway {
+    let cfg = ZmqEventsConfig {
+        endpoint: engine.endpoint.clone(),
+        replay_endpoint: Some(engine.replay_endpoint.clone()),
+        topic: "kv-events".into(),
+        replay_timeout_ms: 10_000,
+        poll_ms: 20,
+        ..ZmqEventsConfig::default()
+    };
+    Gateway::start(cfg, WAIT)
 }
 
 impl Gateway {
-    fn start(engine: &Driver) -> Self {
-        let cfg = ZmqEventsConfig {
-            endpoint: engine.endpoint.clone(),
-            replay_endpoint: Some(engine.replay_endpoint.clone()),
-            topic: "kv-events".into(),
-            replay_timeout_ms: 10_000,
-            poll_ms: 20,
-            ..ZmqEventsConfig::default()
-        };
-        let base = HashNamespace::new(CheckpointId::new("test-model"));
-        let (tx, rx) = mpsc::unbounded_channel();
-        let sink = move |m| {
-            let _ = tx.send(m);
-        };
-        let sub = ZmqSubscriber::with_epoch(cfg.clone(), cfg.mapper(base), sink, Epoch(100));
-        let counters = sub.counters();
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let task = tokio::spawn(sub.run(move || flag.load(Ordering::Relaxed)));
-        let index = PrefixIndex::new(IndexConfig {
-            max_precise_entries: 1 << 12,
-            max_approx_entries: 0,
-            approx_ttl: Millis(0),
-            max_shared_entries: 0,
-        });
-        Self {
-            index,
-            rx,
-            snapshots: Vec::new(),
-            counters,
-            stop,
-            task,
-        }
-    }
-
-    fn drain(&mut self) {
-        while let Ok(msg) = self.rx.try_recv() {
-            if let KvStreamMessage::Snapshot { epoch, .. } = &msg {
-                self.snapshots.push(*epoch);
-            }
-            self.index.apply_message(R, &msg);
-        }
-    }
-
-    /// Applies messages as they come until `done` holds; panics after [`WAIT`].
-    async fn wait_until(&mut self, what: &str, done: impl Fn(&Self) -> bool) {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            self.drain();
-            if done(self) {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}; counters {:?}",
-                self.counters.snapshot()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    fn next_seq(&self) -> u64 {
-        self.counters.next_seq.load(Ordering::Relaxed)
-    }
-
     /// Waits until the subscriber has applied the engine's batch `seq`.
     async fn applied(&mut self, seq: u64) {
         self.wait_until(&format!("batch {seq}"), |g| g.next_seq() > seq)
             .await;
-    }
-
-    /// Leading blocks of `tokens` the index says the replica holds.
-    fn matched(&self, tokens: &[u32]) -> u32 {
-        self.index
-            .match_prefix(&hashes(tokens), Millis(0))
-            .get(R)
-            .precise_blocks
     }
 
     /// Has the engine publish empty batches until `done` holds (a SUB socket receives only
@@ -148,14 +71,6 @@ impl Gateway {
         };
         self.applied(last).await;
     }
-
-    async fn stop(self) -> gateway::CounterSnapshot {
-        self.stop.store(true, Ordering::Relaxed);
-        tokio::time::timeout(WAIT, self.task)
-            .await
-            .expect("subscriber stops")
-            .expect("subscriber task")
-    }
 }
 
 /// The whole scenario against one engine version's own publisher.
@@ -167,23 +82,27 @@ async fn follows(engine: &str, version: &str) {
     // batch triggers.
     let early = tokens(100..132);
     eng.store(&[], &early, false);
-    let mut gw = Gateway::start(&eng);
+    let mut gw = follow(&eng);
     gw.pump(&mut eng, "the first live batch", |g| g.next_seq() > 0)
         .await;
-    assert_eq!(gw.matched(&early), 2, "{label}: stored before the join");
+    assert_eq!(
+        gw.matched(&hashes(&early)),
+        2,
+        "{label}: stored before the join"
+    );
 
     // A prefix stored in two steps, chained through the parent hash; then its last block
     // removed.
     let a = tokens(1000..1064);
     let seq = eng.store(&[], &a[..32], false);
     gw.applied(seq).await;
-    assert_eq!(gw.matched(&a), 2, "{label}");
+    assert_eq!(gw.matched(&hashes(&a)), 2, "{label}");
     let seq = eng.store(&a[..32], &a[32..], false);
     gw.applied(seq).await;
-    assert_eq!(gw.matched(&a), 4, "{label}: the continuation");
+    assert_eq!(gw.matched(&hashes(&a)), 4, "{label}: the continuation");
     let seq = eng.remove(&a[..48], &a[48..]);
     gw.applied(seq).await;
-    assert_eq!(gw.matched(&a), 3, "{label}: the removed block");
+    assert_eq!(gw.matched(&hashes(&a)), 3, "{label}: the removed block");
 
     // A batch lost on the way: the next live one shows the gap, the engine's replay socket
     // fills it, and nothing is dropped.
@@ -191,9 +110,13 @@ async fn follows(engine: &str, version: &str) {
     eng.store(&[], &c, true);
     let seq = eng.store(&[], &d, false);
     gw.applied(seq).await;
-    assert_eq!(gw.matched(&c), 2, "{label}: the lost batch, replayed");
-    assert_eq!(gw.matched(&d), 1, "{label}");
-    assert_eq!(gw.matched(&a), 3, "{label}: nothing dropped");
+    assert_eq!(
+        gw.matched(&hashes(&c)),
+        2,
+        "{label}: the lost batch, replayed"
+    );
+    assert_eq!(gw.matched(&hashes(&d)), 1, "{label}");
+    assert_eq!(gw.matched(&hashes(&a)), 3, "{label}: nothing dropped");
     assert_eq!(gw.snapshots, vec![Epoch(100)], "{label}: no drop");
     let counts = gw.counters.snapshot();
     assert_eq!((counts.gaps, counts.replay_failures), (1, 0), "{label}");
@@ -208,7 +131,7 @@ async fn follows(engine: &str, version: &str) {
     let e = tokens(9000..9032);
     let seq = eng.store(&[], &e, false);
     gw.applied(seq).await;
-    assert_eq!(gw.matched(&e), 2, "{label}");
+    assert_eq!(gw.matched(&hashes(&e)), 2, "{label}");
     let ports = eng.ports();
     eng.quit();
     let mut eng = Driver::start(engine, version, Some(ports));
@@ -218,8 +141,12 @@ async fn follows(engine: &str, version: &str) {
         g.snapshots.len() == 2 && g.next_seq() > 0
     })
     .await;
-    assert_eq!(gw.matched(&e), 0, "{label}: the old cache is gone");
-    assert_eq!(gw.matched(&f), 3, "{label}: the new engine's blocks");
+    assert_eq!(gw.matched(&hashes(&e)), 0, "{label}: the old cache is gone");
+    assert_eq!(
+        gw.matched(&hashes(&f)),
+        3,
+        "{label}: the new engine's blocks"
+    );
 
     let counts = gw.stop().await;
     assert_eq!(counts.drops, 1, "{label}: the restart");

@@ -5,20 +5,14 @@
 //! The publisher is in [`engine`].
 
 mod engine;
+#[path = "../support/follower.rs"]
+mod follower;
 
 use engine::{FakeEngine, TOPIC};
-use gateway::{SubscriberCounters, ZmqEventsConfig, ZmqSubscriber};
-use router_policy::{IndexConfig, PrefixIndex};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use follower::{base, Follower as Gateway, R};
+use gateway::ZmqEventsConfig;
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
-use warmpath_core::{
-    block_hashes, BlockHash, BlockSize, CacheSalt, CheckpointId, Epoch, HashNamespace,
-    KvStreamMessage, Millis, ReplicaId, RootSeed, TokenId,
-};
-
-const R: ReplicaId = ReplicaId(0);
+use warmpath_core::{block_hashes, BlockHash, BlockSize, CacheSalt, Epoch, RootSeed, TokenId};
 const WAIT: Duration = Duration::from_secs(10);
 
 fn fixture(variant: &str, name: &str) -> Vec<u8> {
@@ -31,11 +25,7 @@ fn fixture(variant: &str, name: &str) -> Vec<u8> {
 }
 
 fn seed() -> RootSeed {
-    HashNamespace::new(CheckpointId::new("test-model")).root_seed()
-}
-
-fn base() -> HashNamespace {
-    HashNamespace::new(CheckpointId::new("test-model"))
+    base().root_seed()
 }
 
 /// The gateway's hashes of `tokens` (the pool's namespace, no salt).
@@ -44,93 +34,19 @@ fn hashes(tokens: std::ops::Range<u32>) -> Vec<BlockHash> {
     block_hashes(seed(), &t, BlockSize(16))
 }
 
-/// The subscriber running against an engine, its messages applied to a prefix index.
-struct Gateway {
-    index: PrefixIndex,
-    rx: mpsc::UnboundedReceiver<KvStreamMessage>,
-    snapshots: Vec<Epoch>,
-    counters: Arc<SubscriberCounters>,
-    stop: Arc<AtomicBool>,
-    task: tokio::task::JoinHandle<gateway::CounterSnapshot>,
+/// The subscriber following `engine` (with its replay socket when `replay`).
+fn follow(engine: &FakeEngine, replay: bool) -> Gateway {
+    let cfg = ZmqEventsConfig {
+        endpoint: engine.endpoint.clone(),
+        replay_endpoint: replay.then(|| engine.replay_endpoint.clone()),
+        topic: TOPIC.into(),
+        poll_ms: 20,
+        ..ZmqEventsConfig::default()
+    };
+    Gateway::start(cfg, WAIT)
 }
 
 impl Gateway {
-    fn start(engine: &FakeEngine, replay: bool) -> Self {
-        let cfg = ZmqEventsConfig {
-            endpoint: engine.endpoint.clone(),
-            replay_endpoint: replay.then(|| engine.replay_endpoint.clone()),
-            topic: TOPIC.into(),
-            poll_ms: 20,
-            ..ZmqEventsConfig::default()
-        };
-        let (tx, rx) = mpsc::unbounded_channel();
-        let sub = ZmqSubscriber::with_epoch(
-            cfg.clone(),
-            cfg.mapper(base()),
-            move |m| {
-                let _ = tx.send(m);
-            },
-            Epoch(100),
-        );
-        let counters = sub.counters();
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let task = tokio::spawn(sub.run(move || flag.load(Ordering::Relaxed)));
-        let index = PrefixIndex::new(IndexConfig {
-            max_precise_entries: 1 << 12,
-            max_approx_entries: 0,
-            approx_ttl: Millis(0),
-            max_shared_entries: 0,
-        });
-        Self {
-            index,
-            rx,
-            snapshots: Vec::new(),
-            counters,
-            stop,
-            task,
-        }
-    }
-
-    fn drain(&mut self) {
-        while let Ok(msg) = self.rx.try_recv() {
-            if let KvStreamMessage::Snapshot { epoch, .. } = &msg {
-                self.snapshots.push(*epoch);
-            }
-            self.index.apply_message(R, &msg);
-        }
-    }
-
-    /// Applies messages as they come until `done` holds; panics after [`WAIT`].
-    async fn wait_until(&mut self, what: &str, done: impl Fn(&Self) -> bool) {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            self.drain();
-            if done(self) {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}; counters {:?}",
-                self.counters.snapshot()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    /// The engine sequence number the subscriber expects next.
-    fn next_seq(&self) -> u64 {
-        self.counters.next_seq.load(Ordering::Relaxed)
-    }
-
-    /// Leading blocks of `chain` the index says the replica holds.
-    fn matched(&self, chain: &[BlockHash]) -> u32 {
-        self.index
-            .match_prefix(chain, Millis(0))
-            .get(R)
-            .precise_blocks
-    }
-
     /// Publishes empty batches until `done` holds (the slow-joiner wait), then waits until
     /// the subscriber has applied every one sent.
     async fn pump(
@@ -166,21 +82,13 @@ impl Gateway {
         let seq = engine.publish(payload).await;
         self.wait_until("the batch", |g| g.next_seq() > seq).await;
     }
-
-    async fn stop(self) -> gateway::CounterSnapshot {
-        self.stop.store(true, Ordering::Relaxed);
-        tokio::time::timeout(WAIT, self.task)
-            .await
-            .expect("subscriber stops")
-            .expect("subscriber task")
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stored_blocks_become_routable_and_removed_or_cleared_ones_do_not() {
     for variant in ["vllm_v2", "vllm_v3", "sglang"] {
         let mut engine = FakeEngine::start(100).await;
-        let mut gw = Gateway::start(&engine, true);
+        let mut gw = follow(&engine, true);
         gw.join(&mut engine, variant).await;
         let a = hashes(1000..1064);
         let c = hashes(5000..5032);
@@ -190,9 +98,7 @@ async fn stored_blocks_become_routable_and_removed_or_cleared_ones_do_not() {
         assert_eq!(gw.matched(&a), 4, "{variant}");
         assert_eq!(gw.index.precise_blocks(R), 4, "{variant}");
         // A tenant-salted namespace shares nothing with the engine's blocks.
-        let salted = HashNamespace::new(CheckpointId::new("test-model"))
-            .with_salt(Some(CacheSalt::new("t1")))
-            .root_seed();
+        let salted = base().with_salt(Some(CacheSalt::new("t1"))).root_seed();
         let t: Vec<TokenId> = (1000..1064).map(TokenId).collect();
         assert_eq!(gw.matched(&block_hashes(salted, &t, BlockSize(16))), 0);
 
@@ -206,7 +112,7 @@ async fn stored_blocks_become_routable_and_removed_or_cleared_ones_do_not() {
         // `extra_keys`: those two blocks are stored in their own namespaces; the rest skip.
         let v3 = variant.starts_with("vllm_v3");
         if v3 {
-            let ns = HashNamespace::new(CheckpointId::new("test-model"));
+            let ns = base();
             let t: Vec<TokenId> = (1000..1016).map(TokenId).collect();
             let salted = ns.clone().with_salt(Some(CacheSalt::new("salt-x")));
             let lora = ns.with_adapter(Some("adapter-7".into()));
@@ -234,7 +140,7 @@ async fn stored_blocks_become_routable_and_removed_or_cleared_ones_do_not() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sequence_gap_is_filled_by_a_replay() {
     let mut engine = FakeEngine::start(100).await;
-    let mut gw = Gateway::start(&engine, true);
+    let mut gw = follow(&engine, true);
     gw.join(&mut engine, "vllm_v2").await;
     let requests_before = engine.requests().len();
 
@@ -256,7 +162,7 @@ async fn a_sequence_gap_is_filled_by_a_replay() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gap_the_replay_buffer_no_longer_covers_drops_the_replica() {
     let mut engine = FakeEngine::start(1).await;
-    let mut gw = Gateway::start(&engine, true);
+    let mut gw = follow(&engine, true);
     gw.join(&mut engine, "vllm_v3").await;
     gw.send(&mut engine, &fixture("vllm_v3", "stored_a")).await;
     let a = hashes(1000..1064);
@@ -281,7 +187,7 @@ async fn a_gap_the_replay_buffer_no_longer_covers_drops_the_replica() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_replay_endpoint_a_gap_drops_the_replica() {
     let mut engine = FakeEngine::start(100).await;
-    let mut gw = Gateway::start(&engine, false);
+    let mut gw = follow(&engine, false);
     gw.join(&mut engine, "vllm_v1").await;
     gw.send(&mut engine, &fixture("vllm_v1", "stored_a")).await;
     assert_eq!(gw.matched(&hashes(1000..1032)), 2);
@@ -300,7 +206,7 @@ async fn without_a_replay_endpoint_a_gap_drops_the_replica() {
 async fn a_publisher_restart_drops_the_replica() {
     let mut engine = FakeEngine::start(100).await;
     let (endpoint, replay_endpoint) = (engine.endpoint.clone(), engine.replay_endpoint.clone());
-    let mut gw = Gateway::start(&engine, true);
+    let mut gw = follow(&engine, true);
     gw.join(&mut engine, "vllm_v2").await;
     gw.send(&mut engine, &fixture("vllm_v2", "stored_a")).await;
     assert_eq!(gw.matched(&hashes(1000..1032)), 2);
