@@ -121,6 +121,12 @@ pub(crate) async fn answer(
                 Some(m) => m.stream_error(&ev),
                 None => ev,
             };
+            if session.as_downstream().response_written().is_none() {
+                // The stream failed in the same read as its header (an error event held
+                // back for a migration that did not happen): Pingora never wrote that
+                // header, so the client gets one before the event, not a bare body.
+                let _ = session.write_response_header(sse_header(), false).await;
+            }
             let _ = session.write_response_body(Some(ev), true).await;
         }
         return 0;
@@ -137,6 +143,15 @@ pub(crate) async fn answer(
     )
     .await;
     err.status()
+}
+
+/// The header of a stream whose replica's header never reached the client.
+fn sse_header() -> Box<pingora_http::ResponseHeader> {
+    let mut h = pingora_http::ResponseHeader::build(200, Some(3)).expect("a valid status");
+    let _ = h.insert_header("content-type", "text/event-stream");
+    let _ = h.insert_header("cache-control", "no-cache");
+    let _ = h.insert_header("transfer-encoding", "chunked");
+    Box::new(h)
 }
 
 /// The client's connection failed or closed, or the client stopped reading (a write made
