@@ -59,6 +59,24 @@ pub struct ReplicaSnapshot {
     /// What it does in a role-split pool ([`crate::disagg`]).
     #[serde(default)]
     pub role: warmpath_core::ReplicaRole,
+    /// Whether it has the LoRA adapter this request names loaded.
+    #[serde(default)]
+    pub adapter: AdapterState,
+}
+
+/// Whether a replica has the LoRA adapter a request names loaded, as far as the caller
+/// knows (the engine's report of the adapters it serves, or where the caller sent that
+/// adapter lately). `warm` charges a replica that would load it first `adapter_load_ms`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AdapterState {
+    /// The request names no adapter (the base model): no term.
+    #[default]
+    NotRequested,
+    /// The adapter is loaded there: the request runs at once.
+    Loaded,
+    /// The adapter is not known to be loaded there: it is loaded before the prefill.
+    NotLoaded,
 }
 
 impl ReplicaSnapshot {

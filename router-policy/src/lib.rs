@@ -41,7 +41,7 @@ pub mod policy;
 pub mod region;
 pub mod rollout;
 
-pub use cluster::{ClusterView, Health, ReplicaSnapshot};
+pub use cluster::{AdapterState, ClusterView, Health, ReplicaSnapshot};
 pub use decision::{Branch, CandidateScore, Decision, Explanation, Terms};
 pub use disagg::{DisaggConfig, PrefillNote};
 pub use error::RouteError;

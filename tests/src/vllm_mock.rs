@@ -42,6 +42,10 @@ struct Shared {
     served: Mutex<Vec<Served>>,
     events: Mutex<mpsc::Sender<Vec<u8>>>,
     stop: AtomicBool,
+    /// Adapters its `/metrics` reports running (`vllm:lora_requests_info`), if any.
+    running_adapters: Mutex<Option<Vec<String>>>,
+    /// `GET /metrics` requests answered.
+    scrapes: std::sync::atomic::AtomicUsize,
 }
 
 /// A running mock vLLM server.
@@ -71,6 +75,8 @@ impl MockVllm {
             served: Mutex::new(Vec::new()),
             events: Mutex::new(tx),
             stop: AtomicBool::new(false),
+            running_adapters: Mutex::new(None),
+            scrapes: Default::default(),
         });
         crate::http::accept_loop(l, shared.clone(), |s| &s.stop, serve);
         Self {
@@ -94,6 +100,31 @@ impl MockVllm {
     pub fn blocks(&self) -> usize {
         self.shared.blocks.lock().expect("lock").len()
     }
+
+    /// Makes its `/metrics` report `adapters` as running, as vLLM does while it serves
+    /// requests for them (for another gateway, say), with 4 adapter slots.
+    pub fn report_running(&self, adapters: &[&str]) {
+        *self.shared.running_adapters.lock().expect("lock") =
+            Some(adapters.iter().map(|a| a.to_string()).collect());
+    }
+
+    /// `GET /metrics` requests answered so far.
+    pub fn scrapes(&self) -> usize {
+        self.shared.scrapes.load(Ordering::Acquire)
+    }
+}
+
+/// A prompt of `blocks` full 16-unit blocks (64 bytes each, one block of text units),
+/// seeded by `tag`.
+pub fn prompt(tag: &str, blocks: usize) -> String {
+    let mut s = String::new();
+    let mut i = 0;
+    while s.len() < blocks * 64 {
+        s.push_str(&format!("<{tag}:{i:04}>"));
+        i += 1;
+    }
+    s.truncate(blocks * 64);
+    s
 }
 
 impl Drop for MockVllm {
@@ -252,6 +283,26 @@ fn serve(conn: TcpStream, s: &Shared) -> std::io::Result<()> {
                 write_json(&mut w, 200, &j.to_string())?;
             }
             ("GET", "/health") => write_json(&mut w, 200, "{}")?,
+            ("GET", "/metrics") => {
+                let mut page = String::from(
+                    "vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 0.0\n\
+                     vllm:num_requests_waiting{engine=\"0\",model_name=\"m\"} 0.0\n",
+                );
+                if let Some(a) = &*s.running_adapters.lock().expect("lock") {
+                    page.push_str(&format!(
+                        "vllm:lora_requests_info{{max_lora=\"4\",running_lora_adapters=\"{}\",\
+                         waiting_lora_adapters=\"\"}} 1.7e9\n",
+                        a.join(",")
+                    ));
+                }
+                s.scrapes.fetch_add(1, Ordering::AcqRel);
+                write!(
+                    w,
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n{page}",
+                    page.len()
+                )?;
+                w.flush()?;
+            }
             ("POST", "/v1/chat/completions") | ("POST", "/v1/completions") => {
                 let req: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
                 let model = req["model"].as_str().unwrap_or_default().to_string();

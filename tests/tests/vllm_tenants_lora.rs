@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use warmpath_e2e::fixtures::auth_yaml;
 use warmpath_e2e::http::post_json;
-use warmpath_e2e::vllm_mock::MockVllm;
+use warmpath_e2e::vllm_mock::{prompt, MockVllm};
 use warmpath_e2e::GatewayProc;
 use warmpath_protocol::replica_api::{HEADER_PREDICTED_CACHED, HEADER_REPLICA};
 
@@ -40,18 +40,6 @@ fn gateway(mocks: &[&MockVllm]) -> GatewayProc {
         ups.join("\n")
     );
     GatewayProc::spawn(&yaml, &[], mocks.len()).expect("gateway")
-}
-
-/// A prompt of `blocks` full 16-unit blocks (64 bytes each), seeded by `tag`.
-fn prompt(tag: &str, blocks: usize) -> String {
-    let mut s = String::new();
-    let mut i = 0;
-    while s.len() < blocks * 64 {
-        s.push_str(&format!("<{tag}:{i:04}>"));
-        i += 1;
-    }
-    s.truncate(blocks * 64);
-    s
 }
 
 struct Answer {

@@ -59,7 +59,9 @@ pub(crate) async fn poll_metrics(state: Arc<AppState>, r: Arc<Replica>) {
                 metrics::parse_load(dialect, &text).map_err(|e| e.to_string())
             });
         match scraped {
-            Ok(load) => {
+            Ok(mut load) => {
+                r.adapters
+                    .report(load.adapters.take(), std::time::Instant::now());
                 let per_s = rate.update(load.prefill);
                 *r.load.lock() =
                     load.to_replica_load(r.info.block_size, r.info.capacity_blocks, per_s);

@@ -15,6 +15,7 @@
 //! | prompt tokens | `vllm:prompt_tokens_total` | `sglang:prompt_tokens_total` | `llamacpp:prompt_tokens_total` + `llamacpp:prompt_tokens_cached_total` |
 //! | cached prompt tokens | `vllm:prefix_cache_hits_total` | `sglang:cached_tokens_total` | `llamacpp:prompt_tokens_cached_total` |
 //! | prefill seconds | not read (a histogram) | none | `llamacpp:prompt_seconds_total` |
+//! | LoRA adapters | `vllm:lora_requests_info` labels (`lora`) | none | none |
 //!
 //! Both vLLM usage gauges are fractions despite `_perc` ("1 means 100 percent usage").
 //! llama.cpp's `prompt_tokens_total` leaves out tokens reused from the cache, so the prompt
@@ -31,6 +32,7 @@
 
 mod error;
 mod load;
+mod lora;
 mod scrape;
 #[cfg(test)]
 mod tests;
@@ -39,6 +41,7 @@ pub(crate) use error::MetricsError;
 #[cfg(test)]
 use load::RATIO_SCALE_BLOCKS;
 pub(crate) use load::{EngineLoad, Missing, PrefillCounters, PrefillRate};
+pub(crate) use lora::AdapterReport;
 use scrape::{Found, Scrape};
 
 /// Which engine's metric names to read.
@@ -111,6 +114,7 @@ impl Reader<'_> {
             prompt_tokens_total,
             cached_prompt_tokens_total,
             prefill: None,
+            adapters: lora::vllm(self.page),
             missing: Vec::new(),
         }))
     }
@@ -133,6 +137,7 @@ impl Reader<'_> {
             prompt_tokens_total,
             cached_prompt_tokens_total,
             prefill: None,
+            adapters: None,
             missing: Vec::new(),
         }))
     }
@@ -179,6 +184,7 @@ impl Reader<'_> {
             prompt_tokens_total,
             cached_prompt_tokens_total: cached,
             prefill,
+            adapters: None,
             missing: Vec::new(),
         }))
     }

@@ -197,6 +197,11 @@ pub(crate) async fn decide(
     let (mut plan, mut order) = route(state, tenant, prepared, endpoint, &parsed, model)?;
     super::responses::pin(state, ctx, &mut plan, &mut order);
     let slot = hold_slot(state, &mut order, plan.decided).await?;
+    let upstream = slot.replica();
+    if let Some(adapter) = upstream.upstream.namespace.adapter(&plan.model) {
+        // Its engine loads the adapter for this request: the next one for it goes there.
+        upstream.adapters.sent(adapter, Instant::now());
+    }
     if plan.prefill.is_none() {
         // In the routing history as soon as its replica is known (`send` records it again
         // per attempt): a request with the same prefix decided before this one reaches the

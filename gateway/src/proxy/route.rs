@@ -136,7 +136,12 @@ pub(crate) fn route(
     } = prepared;
     let cfg = state.config();
     let t1 = Instant::now();
-    let view = ClusterView::new(replicas.iter().map(|r| r.snapshot(t1)).collect());
+    let view = ClusterView::new(
+        replicas
+            .iter()
+            .map(|r| r.snapshot(t1, &req.model))
+            .collect(),
+    );
     let route = RouteRequest {
         checkpoint: &checkpoint,
         hashes: &hashes,

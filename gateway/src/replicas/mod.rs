@@ -8,7 +8,9 @@
 //! - [`replica`]: one replica's state and the snapshot a policy sees.
 //! - [`registry`]: the set, the tokenizer per checkpoint, in-flight slots.
 //! - [`health`]: passive ejection and half-open re-admission.
+//! - [`adapters`]: the LoRA adapters a replica has loaded, as reported and as sent.
 
+pub(crate) mod adapters;
 pub(crate) mod addr;
 pub(crate) mod health;
 pub(crate) mod pending;

@@ -153,15 +153,15 @@ mod tests {
         b.prefill_sent(100);
         // A retry on the same slot replaces its tokens rather than adding them again.
         b.prefill_sent(100);
-        assert_eq!(engine.snapshot(now).queued_prefill_tokens, 500);
+        assert_eq!(engine.snapshot(now, "m").queued_prefill_tokens, 500);
         a.prefill_done();
-        assert_eq!(engine.snapshot(now).queued_prefill_tokens, 100);
+        assert_eq!(engine.snapshot(now, "m").queued_prefill_tokens, 100);
         drop(b);
-        assert_eq!(engine.snapshot(now).queued_prefill_tokens, 0);
+        assert_eq!(engine.snapshot(now, "m").queued_prefill_tokens, 0);
 
         own.load.lock().queued_prefill_tokens = 7;
         let c = reg.try_acquire(&own, 8).unwrap();
         c.prefill_sent(400);
-        assert_eq!(own.snapshot(now).queued_prefill_tokens, 7);
+        assert_eq!(own.snapshot(now, "m").queued_prefill_tokens, 7);
     }
 }

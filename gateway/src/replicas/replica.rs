@@ -95,6 +95,8 @@ pub(crate) struct Replica {
     pub draining: AtomicBool,
     /// Removed: background tasks stop.
     pub removed: AtomicBool,
+    /// The LoRA adapters it has loaded, as far as the gateway knows.
+    pub adapters: super::adapters::AdapterTracker,
 }
 
 impl Replica {
@@ -131,6 +133,7 @@ impl Replica {
             health: Mutex::new(HealthState::default()),
             draining: AtomicBool::new(false),
             removed: AtomicBool::new(false),
+            adapters: Default::default(),
         })
     }
 
@@ -154,8 +157,8 @@ impl Replica {
         !self.draining.load(Ordering::Acquire) && self.health.lock().routable(now)
     }
 
-    /// The snapshot a policy sees.
-    pub(crate) fn snapshot(&self, now: std::time::Instant) -> ReplicaSnapshot {
+    /// The snapshot a policy sees for a request for `model`.
+    pub(crate) fn snapshot(&self, now: std::time::Instant, model: &str) -> ReplicaSnapshot {
         let load = self.load.lock().clone();
         let health = if self.draining.load(Ordering::Acquire) {
             Health::Draining
@@ -189,6 +192,9 @@ impl Replica {
             prefill_tokens_per_s: load.prefill_tokens_per_s,
             tier_tokens_per_s: load.tier_tokens_per_s,
             role: self.info.role,
+            adapter: self
+                .adapters
+                .state(self.upstream.namespace.adapter(model), now),
         }
     }
 }

@@ -57,6 +57,8 @@ pub(crate) struct EngineLoad {
     /// Prompt tokens computed (not reused) and the seconds spent computing them since the
     /// engine started (counters), where the engine times its prefills.
     pub prefill: Option<PrefillCounters>,
+    /// The LoRA adapters it reports serving (`None`: it reports none).
+    pub adapters: Option<super::lora::AdapterReport>,
     /// Fields left at 0 or `None`, and why.
     pub missing: Vec<Missing>,
 }

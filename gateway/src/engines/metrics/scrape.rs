@@ -112,6 +112,18 @@ impl Scrape {
             .map(|s| s.labels.as_slice())
     }
 
+    /// The labels and value of each series of `name` (info gauges whose value orders them).
+    pub(super) fn labelled<'a>(
+        &'a self,
+        name: &str,
+    ) -> impl Iterator<Item = (&'a [(String, String)], f64)> + 'a {
+        self.series
+            .get(name)
+            .into_iter()
+            .flatten()
+            .map(|s| (s.labels.as_slice(), s.value))
+    }
+
     /// `name`'s series grouped into engine instances (maximum over ranks), then combined.
     fn per_instance(&self, name: &str, combine: impl Fn(&[f64]) -> f64) -> Found {
         let Some(series) = self.series.get(name).filter(|s| !s.is_empty()) else {

@@ -280,3 +280,25 @@ fn replica_load_without_usage_leaves_kv_unknown() {
     let r = load(MetricsDialect::Llamacpp, LLAMACPP).to_replica_load(BlockSize(16), 128, 0.0);
     assert_eq!((r.kv_used_blocks, r.kv_total_blocks), (0, 0));
 }
+
+#[test]
+fn vllms_lora_info_gives_the_newest_adapters_and_slots() {
+    // As vLLM's Prometheus logger leaves it: one series per label set it ever set, the
+    // value the time it was set.
+    let text = "\
+# HELP vllm:lora_requests_info Running stats on lora requests.
+# TYPE vllm:lora_requests_info gauge
+vllm:lora_requests_info{max_lora=\"4\",running_lora_adapters=\"old\",waiting_lora_adapters=\"\"} 1.7e9
+vllm:lora_requests_info{max_lora=\"4\",running_lora_adapters=\"sql-lora,chat-lora\",waiting_lora_adapters=\"sql-lora,tool-lora\"} 1.8e9
+vllm:lora_requests_info{max_lora=\"4\",running_lora_adapters=\"\",waiting_lora_adapters=\"\"} 1.75e9
+vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 2.0
+vllm:num_requests_waiting{engine=\"0\",model_name=\"m\"} 1.0
+";
+    let l = load(MetricsDialect::Vllm, text);
+    let a = l.adapters.expect("adapters reported");
+    assert_eq!(a.active, ["sql-lora", "chat-lora", "tool-lora"]);
+    assert_eq!(a.slots, Some(4));
+    // LoRA off: no metric, no report; other engines report none.
+    assert_eq!(load(MetricsDialect::Vllm, VLLM).adapters, None);
+    assert_eq!(load(MetricsDialect::Sglang, SGLANG).adapters, None);
+}

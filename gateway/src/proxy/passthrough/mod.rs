@@ -54,7 +54,7 @@ pub(crate) async fn decide(
     )
     .await?;
     let t1 = Instant::now();
-    let view: Vec<_> = replicas.iter().map(|r| r.snapshot(t1)).collect();
+    let view: Vec<_> = replicas.iter().map(|r| r.snapshot(t1, &model)).collect();
     let decision = pick::by_load(&view, &tenant.residency, tie_breaker(ctx))
         .ok_or_else(|| GatewayError::NoReplica(req.model.clone()))?;
     let order: Vec<_> = std::iter::once(decision.replica)

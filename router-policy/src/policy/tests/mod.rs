@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::cluster::{ClusterView, Health, ReplicaSnapshot};
-use crate::decision::Branch;
+use crate::decision::{Branch, Decision};
 use crate::index::IndexConfig;
 use crate::index::PrefixIndex;
 use proptest::prelude::*;
@@ -12,6 +12,7 @@ use warmpath_core::ids::{BlockHash, BlockSize, CheckpointId, Millis, ReplicaId, 
 
 const B: BlockSize = BlockSize(16);
 
+mod adapter;
 mod region;
 mod warm;
 
@@ -58,6 +59,19 @@ fn snapshot(index: &mut PrefixIndex, r: u32, hashes: &[BlockHash]) {
     );
 }
 
+/// Every candidate's cost is the sum of its `_ms` terms.
+fn assert_costs_are_their_terms(d: &Decision) {
+    for cand in &d.explanation.candidates {
+        let sum: f64 = cand
+            .terms
+            .iter()
+            .filter(|t| t.0.ends_with("_ms"))
+            .map(|t| t.1)
+            .sum();
+        assert!((cand.cost_ms - sum).abs() < 1e-9, "{cand:?}");
+    }
+}
+
 fn all_configs() -> Vec<PolicyConfig> {
     POLICY_NAMES
         .iter()
@@ -88,6 +102,7 @@ fn arb_replica(id: u32) -> impl Strategy<Value = ReplicaSnapshot> {
             prefill_tokens_per_s: rate,
             tier_tokens_per_s: 0.0,
             role: Default::default(),
+            adapter: Default::default(),
         })
 }
 

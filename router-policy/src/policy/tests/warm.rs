@@ -95,15 +95,7 @@ fn warm_prefers_the_holder_and_explains_the_cost() {
     // Replica 3 recomputes 40 blocks more than replica 1: charged 640 tokens of prefill.
     let c3 = d.explanation.candidate(ReplicaId(3)).unwrap();
     assert!((c3.terms.get("recompute_ms").unwrap() - 640.0 / 4.0).abs() < 1e-9);
-    for cand in &d.explanation.candidates {
-        let sum: f64 = cand
-            .terms
-            .iter()
-            .filter(|t| t.0.ends_with("_ms"))
-            .map(|t| t.1)
-            .sum();
-        assert!((cand.cost_ms - sum).abs() < 1e-9, "{cand:?}");
-    }
+    assert_costs_are_their_terms(&d);
     assert!(c1.precise);
 }
 

@@ -47,6 +47,10 @@ pub struct WarmConfig {
     pub default_tier_tokens_per_s: f64,
     /// Fixed cost of one shared-tier lookup (the round trip before blocks arrive), ms.
     pub tier_lookup_ms: f64,
+    /// Time a replica takes to load a request's LoRA adapter when it does not have it
+    /// loaded (ms): vLLM loads an adapter's weights before the request's prefill, and a
+    /// full set of adapter slots evicts another adapter first.
+    pub adapter_load_ms: f64,
 }
 
 impl Default for WarmConfig {
@@ -66,6 +70,7 @@ impl Default for WarmConfig {
             initial_request_tokens: 512.0,
             default_tier_tokens_per_s: 20_000.0,
             tier_lookup_ms: 2.0,
+            adapter_load_ms: 50.0,
         }
     }
 }
@@ -132,6 +137,7 @@ impl WarmConfig {
                 1e12,
             ),
             ("warm.tier_lookup_ms", self.tier_lookup_ms, 0.0, 1e6),
+            ("warm.adapter_load_ms", self.adapter_load_ms, 0.0, 1e6),
         ];
         for (key, v, lo, hi) in ranges {
             check_range(key, v, lo, hi)?;

@@ -3,7 +3,7 @@
 
 use super::config::WarmConfig;
 use super::state::Seen;
-use crate::cluster::ReplicaSnapshot;
+use crate::cluster::{AdapterState, ReplicaSnapshot};
 use crate::policy::request::RouteRequest;
 
 /// How much of a request's prompt one replica has where, in blocks.
@@ -28,6 +28,8 @@ pub(super) struct Cost {
     pub(super) fetch_ms: f64,
     pub(super) prefill_ms: f64,
     pub(super) kv_ms: f64,
+    /// Loading the request's LoRA adapter first (0 when it is loaded, or none is named).
+    pub(super) adapter_ms: f64,
     /// Prefill rate used, tokens per ms.
     pub(super) tokens_per_ms: f64,
     /// Prompt tokens it would compute (neither cached nor fetched).
@@ -41,7 +43,7 @@ pub(super) struct Cost {
 impl Cost {
     /// The predicted time to first token (without the round trip).
     pub(super) fn ttft(&self) -> f64 {
-        self.queue_ms + self.fetch_ms + self.prefill_ms + self.kv_ms
+        self.queue_ms + self.fetch_ms + self.prefill_ms + self.kv_ms + self.adapter_ms
     }
 }
 
@@ -119,6 +121,11 @@ pub(super) fn cost(
         fetch_ms,
         prefill_ms: uncached as f64 / tokens_per_ms,
         kv_ms,
+        adapter_ms: if r.adapter == AdapterState::NotLoaded {
+            cfg.adapter_load_ms
+        } else {
+            0.0
+        },
         tokens_per_ms,
         uncached: u32::try_from(uncached).unwrap_or(u32::MAX),
         tier_blocks: if fetched == 0 { 0 } else { held.tier },

@@ -17,9 +17,15 @@
 //!                   pinned = kv_used_blocks - blocks the index says r caches
 //! recompute_ms(r) = recompute_weight * x * (uncached(r) - min over replicas of uncached) / rate
 //!                   x = 2 if storing those blocks would fill r's cache, else 1
-//! cost_ms(r)      = queue_ms + fetch_ms + prefill_ms + kv_ms + recompute_ms
+//! adapter_ms(r)   = adapter_load_ms   if the request names a LoRA adapter r has not loaded
+//!                                     (`ReplicaSnapshot::adapter`), else 0
+//! cost_ms(r)      = queue_ms + fetch_ms + prefill_ms + kv_ms + adapter_ms + recompute_ms
 //! ```
-//! `queue_ms + fetch_ms + prefill_ms + kv_ms` is the request's predicted TTFT.
+//! `queue_ms + fetch_ms + prefill_ms + kv_ms + adapter_ms` is the request's predicted TTFT.
+//! An adapter's prefixes are hashed in its own namespace, so a replica warm for the base
+//! model predicts no hit for it; with nobody holding the adapter's prefix, `adapter_ms`
+//! sends the request where the adapter is loaded rather than to an equally idle replica that
+//! would load it (and evict another adapter) first.
 //! - `tier_blocks(r)` ([`PrefixMatches::tier_blocks`]): the consecutive blocks after r's own
 //!   match that the shared KV tier holds. A replica fetches them before its prefill (the
 //!   replica's HTTP side loads them, so they are not queued engine work), which lets an idle
@@ -73,7 +79,7 @@ mod state;
 pub use config::WarmConfig;
 
 use super::common::{decide, mix64, prefix_key, rendezvous_score, Eligible};
-use crate::cluster::{ClusterView, ReplicaSnapshot, INLINE_REPLICAS};
+use crate::cluster::{AdapterState, ClusterView, ReplicaSnapshot, INLINE_REPLICAS};
 use crate::decision::{Branch, CandidateScore, Decision, Terms};
 use crate::error::RouteError;
 use crate::index::PrefixIndex;
@@ -243,6 +249,9 @@ impl Warm {
                 }
                 if regions.is_some() {
                     terms = terms.with("rtt_ms", c.rtt_ms);
+                }
+                if r.adapter != AdapterState::NotRequested {
+                    terms = terms.with("adapter_load_ms", c.adapter_ms);
                 }
                 el.score(req, r, c.ttft() + c.rtt_ms + recompute_ms, terms)
             })
