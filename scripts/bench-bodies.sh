@@ -11,6 +11,7 @@
 #   BENCH_SPEC=spec.json scripts/bench-bodies.sh   # a saved tokenizer spec: no replica run
 #   BASELINE_GATEWAY=FILE scripts/bench-bodies.sh  # another gateway build too (before/after)
 #   SIZES="16 256" scripts/bench-bodies.sh   # body sizes in KiB
+#   KEEP_WORK=DIR scripts/bench-bodies.sh    # keeps the run's configs and logs in DIR
 #   WARMPATH_BENCH_DEPS=1 scripts/ci-deps.sh # installs wrk and nginx
 #
 # Writes the `## long bodies` section of BENCH_OUT (default $CARGO_TARGET_DIR/bench-bodies.md).
@@ -36,7 +37,7 @@ PIDS=()
 cleanup() {
   [ -n "${NG_MASTER:-}" ] && kill -TERM "$NG_MASTER" 2>/dev/null && sleep 0.5
   for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
+  [ -n "${KEEP_WORK:-}" ] && cp -r "$WORK" "$KEEP_WORK"; rm -rf "$WORK"
 }
 trap cleanup EXIT
 

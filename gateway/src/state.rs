@@ -33,6 +33,9 @@ pub(crate) struct AppState {
     pub queued: AtomicU32,
     /// Request body bytes held in flight (`limits.max_inflight_body_bytes`).
     pub bodies: crate::body::budget::BodyBudget,
+    /// Long requests parsed and tokenized at once, off the event loop (one per worker
+    /// thread; `crate::tokenize::gate`).
+    pub long_prompts: crate::tokenize::gate::LongPrompts,
     /// Control-plane runtime (event followers, pollers, probes).
     pub control: tokio::runtime::Handle,
     /// The fleet's shared state in Redis (`state.backend: redis`); fixed at start.
@@ -66,6 +69,7 @@ impl AppState {
         let tenants = TenantTable::build(&config, None);
         let router = Router::new(&config.policy, config.decision_log);
         let now = Instant::now();
+        let threads = config.threads;
         let metrics = Metrics::new();
         metrics.set_configured_models(configured_models(&config));
         let fleet = (config.state.backend == crate::config::StateBackend::Redis).then(|| {
@@ -97,6 +101,7 @@ impl AppState {
             retry_budget: RetryBudget::new(now),
             queued: AtomicU32::new(0),
             bodies: crate::body::budget::BodyBudget::default(),
+            long_prompts: crate::tokenize::gate::LongPrompts::new(threads),
             control,
             started: now,
         })

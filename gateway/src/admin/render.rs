@@ -131,9 +131,7 @@ pub(super) async fn render(state: &AppState, body: &[u8]) -> Result<Value, Admin
     };
     let parsed = request::parse(endpoint, &routed).map_err(gateway_error)?;
     let now = Instant::now();
-    let prepared = prepare(state, &tenant, &parsed, now)
-        .await
-        .map_err(gateway_error)?;
+    let prepared = prepare(state, &tenant, &parsed, now).map_err(gateway_error)?;
     let first = &prepared.replicas[0];
     let pool = first.upstream.pool.clone();
     if let Some(want) = &req.pool {

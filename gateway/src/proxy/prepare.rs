@@ -40,7 +40,7 @@ pub(crate) struct Prepared {
 
 /// Tokenizes and hashes the prompt of `req` for `tenant` (allowlist checked), starting at
 /// `now`. Nothing is routed or recorded yet.
-pub(crate) async fn prepare(
+pub(crate) fn prepare(
     state: &AppState,
     tenant: &Tenant,
     req: &ParsedRequest<'_>,

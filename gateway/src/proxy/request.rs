@@ -17,6 +17,7 @@ use crate::body::response::ResponseTracker;
 use crate::error::GatewayError;
 use crate::state::AppState;
 use crate::tenants::Tenant;
+use crate::tokenize::gate::off_loop;
 use pingora_proxy::Session;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -170,11 +171,15 @@ pub(crate) async fn decide(
         return super::passthrough::decide(state, ctx, tenant, api, body).await;
     }
     let cfg = state.config();
-    let parsed = request::parse(endpoint, body)?;
+    // A long body is parsed and tokenized off the event loop, behind the gate that bounds
+    // how many are at once (`crate::tokenize::gate`).
+    let long = state.long_prompts.enter(body.len()).await;
+    let parsed = off_loop(long.is_some(), || request::parse(endpoint, body))?;
     let model: Arc<str> = Arc::from(&*parsed.model);
     ctx.read.model = model.clone();
     let now = Instant::now();
-    let prepared = prepare(state, tenant, &parsed, now).await?;
+    let prepared = off_loop(long.is_some(), || prepare(state, tenant, &parsed, now))?;
+    drop(long);
     let default_max_tokens = cfg.limits.default_max_tokens;
     let max_tokens = u64::from(parsed.max_tokens.unwrap_or(default_max_tokens));
     let tokens = u64::from(prepared.prompt_tokens) + max_tokens * u64::from(parsed.n);

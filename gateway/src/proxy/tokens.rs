@@ -1,11 +1,6 @@
-//! Tokenizing a request's prompt with a replica's tokenizer, on the request's own thread.
-//!
-//! Tokenizing long prompts on tokio's blocking pool (tried in BENCHMARKS.md section 26: it
-//! kept short chats' p99 beside 128k-token prompts at 3.5x instead of 23x) is not done:
-//! every long request then parses and holds its decoded text while others are read, and
-//! the gateway's peak memory with 64 x 4 MiB bodies in flight rose from 419 MiB to
-//! 650-811 MiB, past the bound `tests/tests/large_bodies.rs` asserts. Doing it needs the
-//! parse itself bounded too.
+//! Tokenizing a request's prompt with a replica's tokenizer, on the thread that calls it.
+//! A long request's parse and tokenization are moved off the event loop by the caller
+//! (`crate::tokenize::gate`, in `super::request::decide`).
 
 use crate::body::request::{ParsedRequest, Prompt};
 use crate::encoder::PromptEncoder;

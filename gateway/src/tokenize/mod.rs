@@ -16,6 +16,7 @@
 #[cfg(test)]
 mod agent_tests;
 mod chat_text;
+pub(crate) mod gate;
 mod piece_cache;
 mod skeleton;
 
