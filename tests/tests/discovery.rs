@@ -5,8 +5,9 @@
 //! and an ERROR 410 Gone that forces a relist), the gateway's replica set follows a scale
 //! up, a pod going unready and ready again, a scale down whose in-flight stream finishes
 //! (drain) before the replica leaves, changes missed during a 410, and the Service's slice
-//! deleted: each within a second of the event, with no restart. And DNS: `localhost`
-//! resolved for real.
+//! deleted: each within a second of the event, with no restart. The same for an
+//! InferencePool's pods (read the pool, then list and watch the pods its selector picks:
+//! a pod starting (not registered until ready), ready, terminating, deleted). And DNS: `localhost` resolved for real.
 //!
 //! The replicas are mock Warmpath replicas on 127.0.0.2, .3 and .4, one port: the shape
 //! of pods behind one Service.
@@ -285,4 +286,104 @@ fn dns_discovery_follows_localhost() {
     .unwrap();
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(mock.generations(), 1);
+}
+
+const POOLS: &str = "/apis/inference.networking.k8s.io/v1/namespaces/llm/inferencepools";
+const PODS: &str = "/api/v1/namespaces/llm/pods";
+
+/// A pod of the pool: labelled for its selector, with an IP, ready or not, perhaps being
+/// deleted.
+fn pod(name: &str, ip: &str, ready: bool, deleting: bool) -> Value {
+    let status = if ready { "True" } else { "False" };
+    let mut p = json!({
+        "metadata": {"name": name, "namespace": "llm",
+            "labels": {"app.kubernetes.io/name": "replica", "pod-template-hash": "6f9c"}},
+        "spec": {"containers": [{"name": "replica", "image": "warmpath/replica"}]},
+        "status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
+            "conditions": [
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "ContainersReady", "status": status},
+                {"type": "Ready", "status": status}]}
+    });
+    if deleting {
+        p["metadata"]["deletionTimestamp"] = "2026-12-07T11:00:00Z".into();
+        p["metadata"]["deletionGracePeriodSeconds"] = 30.into();
+    }
+    p
+}
+
+#[test]
+fn replicas_follow_an_inference_pools_pods() {
+    let api = KubeApi::start();
+    api.collection(POOLS, "InferencePool", "inference.networking.k8s.io/v1");
+    api.collection(PODS, "Pod", "v1");
+    let (port, _mocks) = three_mocks();
+    let url = |i: usize| format!("http://127.0.0.{}:{port}", i + 2);
+    api.put(
+        POOLS,
+        json!({"metadata": {"name": "replica", "namespace": "llm"},
+            "spec": {"selector": {"matchLabels": {"app.kubernetes.io/name": "replica"}},
+                "targetPorts": [{"number": port}],
+                "endpointPickerRef": {"name": "warmpath-epp", "port": {"number": 9002}}}}),
+    );
+    api.put(PODS, pod("replica-a", "127.0.0.2", true, false));
+    let kubeconfig = api.kubeconfig("llm");
+    let gw = GatewayProc::spawn_with(
+        "auth: {enabled: false}\npools:\n  - name: replicas\n    engine: warmpath\n    \
+         discovery: {kubernetes: {inference_pool: replica}}\n",
+        &[],
+        1,
+        None,
+        &[("KUBECONFIG", kubeconfig.to_str().unwrap())],
+    )
+    .expect("gateway");
+    assert_eq!(members(&gw), [(url(0), false)]);
+    assert!(api
+        .requests()
+        .iter()
+        .any(|r| r.starts_with(&format!("{POOLS}/replica"))));
+    let pod_reqs: Vec<String> = api
+        .requests()
+        .into_iter()
+        .filter(|r| r.starts_with(PODS))
+        .collect();
+    assert!(
+        pod_reqs
+            .iter()
+            .all(|r| r.contains("labelSelector=app.kubernetes.io%2Fname%3Dreplica")),
+        "{pod_reqs:?}"
+    );
+    assert!(api.wait_requests(Duration::from_secs(10), |r| r
+        .iter()
+        .any(|q| q.starts_with(PODS) && q.contains("watch=true"))));
+
+    // A new pod, not ready yet, then pod a terminating: by the time a drains (the later
+    // event), b has been seen, and it is not registered while it starts.
+    api.put(PODS, pod("replica-b", "127.0.0.3", false, false));
+    api.put(PODS, pod("replica-a", "127.0.0.2", true, true));
+    await_members(
+        &gw,
+        &[(url(0), true)],
+        WITHIN,
+        "pod a terminating, b starting",
+    );
+    // b ready: it joins.
+    api.put(PODS, pod("replica-b", "127.0.0.3", true, false));
+    await_members(
+        &gw,
+        &[(url(0), true), (url(1), false)],
+        WITHIN,
+        "pod b ready",
+    );
+    // Pod a gone: it leaves.
+    api.delete(PODS, "replica-a");
+    await_members(&gw, &[(url(1), false)], WITHIN, "pod a deleted");
+    let r = post_json(
+        &gw.addr,
+        "/v1/chat/completions",
+        &[],
+        &chat("mock", "s", "u", 2, false),
+    )
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
 }

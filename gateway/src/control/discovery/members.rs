@@ -1,8 +1,8 @@
-//! Keeps the replica set in step with a discovery source: an address that appears is
-//! registered through the same path as a configured upstream ([`add_target`]: info or
+//! Keeps the replica set in step with a discovery source: an address that is listed ready
+//! is registered through the same path as a configured upstream ([`add_target`]: info or
 //! models, tokenizer, then its KV event follower, load poller and health prober); one that
-//! is listed but not ready is drained (no new requests, index entries kept) and un-drained
-//! when it is ready again; one that leaves is drained, and removed ([`remove_replica`]:
+//! is listed but not ready is not registered, or, registered, drained (no new requests,
+//! index entries kept) and un-drained when it is ready again; one that leaves is drained, and removed ([`remove_replica`]:
 //! out of the index and the dashboard, its tasks stopped) once its in-flight requests
 //! have finished.
 
@@ -96,6 +96,9 @@ async fn apply(
             Ok(Ok(r)) => {
                 m.retry = RETRY_MIN;
                 tracing::info!(pool = %pool.name, replica = %r.id, %addr, "discovery: joined");
+                if m.readiness != Readiness::Ready {
+                    drain(&r, m, "not ready since it was listed");
+                }
             }
             Ok(Err(RegisterError::Duplicate(_))) => {}
             Ok(Err(e)) => {
@@ -135,7 +138,8 @@ async fn apply(
                 m.drained_by_us = false;
             }
             Some(r) => drain(r, m, "not ready"),
-            None if m.joining.is_none() && now >= m.next_try => {
+            // Registered only once ready: a starting pod gets no request meanwhile.
+            None if readiness == Readiness::Ready && m.joining.is_none() && now >= m.next_try => {
                 let target = Target {
                     url: url.clone(),
                     pool: Some(pool.clone()),
