@@ -5,6 +5,10 @@
 # unknown field fails. The tools are installed once into a virtualenv under
 # ~/.cache/warmpath. Prints the path of the rendered YAML.
 #
+# Custom resources (the inference-pool overlay's InferencePool) are checked against the CRD
+# schemas vendored in deploy/kubernetes/crds (scripts/k8s-crd-check.py), which are
+# themselves validated as CustomResourceDefinitions.
+#
 #   scripts/k8s-check.sh [KUSTOMIZE_DIR] [OUT_FILE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +17,7 @@ OUT=${2:-$(mktemp /tmp/warmpath-k8s.XXXXXX.yaml)}
 KUBECTL_VERSION=1.37.1
 VALIDATE_VERSION=1.37.0
 K8S_VERSION=${K8S_VERSION:-1.33.0}
+CRDS=${CRDS:-deploy/kubernetes/crds}
 VENV=${WARMPATH_CACHE:-$HOME/.cache/warmpath}/k8s-tools-$KUBECTL_VERSION-$VALIDATE_VERSION
 PY=${PYTHON:-python3}
 
@@ -38,6 +43,12 @@ if ! installed; then
   sed -i "1s|$VENV.tmp|$VENV|" "$VENV"/bin/*
 fi
 "$VENV/bin/kubectl" kustomize "$DIR" >"$OUT" || die "kubectl kustomize $DIR failed"
-"$VENV/bin/kubernetes-validate" --strict --quiet -k "$K8S_VERSION" "$OUT" >&2 ||
+# Custom resources (the InferencePool) against the vendored CRDs; the rest, and the CRDs
+# themselves, against the Kubernetes schemas.
+BUILTIN="$OUT.builtin.yaml"
+"$VENV/bin/python" scripts/k8s-crd-check.py "$CRDS" "$OUT" "$BUILTIN" ||
+  die "$DIR: custom resources do not validate against the CRDs in $CRDS (rendered: $OUT)"
+"$VENV/bin/kubernetes-validate" --strict --quiet -k "$K8S_VERSION" "$BUILTIN" >&2 ||
   die "$DIR: objects do not validate against Kubernetes $K8S_VERSION (rendered: $OUT)"
+rm -f "$BUILTIN"
 echo "$OUT"

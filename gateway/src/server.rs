@@ -37,6 +37,7 @@ pub fn run(cfg: Config, path: Option<PathBuf>, overrides: Overrides) -> anyhow::
     for target in cfg.targets() {
         register_with_retry(state.clone(), target);
     }
+    crate::control::discovery::start_all(&state);
     for m in state.rollouts.all() {
         crate::rollout::prewarm::start(&state, m);
     }

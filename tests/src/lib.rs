@@ -9,6 +9,7 @@ pub mod chaos;
 pub mod fixtures;
 pub mod fleet;
 pub mod http;
+pub mod k8s_api;
 pub mod llamacpp;
 pub mod mock;
 pub mod netns;

@@ -58,8 +58,14 @@ pub struct MockReplica {
 impl MockReplica {
     /// Starts a mock serving model `mock`.
     pub fn start(mode: Mode) -> Self {
-        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let addr = l.local_addr().expect("addr").to_string();
+        Self::start_on(mode, "127.0.0.1:0").expect("bind")
+    }
+
+    /// As [`MockReplica::start`], listening on `bind` (e.g. `127.0.0.2:PORT`: loopback
+    /// addresses that share a port, as pods behind one Service do).
+    pub fn start_on(mode: Mode, bind: &str) -> std::io::Result<Self> {
+        let l = TcpListener::bind(bind)?;
+        let addr = l.local_addr()?.to_string();
         let shared = Arc::new(Shared {
             mode: Mutex::new(mode),
             generations: AtomicUsize::new(0),
@@ -70,7 +76,7 @@ impl MockReplica {
             stop: AtomicBool::new(false),
         });
         crate::http::accept_loop(l, shared.clone(), |s| &s.stop, serve);
-        Self { shared, addr }
+        Ok(Self { shared, addr })
     }
 
     /// `http://addr`.

@@ -188,6 +188,9 @@ fn an_unknown_field_fails_validation() {
     std::fs::create_dir_all(&dir).unwrap();
     for entry in std::fs::read_dir(root().join("deploy/kubernetes")).unwrap() {
         let p = entry.unwrap().path();
+        if !p.is_file() {
+            continue; // crds/: the vendored schemas, read from the repository
+        }
         let text = std::fs::read_to_string(&p).unwrap();
         let text = text.replace("readinessProbe:", "readinesProbe:");
         std::fs::write(dir.join(p.file_name().unwrap()), text).unwrap();

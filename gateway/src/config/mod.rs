@@ -4,6 +4,7 @@
 //! # Layout
 //! - [`model`]: the model, its defaults and its validation; [`error`]: its error type.
 //! - [`pools`]: upstream pools of other engines (vLLM, SGLang, llama.cpp, OpenAI);
+//!   [`discovery`]: a pool's upstreams from Kubernetes or DNS;
 //!   [`chat_template`]: a pool's template override; [`apis`] and [`serves`]: the pass-through APIs (embeddings, tokenize) each serves.
 //! - [`state`]: `state:`, the memory or Redis backend a gateway fleet shares;
 //!   [`state_tls`]: its TLS to Redis (`rediss://`, `ca_file`, the client certificate).
@@ -14,6 +15,7 @@
 
 pub(crate) mod apis;
 pub(crate) mod chat_template;
+pub(crate) mod discovery;
 pub(crate) mod env;
 pub(crate) mod error;
 pub(crate) mod model;
@@ -27,6 +29,7 @@ pub(crate) mod state;
 pub(crate) mod state_tls;
 
 pub use apis::PassthroughApi;
+pub use discovery::{DiscoveryConfig, DnsDiscovery, KubernetesDiscovery};
 pub use model::*;
 pub use overrides::{load, Overrides};
 pub use pools::{

@@ -231,8 +231,12 @@ pub struct PoolConfig {
     pub name: String,
     /// The engine every upstream of the pool runs.
     pub engine: EngineKind,
-    /// The upstreams.
+    /// The upstreams (may be empty with `discovery`).
+    #[serde(default)]
     pub upstreams: Vec<UpstreamConfig>,
+    /// Where further upstreams come from: Kubernetes or DNS (`super::discovery`).
+    #[serde(default)]
+    pub discovery: Option<super::discovery::DiscoveryConfig>,
     /// Model names clients use. Omitted: discovered from each upstream's `GET /v1/models`.
     #[serde(default)]
     pub models: Option<Vec<String>>,
@@ -326,10 +330,12 @@ impl PoolConfig {
         if self.name.is_empty() {
             return Err(invalid(format!("{key}.name"), "must be non-empty"));
         }
-        if self.upstreams.is_empty() {
+        if let Some(d) = &self.discovery {
+            d.validate(&format!("{key}.discovery"))?;
+        } else if self.upstreams.is_empty() {
             return Err(invalid(
                 format!("{key}.upstreams"),
-                "lists no upstream: give at least one http://host:port",
+                "lists no upstream: give at least one http://host:port, or `discovery`",
             ));
         }
         for (j, u) in self.upstreams.iter().enumerate() {

@@ -10,10 +10,12 @@
 //!   [`load`] (the load poller: a replica's load endpoint or an engine's `/metrics`) and
 //!   [`probe`] (the health prober); [`zmq`]: a vLLM or SGLang server's KV events.
 //! - [`reload`]: SIGHUP reload of the config file.
+//! - [`discovery`]: a pool's upstreams joining and leaving by themselves (Kubernetes, DNS).
 //! - [`history`]: the other gateways' routing decisions, from the fleet's shared history.
 //! - [`client`]: the control plane's HTTP client (the workspace's `warmpath_http`).
 
 pub(crate) mod client;
+pub(crate) mod discovery;
 pub(crate) mod history;
 pub(crate) mod load;
 pub(crate) mod probe;

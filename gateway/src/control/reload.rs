@@ -29,6 +29,7 @@ pub(crate) async fn reload(state: &Arc<AppState>, mut new: Config) {
              on reload; restart to apply them"
         );
     }
+    super::discovery::warn_on_reload(&old, &new);
     state.set_tenants(TenantTable::build(&new, Some(&state.tenants())));
     if new.policy != old.policy {
         state.router.set_policy(&new.policy);
