@@ -78,7 +78,11 @@ mod tests {
             listen: "nowhere".into(),
             ..EppConfig::default()
         };
-        assert!(bad.validate().unwrap_err().to_string().contains("epp.listen"));
+        assert!(bad
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("epp.listen"));
         let small = EppConfig {
             max_body_bytes: 10,
             ..EppConfig::default()
