@@ -17,7 +17,7 @@ struct Cli {
 enum Cmd {
     /// Start the gateway and N CPU replicas on 127.0.0.1 until Ctrl-C.
     #[command(after_help = up::EXIT_CODES)]
-    Up(UpArgs),
+    Up(Box<UpArgs>),
     /// The Endpoint Picker for the Gateway API Inference Extension (`gateway epp`).
     Epp(warmpath::epp::EppArgs),
 }
@@ -25,7 +25,7 @@ enum Cmd {
 fn main() -> std::process::ExitCode {
     let args = match Cli::parse().cmd {
         Cmd::Epp(args) => return warmpath::epp::run(args),
-        Cmd::Up(args) => args,
+        Cmd::Up(args) => *args,
     };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
