@@ -34,6 +34,7 @@
 //!   (cached, replica-identical tokenization), [`headers`], [`trace`]; [`encoder`]: tokens or text units per checkpoint; [`engines`]: what
 //!   fronting vLLM, SGLang, llama.cpp or any OpenAI server needs (tokenizer sources,
 //!   their metrics and KV events).
+//! - [`epp`]: the Endpoint Picker mode (Envoy ext_proc) over the same state and phases.
 //! - The admin listener: [`admin`] and the routing [`dashboard`]; [`logging`]; [`server`]
 //!   assembles and runs it all.
 
@@ -45,6 +46,7 @@ pub(crate) mod control;
 pub(crate) mod dashboard;
 pub(crate) mod encoder;
 pub(crate) mod engines;
+pub(crate) mod epp;
 pub(crate) mod error;
 pub(crate) mod fleet;
 #[cfg(feature = "fuzzing")]
@@ -75,6 +77,7 @@ pub use engines::kv_events::config::ZmqEventsConfig;
 pub use engines::kv_events::counters::{CounterSnapshot, SubscriberCounters};
 pub use engines::kv_events::rehash::EventMapper;
 pub use engines::kv_events::subscribe::ZmqSubscriber;
+pub use epp::run as run_epp;
 pub use logging::init as init_logging;
 pub use proxy::upstream::{mark as mark_upstream, Connector as UpstreamConnector};
 pub use routing::Router;

@@ -25,25 +25,7 @@ use std::time::Duration;
 /// Runs the gateway until a shutdown signal (SIGTERM drains in-flight requests for up to
 /// `shutdown_grace_s`, and exits as soon as none is left).
 pub fn run(cfg: Config, path: Option<PathBuf>, overrides: Overrides) -> anyhow::Result<()> {
-    let control = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("warmpath-control")
-        .enable_all()
-        .build()?;
-    if cfg.state.backend == crate::config::StateBackend::Redis {
-        crate::fleet::preflight::at_start(&cfg.state, control.handle())?;
-    }
-    let state = AppState::new(cfg.clone(), control.handle().clone());
-    for target in cfg.targets() {
-        register_with_retry(state.clone(), target);
-    }
-    crate::control::discovery::start_all(&state);
-    for m in state.rollouts.all() {
-        crate::rollout::prewarm::start(&state, m);
-    }
-    crate::rollout::fleet::follow(&state);
-    control.spawn(reload_on_sighup(state.clone(), path, overrides));
-    crate::control::history::spawn(&state);
+    let (control, state) = start_control(&cfg, path, overrides)?;
 
     let conf = ServerConf {
         threads: cfg.threads,
@@ -130,4 +112,34 @@ pub fn run(cfg: Config, path: Option<PathBuf>, overrides: Overrides) -> anyhow::
     server.run(RunArgs::default());
     crate::logging::serving(false);
     std::process::exit(0)
+}
+
+/// The control plane and the shared state, as both modes start them (the gateway and the
+/// Endpoint Picker, [`crate::epp`]): its runtime, the fleet's state, replica registration,
+/// rollouts, SIGHUP reload and the shared routing history.
+pub(crate) fn start_control(
+    cfg: &Config,
+    path: Option<PathBuf>,
+    overrides: Overrides,
+) -> anyhow::Result<(tokio::runtime::Runtime, Arc<AppState>)> {
+    let control = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("warmpath-control")
+        .enable_all()
+        .build()?;
+    if cfg.state.backend == crate::config::StateBackend::Redis {
+        crate::fleet::preflight::at_start(&cfg.state, control.handle())?;
+    }
+    let state = AppState::new(cfg.clone(), control.handle().clone());
+    for target in cfg.targets() {
+        register_with_retry(state.clone(), target);
+    }
+    crate::control::discovery::start_all(&state);
+    for m in state.rollouts.all() {
+        crate::rollout::prewarm::start(&state, m);
+    }
+    crate::rollout::fleet::follow(&state);
+    control.spawn(reload_on_sighup(state.clone(), path, overrides));
+    crate::control::history::spawn(&state);
+    Ok((control, state))
 }

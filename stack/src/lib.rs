@@ -20,6 +20,7 @@
 //! - [`up`]: the command ([`up::UpArgs`], [`up::run`]).
 //! - [`args`]: the flags of `warmpath up` ([`args::UpArgs`], also [`up::UpArgs`]).
 //! - [`launch`]: the gateway process of both modes: binaries, ports, readiness, banner.
+//! - [`epp`]: `warmpath epp`: the gateway's Endpoint Picker mode in the foreground.
 //! - [`front`]: `warmpath up --upstream`: the gateway alone, in front of existing servers.
 //! - [`replicas`]: the replica processes, supervised and restarted.
 //! - [`supervise`]: the restart policy (backoff, giving up) as pure logic.
@@ -33,6 +34,7 @@
 pub mod args;
 pub mod config;
 pub mod console;
+pub mod epp;
 pub mod error;
 pub mod front;
 pub mod launch;

@@ -1,5 +1,6 @@
 //! `warmpath up [--port 8080] [--replicas 2] [--model PATH|dummy:NAME] [--api-key KEY] [--admin-key KEY]`
 //! `warmpath up --upstream URL [--upstream URL]... [--engine vllm|sglang|llamacpp|openai] [--tokenizer PATH]`
+//! `warmpath epp [--config FILE] [--epp-listen ADDR] ...`: the Endpoint Picker (`gateway epp`)
 
 use clap::{Parser, Subcommand};
 use warmpath::up::{self, UpArgs};
@@ -16,11 +17,16 @@ struct Cli {
 enum Cmd {
     /// Start the gateway and N CPU replicas on 127.0.0.1 until Ctrl-C.
     #[command(after_help = up::EXIT_CODES)]
-    Up(UpArgs),
+    Up(Box<UpArgs>),
+    /// The Endpoint Picker for the Gateway API Inference Extension (`gateway epp`).
+    Epp(warmpath::epp::EppArgs),
 }
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let args = match Cli::parse().cmd {
+        Cmd::Epp(args) => return warmpath::epp::run(args),
+        Cmd::Up(args) => *args,
+    };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -32,10 +38,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    let result = match cli.cmd {
-        Cmd::Up(args) => rt.block_on(up::run(args)),
-    };
-    match result {
+    match rt.block_on(up::run(args)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => std::process::ExitCode::from(e.exit_code()),
     }

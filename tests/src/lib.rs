@@ -6,6 +6,7 @@
 
 pub mod browser;
 pub mod chaos;
+pub mod epp;
 pub mod fixtures;
 pub mod fleet;
 pub mod http;

@@ -17,6 +17,7 @@ pub(crate) mod apis;
 pub(crate) mod chat_template;
 pub(crate) mod discovery;
 pub(crate) mod env;
+pub(crate) mod epp;
 pub(crate) mod error;
 pub(crate) mod model;
 pub(crate) mod overrides;
@@ -30,6 +31,7 @@ pub(crate) mod state_tls;
 
 pub use apis::PassthroughApi;
 pub use discovery::{DiscoveryConfig, DnsDiscovery, KubernetesDiscovery};
+pub use epp::{EppBodyMode, EppConfig};
 pub use model::*;
 pub use overrides::{load, Overrides};
 pub use pools::{

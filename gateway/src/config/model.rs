@@ -85,6 +85,8 @@ pub struct Config {
     pub tokenizer: TokenizerConfig,
     /// Responses API records (`previous_response_id`).
     pub responses: super::responses::ResponsesConfig,
+    /// The Endpoint Picker mode (`gateway epp`): its gRPC listener.
+    pub epp: super::epp::EppConfig,
     /// How often to poll each replica's load endpoint.
     pub load_poll_ms: u64,
     /// Recent routing decisions kept for the admin API.
@@ -119,6 +121,7 @@ impl Default for Config {
             headers: HeaderConfig::default(),
             tokenizer: TokenizerConfig::default(),
             responses: super::responses::ResponsesConfig::default(),
+            epp: super::epp::EppConfig::default(),
             load_poll_ms: 200,
             decision_log: 256,
             shutdown_grace_s: 30,
@@ -463,6 +466,7 @@ impl Config {
         }
         self.state.validate()?;
         self.responses.validate()?;
+        self.epp.validate()?;
         super::rollout::validate_regions(self.regions.as_ref())?;
         super::rollout::validate_rollouts(&self.rollouts, &self.hot_prefixes)?;
         if let Some(k) = &self.kv_transfer_key {

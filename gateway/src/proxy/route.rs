@@ -85,6 +85,11 @@ impl TryOrder {
         self.replicas.insert(0, replica);
     }
 
+    /// The replicas not yet tried, in order (the EPP's fallback endpoints).
+    pub(crate) fn untried(&self) -> &[Arc<Replica>] {
+        &self.replicas[self.tried..]
+    }
+
     /// Whether every replica has been tried.
     pub(crate) fn done(&self) -> bool {
         self.tried >= self.replicas.len()

@@ -87,7 +87,7 @@ pub(crate) async fn peer(state: &AppState, ctx: &mut RequestCtx) -> Result<Box<H
 /// Client credentials the replica never sees: the gateway's own key, a proxy's, the
 /// dashboard's session cookie, and the key headers other APIs use (a client pointed at
 /// Warmpath may still send its provider key under them).
-const CREDENTIALS: [&str; 5] = [
+pub(crate) const CREDENTIALS: [&str; 5] = [
     "authorization",
     "proxy-authorization",
     "cookie",
