@@ -47,6 +47,7 @@ pub(crate) mod encoder;
 pub(crate) mod engines;
 pub(crate) mod error;
 pub(crate) mod fleet;
+pub(crate) mod flow;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;

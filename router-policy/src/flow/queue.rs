@@ -182,36 +182,63 @@ impl FlowQueue {
     /// Interactive requests that can no longer meet their deadline are dropped on the way
     /// (see [`Self::take_expired`]).
     pub fn pop(&mut self, now: Millis) -> Option<Ticket> {
+        let (tenant, class, aged) = self.choose(now)?;
+        let t = &mut self.tenants[tenant];
+        let flow = &mut t.flows[class.index()];
+        let w = flow.fifo.pop_front()?;
+        let start = flow.vtime;
+        flow.vtime += u128::from(w.entry.cost.0) * SCALE / u128::from(t.weight);
+        t.queued -= 1;
+        t.served_cost += w.entry.cost.0;
+        self.stats.queued -= 1;
+        self.stats.queued_by_class[class.index()] -= 1;
+        self.band_vtime[class.index()] = self.band_vtime[class.index()].max(start);
+        self.stats.dispatched += 1;
+        if aged {
+            self.stats.aged += 1;
+        }
+        Some(Ticket {
+            seq: w.seq,
+            tenant: w.entry.tenant,
+            class,
+        })
+    }
+
+    /// Who [`Self::pop`] would return at `now`, without dispatching it (the caller checks
+    /// that it can place it first). Drops expired interactive requests like `pop`.
+    pub fn peek(&mut self, now: Millis) -> Option<Ticket> {
+        let (tenant, class, _) = self.choose(now)?;
+        let w = self.tenants[tenant].flows[class.index()].fifo.front()?;
+        Some(Ticket {
+            seq: w.seq,
+            tenant: w.entry.tenant,
+            class,
+        })
+    }
+
+    /// The flow whose head goes next (and whether it goes because it aged), dropping
+    /// interactive heads that can no longer meet their deadline.
+    fn choose(&mut self, now: Millis) -> Option<(usize, Class, bool)> {
         loop {
             let aged = self.oldest_aged(now);
             let (tenant, class) = aged.map(|t| (t, Class::Batch)).or_else(|| self.fairest())?;
             let t = &mut self.tenants[tenant];
-            let flow = &mut t.flows[class.index()];
-            let w = flow.fifo.pop_front()?;
-            let start = flow.vtime;
-            flow.vtime += u128::from(w.entry.cost.0) * SCALE / u128::from(t.weight);
+            let fifo = &mut t.flows[class.index()].fifo;
+            let head = fifo.front()?;
+            if class == Class::Batch || head.entry.can_meet(now) {
+                return Some((tenant, class, aged.is_some()));
+            }
+            // Not charged: it never ran.
+            let w = fifo.pop_front()?;
             t.queued -= 1;
             self.stats.queued -= 1;
             self.stats.queued_by_class[class.index()] -= 1;
-            let ticket = Ticket {
+            self.stats.expired += 1;
+            self.expired.push(Ticket {
                 seq: w.seq,
                 tenant: w.entry.tenant,
                 class,
-            };
-            if class == Class::Interactive && !w.entry.can_meet(now) {
-                // Not charged: it never ran. The flow keeps its old virtual time.
-                flow.vtime = start;
-                self.stats.expired += 1;
-                self.expired.push(ticket);
-                continue;
-            }
-            t.served_cost += w.entry.cost.0;
-            self.band_vtime[class.index()] = self.band_vtime[class.index()].max(start);
-            self.stats.dispatched += 1;
-            if aged.is_some() {
-                self.stats.aged += 1;
-            }
-            return Some(ticket);
+            });
         }
     }
 

@@ -293,3 +293,29 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn peek_names_what_pop_returns_without_taking_it() {
+    let mut q = queue();
+    q.set_tenant(FlowTenant(1), 2, None);
+    for i in 0..20 {
+        q.push(entry(
+            i % 3,
+            if i % 4 == 0 {
+                Class::Batch
+            } else {
+                Class::Interactive
+            },
+            7 + u64::from(i),
+            u64::from(i) * 100,
+        ))
+        .unwrap();
+    }
+    let mut now = 2000;
+    while let Some(p) = q.peek(Millis(now)) {
+        assert_eq!(q.peek(Millis(now)), Some(p));
+        assert_eq!(q.pop(Millis(now)), Some(p));
+        now += 50;
+    }
+    assert!(q.is_empty());
+}
