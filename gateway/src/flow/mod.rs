@@ -8,7 +8,8 @@
 //! - [`request`]: a request's class and TTFT objective, from `x-priority`,
 //!   `x-slo-ttft-ms` and the tenant's `flow:` defaults; goodput at the first body byte.
 //! - [`gate`]: the queues (one per model, so a model with free replicas never waits
-//!   behind another's), the waiters and the dispatch that hands them slots.
+//!   behind another's) and the requests parked in them; the data plane's
+//!   `proxy::flow_wait` pushes, waits and hands out slots.
 //!
 //! The fast path (a free slot and nothing waiting) reads one atomic and takes no lock.
 //! Fairness is per gateway: in a fleet every gateway has the same weights and orders its

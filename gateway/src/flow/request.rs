@@ -2,7 +2,7 @@
 
 use crate::body::response::Usage;
 use crate::error::GatewayError;
-use crate::state::AppState;
+use crate::metrics::Metrics;
 use crate::tenants::Tenant;
 use http::HeaderMap;
 use router_policy::flow::Class;
@@ -75,7 +75,7 @@ impl FlowRequest {
 
     /// The first body byte of a successful response went to the client `start`..now
     /// after arrival: counts the request toward goodput if it met its objective.
-    pub(crate) fn first_byte(&mut self, state: &AppState, tenant: &str, start: Instant) {
+    pub(crate) fn first_byte(&mut self, metrics: &Metrics, tenant: &str, start: Instant) {
         if self.first_byte {
             return;
         }
@@ -85,8 +85,7 @@ impl FlowRequest {
         };
         let ttft = start.elapsed().as_millis() as u64;
         let met = if ttft <= objective { "met" } else { "missed" };
-        state
-            .metrics
+        metrics
             .flow
             .objectives
             .with_label_values(&[tenant, self.class.as_str(), met])

@@ -4,12 +4,13 @@
 //! Every attempt, the first and each retry, takes its replica from the same
 //! [`TryOrder::next_replica`].
 
+use super::flow_wait::{self, Ask};
 use super::prepare::Prepared;
 use crate::body::request::{Endpoint, ParsedRequest};
 use crate::error::GatewayError;
-use crate::flow::gate::Ask;
-use crate::flow::{FlowGate, FlowRequest};
-use crate::replicas::{Registry, Replica, Slot};
+use crate::flow::FlowRequest;
+pub(crate) use crate::replicas::order::TryOrder;
+use crate::replicas::{Replica, Slot};
 use crate::routing::DecisionRecord;
 use crate::state::AppState;
 use crate::tenants::Tenant;
@@ -64,56 +65,6 @@ impl Plan {
                 .map_or(0, |c| c.matched_blocks)
         };
         (blocks * self.block_size.0).min(self.prompt_tokens)
-    }
-}
-
-/// The replicas a request may be sent to, in the order to try them (the policy's choice,
-/// then its fallbacks), and how many have been tried.
-#[derive(Debug, Default)]
-pub(crate) struct TryOrder {
-    replicas: Vec<Arc<Replica>>,
-    tried: usize,
-}
-
-impl TryOrder {
-    /// `replicas` in try order, none tried yet.
-    pub(crate) fn new(replicas: Vec<Arc<Replica>>) -> Self {
-        Self { replicas, tried: 0 }
-    }
-
-    /// Puts `replica` first (a conversation's pin: `super::responses::pin`), before any
-    /// attempt.
-    pub(crate) fn prefer(&mut self, replica: Arc<Replica>) {
-        self.replicas.retain(|r| r.id != replica.id);
-        self.replicas.insert(0, replica);
-    }
-
-    /// Whether every replica has been tried.
-    pub(crate) fn done(&self) -> bool {
-        self.tried >= self.replicas.len()
-    }
-
-    /// The replica for the next attempt: the first one not yet tried that is healthy (or
-    /// half-open) at `now` and has a free in-flight slot (below `max`). It moves up to
-    /// the tried ones; the ones it passed stay untried for a later attempt. `None` when
-    /// no untried replica has room.
-    pub(crate) fn next_replica(
-        &mut self,
-        registry: &Registry,
-        max: u32,
-        now: Instant,
-    ) -> Option<Slot> {
-        let (i, slot) = self.replicas[self.tried..]
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| r.health.lock().routable(now))
-            .find_map(|(i, r)| registry.try_acquire(r, max).map(|s| (self.tried + i, s)))?;
-        if i > self.tried {
-            let r = self.replicas.remove(i);
-            self.replicas.insert(self.tried, r);
-        }
-        self.tried += 1;
-        Some(slot)
     }
 }
 
@@ -284,7 +235,7 @@ pub(crate) async fn hold_slot(
     };
     if flow.class == Class::Interactive && flow.objective_ms.is_some_and(|o| predicted_ttft_ms > o)
     {
-        return Err(crate::flow::gate::unmeetable(state, &ask));
+        return Err(flow_wait::unmeetable(state, &ask));
     }
     if state.queued.load(Ordering::Acquire) == 0 {
         let max = cfg.admission.max_in_flight_per_replica;
@@ -292,7 +243,7 @@ pub(crate) async fn hold_slot(
             return Ok(slot);
         }
     }
-    FlowGate::wait(state, order, ask).await
+    flow_wait::wait(state, order, ask).await
 }
 
 /// The `warm` policy's predicted time to first token on the chosen replica, whole

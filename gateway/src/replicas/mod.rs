@@ -11,6 +11,7 @@
 
 pub(crate) mod addr;
 pub(crate) mod health;
+pub(crate) mod order;
 pub(crate) mod pending;
 pub(crate) mod registry;
 pub(crate) mod replica;
