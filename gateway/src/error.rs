@@ -105,6 +105,27 @@ pub(crate) enum GatewayError {
         /// Suggested wait.
         retry_after: Duration,
     },
+    /// The tenant's own flow queue is full (`crate::flow`): the tenant should slow down.
+    #[error("too many requests waiting for this tenant (at most {limit})")]
+    TenantQueueFull {
+        /// The tenant's queue bound.
+        limit: u32,
+        /// Suggested wait.
+        retry_after: Duration,
+    },
+    /// No replica can give the first token within the request's TTFT objective
+    /// (`x-slo-ttft-ms` or the tenant's default), by the `warm` prediction or because the
+    /// wait used it up: shed at once rather than served late.
+    #[error("the time-to-first-token objective of {objective_ms} ms cannot be met (predicted {predicted_ms} ms)")]
+    DeadlineUnmeetable {
+        /// The objective.
+        objective_ms: u64,
+        /// The predicted time to first token (wait included).
+        predicted_ms: u64,
+    },
+    /// The request asked for a priority class its tenant may not use.
+    #[error("priority class `{0}` is not allowed for this API key")]
+    ClassNotAllowed(String),
     /// No healthy replica can serve the model right now.
     #[error("no healthy replica serves `{0}`")]
     NoReplica(String),
@@ -140,13 +161,16 @@ impl GatewayError {
             | GatewayError::AmbiguousFraming(_)
             | GatewayError::PreviousResponseNotFound(_) => 400,
             GatewayError::Unauthorized => 401,
-            GatewayError::ModelNotAllowed(_) => 403,
+            GatewayError::ModelNotAllowed(_) | GatewayError::ClassNotAllowed(_) => 403,
             GatewayError::UnknownModel(_) | GatewayError::NotFound { .. } => 404,
             GatewayError::ClientTimeout => 408,
             GatewayError::BodyTooLarge { .. } => 413,
             GatewayError::HeadersTooLarge { .. } => 431,
-            GatewayError::RateLimited { .. } | GatewayError::TooManyConnections { .. } => 429,
+            GatewayError::RateLimited { .. }
+            | GatewayError::TooManyConnections { .. }
+            | GatewayError::TenantQueueFull { .. } => 429,
             GatewayError::Overloaded { .. }
+            | GatewayError::DeadlineUnmeetable { .. }
             | GatewayError::NoReplica(_)
             | GatewayError::KeyStoreUnavailable => 503,
             GatewayError::Upstream(_) => 502,
@@ -187,6 +211,9 @@ impl GatewayError {
             },
             GatewayError::TooManyConnections { .. } => "too_many_connections",
             GatewayError::Overloaded { .. } => "overloaded",
+            GatewayError::TenantQueueFull { .. } => "tenant_queue_full",
+            GatewayError::DeadlineUnmeetable { .. } => "deadline_unmeetable",
+            GatewayError::ClassNotAllowed(_) => "priority_not_allowed",
             GatewayError::KeyStoreUnavailable => "key_store_unavailable",
             GatewayError::NoReplica(_) => "no_replica",
             GatewayError::Upstream(_) => "upstream_error",
@@ -229,10 +256,12 @@ impl GatewayError {
         let mut headers = Vec::new();
         match self {
             GatewayError::RateLimited { retry_after, .. }
+            | GatewayError::TenantQueueFull { retry_after, .. }
             | GatewayError::Overloaded { retry_after } => {
                 headers.push(("retry-after", retry_after_secs(*retry_after).to_string()));
             }
             GatewayError::NoReplica(_)
+            | GatewayError::DeadlineUnmeetable { .. }
             | GatewayError::TooManyConnections { .. }
             | GatewayError::KeyStoreUnavailable => headers.push(("retry-after", "1".to_string())),
             _ => {}
@@ -262,6 +291,29 @@ pub(crate) fn retry_after_secs(d: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flow_refusals_map_to_their_statuses() {
+        let full = GatewayError::TenantQueueFull {
+            limit: 2,
+            retry_after: Duration::from_secs(1),
+        }
+        .response();
+        assert_eq!(full.status, 429);
+        assert_eq!(full.headers, vec![("retry-after", "1".to_string())]);
+        let late = GatewayError::DeadlineUnmeetable {
+            objective_ms: 200,
+            predicted_ms: 350,
+        };
+        assert_eq!(late.status(), 503);
+        assert_eq!(late.code(), "deadline_unmeetable");
+        assert!(late.to_string().contains("200 ms"));
+        let class = GatewayError::ClassNotAllowed("batch".into());
+        assert_eq!(
+            (class.status(), class.error_type()),
+            (403, "permission_error")
+        );
+    }
 
     #[test]
     fn rate_limited_maps_to_429_with_retry_after() {

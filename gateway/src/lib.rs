@@ -49,6 +49,7 @@ pub(crate) mod engines;
 pub(crate) mod epp;
 pub(crate) mod error;
 pub(crate) mod fleet;
+pub(crate) mod flow;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;

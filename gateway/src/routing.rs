@@ -58,6 +58,11 @@ pub(crate) struct DecisionRecord {
     /// The decision with its explanation (shared with the request's plan, not copied).
     #[serde(serialize_with = "serialize_shared")]
     pub decision: Arc<Decision>,
+    /// Its flow control class (`interactive`, `batch`).
+    pub class: &'static str,
+    /// How long it waited in its tenant's flow queue for a slot, milliseconds (why it
+    /// waited: every replica it could use was at `admission.max_in_flight_per_replica`).
+    pub queued_ms: u64,
     /// The stream's seams: each time it moved to another replica mid-stream.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub migrations: Vec<Seam>,

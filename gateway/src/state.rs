@@ -31,6 +31,8 @@ pub(crate) struct AppState {
     pub retry_budget: RetryBudget,
     /// Requests waiting for a replica slot.
     pub queued: AtomicU32,
+    /// The flow queues they wait in (fair, priority- and deadline-aware).
+    pub flow: crate::flow::FlowGate,
     /// Request body bytes held in flight (`limits.max_inflight_body_bytes`).
     pub bodies: crate::body::budget::BodyBudget,
     /// Long requests parsed and tokenized at once, off the event loop (one per worker
@@ -100,6 +102,7 @@ impl AppState {
             dashboard: crate::dashboard::recorder::Recorder::default(),
             retry_budget: RetryBudget::new(now),
             queued: AtomicU32::new(0),
+            flow: crate::flow::FlowGate::default(),
             bodies: crate::body::budget::BodyBudget::default(),
             long_prompts: crate::tokenize::gate::LongPrompts::new(threads),
             control,

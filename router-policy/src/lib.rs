@@ -14,6 +14,8 @@
 //! - [`disagg`]: the prefill/decode choice of a role-split pool.
 //! - [`region`]: regions, RTTs, residency pinning and the spill rule.
 //! - [`rollout`]: a model on two checkpoints at once: sticky, monotone canary shares.
+//! - [`flow`]: flow control: who waits and who goes next when every replica slot is taken
+//!   (per-tenant queues, weighted fair sharing by predicted prefill cost, classes, deadlines).
 //!
 //! # Use
 //! ```
@@ -35,6 +37,7 @@ pub mod cluster;
 pub mod decision;
 pub mod disagg;
 pub mod error;
+pub mod flow;
 pub mod hot;
 pub mod index;
 pub mod policy;

@@ -127,6 +127,7 @@ impl StackConfig {
                 max_concurrent: 64,
             },
             regions: Vec::new(),
+            flow: Default::default(),
         }];
         cfg.health.probe_interval_ms = 2000;
         match &self.pool {

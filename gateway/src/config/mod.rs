@@ -10,6 +10,8 @@
 //!   [`state_tls`]: its TLS to Redis (`rediss://`, `ca_file`, the client certificate).
 //! - [`responses`]: `responses:`, the bounds of the Responses API's conversation records.
 //! - [`rollout`]: `regions:`, `rollouts:` and `hot_prefixes:` (issue 28).
+//! - [`flow`]: `admission.flow` and a tenant's `flow:` (fair, priority- and deadline-aware
+//!   admission, issue 42).
 //! - [`env`]: `${NAME}` in string values, from the environment (secrets).
 //! - [`overrides`]: the command line on top of the file; [`load`].
 
@@ -19,6 +21,7 @@ pub(crate) mod discovery;
 pub(crate) mod env;
 pub(crate) mod epp;
 pub(crate) mod error;
+pub(crate) mod flow;
 pub(crate) mod model;
 pub(crate) mod overrides;
 pub(crate) mod pool_namespace;
@@ -32,6 +35,7 @@ pub(crate) mod state_tls;
 pub use apis::PassthroughApi;
 pub use discovery::{DiscoveryConfig, DnsDiscovery, KubernetesDiscovery};
 pub use epp::{EppBodyMode, EppConfig};
+pub use flow::{FlowSettings, TenantFlow};
 pub use model::*;
 pub use overrides::{load, Overrides};
 pub use pools::{

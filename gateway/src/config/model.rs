@@ -187,6 +187,9 @@ pub struct TenantConfig {
     /// any). Replicas without a region label are refused to a pinned tenant.
     #[serde(default)]
     pub regions: Vec<String>,
+    /// Flow control: weight, queue bound, classes, default TTFT objective (issue 42).
+    #[serde(default)]
+    pub flow: super::flow::TenantFlow,
 }
 
 fn all_models() -> Vec<String> {
@@ -258,6 +261,8 @@ pub struct AdmissionConfig {
     pub max_queue: u32,
     /// How long a queued request waits for a slot before 503.
     pub queue_timeout_ms: u64,
+    /// How waiting requests are queued: per tenant, by weight and class (`crate::flow`).
+    pub flow: super::flow::FlowSettings,
 }
 
 impl Default for AdmissionConfig {
@@ -266,6 +271,7 @@ impl Default for AdmissionConfig {
             max_in_flight_per_replica: 64,
             max_queue: 256,
             queue_timeout_ms: 2000,
+            flow: Default::default(),
         }
     }
 }
@@ -467,6 +473,7 @@ impl Config {
         self.state.validate()?;
         self.responses.validate()?;
         self.epp.validate()?;
+        self.admission.flow.validate()?;
         super::rollout::validate_regions(self.regions.as_ref())?;
         super::rollout::validate_rollouts(&self.rollouts, &self.hot_prefixes)?;
         if let Some(k) = &self.kv_transfer_key {
@@ -519,6 +526,7 @@ impl Config {
                     "must list at least one model or \"*\"",
                 ));
             }
+            t.flow.validate(&key)?;
         }
         let l = &self.limits;
         if l.max_body_bytes == 0 || l.max_body_bytes > MAX_BODY_BYTES_CEILING {

@@ -81,7 +81,8 @@ function why(d) {
   const spill = g && g.spilled_to ? `spilled ${g.home} → ${g.spilled_to} (${g.reason}, RTT ${g.rtt_ms.toFixed(0)} ms) · ` : "";
   const p = e.prefill;
   const split = p ? `prefill on ${rid(p.replica)} (${p.predicted_cached_blocks} blocks cached, ${p.uncached_tokens} tok to compute), decode on ${rid(d.decision.replica)} · ` : "";
-  return split + spill + parts.join(" · ");
+  const waited = d.queued_ms > 0 ? `waited ${fmtInt(d.queued_ms)} ms in ${d.class} queue (replicas full) · ` : "";
+  return waited + split + spill + parts.join(" · ");
 }
 
 // The prefill side of a split request: the prefill candidates and the choice.

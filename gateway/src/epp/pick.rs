@@ -7,6 +7,7 @@
 use super::wire::Destination;
 use crate::body::request::{self, Endpoint};
 use crate::error::GatewayError;
+use crate::flow::request::FlowRequest;
 use crate::proxy::admit;
 use crate::proxy::ctx::Admission;
 use crate::proxy::prepare::prepare;
@@ -30,6 +31,8 @@ pub(crate) struct Head {
     pub request_id: Option<http::HeaderValue>,
     /// The subset hint (`None`: the whole pool).
     pub subset: Option<Vec<String>>,
+    /// The flow-control headers the request carries (`x-priority`, `x-slo-ttft-ms`).
+    pub flow: http::HeaderMap,
 }
 
 /// A request routed: what to answer Envoy and what to settle when the response is done.
@@ -78,6 +81,7 @@ pub(crate) async fn pick(
     let cfg = state.config();
     let mut admission = Admission::default();
     let tenant = admit::authenticate(state, &mut admission, head.authorization.as_deref())?;
+    admission.flow = FlowRequest::classify(&tenant, &head.flow)?;
     let endpoint = endpoint_of(&head.path);
     // A long body is parsed and tokenized off the event loop, as the gateway does.
     let long = state.long_prompts.enter(body.len()).await;
@@ -121,7 +125,8 @@ pub(crate) async fn pick(
         }
     }
     let (plan, mut order) = route(state, &tenant, prepared, endpoint, &parsed, model.clone())?;
-    let slot = hold_slot(state, &mut order, plan.decided).await?;
+    let slot = hold_slot(state, &mut order, &plan, &tenant, &admission.flow).await?;
+    admission.flow.queued_ms = plan.decided.elapsed().as_millis() as u64;
     let now = state.millis_at(Instant::now());
     state
         .router
@@ -130,7 +135,7 @@ pub(crate) async fn pick(
         .request_id
         .clone()
         .unwrap_or_else(|| http::HeaderValue::from_static("epp"));
-    record(state, &plan, &tenant, &request_id, "");
+    record(state, &plan, &tenant, &request_id, "", &admission.flow);
     let replicas: Vec<Arc<Replica>> = std::iter::once(slot.replica().clone())
         .chain(order.untried().iter().cloned())
         .collect();

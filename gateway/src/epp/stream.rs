@@ -9,6 +9,7 @@ use super::pick::{pick, Head};
 use super::wire;
 use crate::config::EppBodyMode;
 use crate::error::GatewayError;
+use crate::flow::request::{PRIORITY_HEADER, SLO_HEADER};
 use crate::state::AppState;
 use envoy_types::pb::envoy::service::ext_proc::v3::{
     processing_request::Request, processing_response, HttpHeaders, ProcessingRequest,
@@ -98,6 +99,15 @@ impl Stream {
         self.head.request_id =
             wire::header(h, "x-request-id").and_then(|v| http::HeaderValue::from_bytes(v).ok());
         self.head.subset = wire::subset(md);
+        // The flow-control headers (class, TTFT objective), read as the gateway reads them.
+        self.head.flow = http::HeaderMap::new();
+        for name in [PRIORITY_HEADER, SLO_HEADER] {
+            if let Some(v) =
+                wire::header(h, name).and_then(|v| http::HeaderValue::from_bytes(v).ok())
+            {
+                self.head.flow.insert(name, v);
+            }
+        }
     }
 
     /// Picks for the gathered body and sends the answers the request mode requires.

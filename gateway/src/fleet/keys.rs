@@ -255,6 +255,7 @@ mod tests {
             models: vec!["*".into()],
             limits: Default::default(),
             regions: Vec::new(),
+            flow: Default::default(),
         }];
         TenantTable::build(&c, None)
     }

@@ -4,11 +4,13 @@
 mod disagg;
 mod family;
 mod fleet;
+mod flow;
 mod rollout;
 
 pub(crate) use disagg::DisaggMetrics;
 pub(crate) use family::CounterFamily;
 pub(crate) use fleet::FleetMetrics;
+pub(crate) use flow::FlowMetrics;
 pub(crate) use rollout::RolloutMetrics;
 
 use parking_lot::RwLock;
@@ -145,6 +147,8 @@ pub(crate) struct Metrics {
     pub rollout: RolloutMetrics,
     /// Prefill/decode split series.
     pub disagg: DisaggMetrics,
+    /// Flow control series (per tenant and class).
+    pub flow: FlowMetrics,
     added_latency_by_endpoint: [Histogram; 5],
     /// `added_latency_seconds{endpoint="messages"}`: Anthropic's Messages API, translated
     /// to a chat (`crate::api::messages`).
@@ -232,6 +236,7 @@ impl Metrics {
             fleet: FleetMetrics::register(&registry),
             rollout: RolloutMetrics::register(&registry),
             disagg: DisaggMetrics::register(&registry),
+            flow: FlowMetrics::register(&registry),
             route_tokenize_hash: route_latency.with_label_values(&["tokenize_hash"]),
             route_select: route_latency.with_label_values(&["select"]),
             added_latency_messages: added_latency.with_label_values(&["messages"]),

@@ -80,6 +80,8 @@ pub(crate) struct Admission {
     pub permit: Option<Permit>,
     /// `x-ratelimit-*` headers, sent with the answer whatever it is.
     pub rate_headers: HeaderPairs,
+    /// Its class and TTFT objective (flow control, `crate::flow`).
+    pub flow: crate::flow::FlowRequest,
 }
 
 /// The attempts upstream: which replicas are left to try, the slot each holds, and what

@@ -24,7 +24,9 @@ pub(crate) fn finish(state: &AppState, e: Option<&Error>, ctx: &mut RequestCtx) 
     let now = Instant::now();
     let outcome = outcome(ctx, e, now);
     if let Some(mut permit) = permit {
-        permit.settle_at(outcome.charged_tokens, now);
+        let cost = state.config().admission.flow.tpm_cached_token_cost;
+        let charged = crate::flow::request::tpm_charge(outcome.charged_tokens, outcome.usage, cost);
+        permit.settle_at(charged, now);
     }
     if let Some(slot) = &slot {
         if let (Some(predicted), Some(actual)) = (

@@ -31,6 +31,7 @@ pub(crate) mod ctx;
 pub(crate) mod drain;
 pub(crate) mod failure;
 pub(crate) mod finish;
+pub(crate) mod flow_wait;
 pub(crate) mod migrate;
 pub(crate) mod passthrough;
 pub(crate) mod prepare;

@@ -111,6 +111,8 @@ async fn intake(
         None => authorization.map(std::borrow::Cow::Borrowed),
     };
     let tenant = admit::authenticate(state, &mut ctx.admission, authorization.as_deref())?;
+    ctx.admission.flow =
+        crate::flow::FlowRequest::classify(&tenant, &session.req_header().headers)?;
     let Some(endpoint) = endpoint else {
         let models: Vec<String> = state
             .registry
@@ -201,7 +203,7 @@ pub(crate) async fn decide(
     }
     let (mut plan, mut order) = route(state, tenant, prepared, endpoint, &parsed, model)?;
     super::responses::pin(state, ctx, &mut plan, &mut order);
-    let slot = hold_slot(state, &mut order, plan.decided).await?;
+    let slot = hold_slot(state, &mut order, &plan, tenant, &ctx.admission.flow).await?;
     let upstream = slot.replica();
     if let Some(adapter) = upstream.upstream.namespace.adapter(&plan.model) {
         // Its engine loads the adapter for this request: the next one for it goes there.
@@ -216,7 +218,15 @@ pub(crate) async fn decide(
             .router
             .record_routed(slot.replica().id, &plan.hashes, now);
     }
-    record(state, &plan, tenant, &ctx.id.header, ctx.read.api);
+    ctx.admission.flow.queued_ms = plan.decided.elapsed().as_millis() as u64;
+    record(
+        state,
+        &plan,
+        tenant,
+        &ctx.id.header,
+        ctx.read.api,
+        &ctx.admission.flow,
+    );
     // The prompt's tokens served the hot-prefix history; the request does not keep them.
     plan.tokens = None;
     state.retry_budget.record_request(plan.decided);
@@ -251,6 +261,7 @@ mod tests {
             models: vec!["*".into()],
             limits,
             regions: Vec::new(),
+            flow: Default::default(),
         }];
         c.admission.max_in_flight_per_replica = max_in_flight;
         c.admission.queue_timeout_ms = 20;

@@ -4,13 +4,17 @@
 //! Every attempt, the first and each retry, takes its replica from the same
 //! [`TryOrder::next_replica`].
 
+use super::flow_wait::{self, Ask};
 use super::prepare::Prepared;
 use crate::body::request::{Endpoint, ParsedRequest};
 use crate::error::GatewayError;
-use crate::replicas::{Registry, Replica, Slot};
+use crate::flow::FlowRequest;
+pub(crate) use crate::replicas::order::TryOrder;
+use crate::replicas::{Replica, Slot};
 use crate::routing::DecisionRecord;
 use crate::state::AppState;
 use crate::tenants::Tenant;
+use router_policy::flow::{prefill_cost, Class};
 use router_policy::{sticky_key, ClusterView, Decision, RouteRequest};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -61,61 +65,6 @@ impl Plan {
                 .map_or(0, |c| c.matched_blocks)
         };
         (blocks * self.block_size.0).min(self.prompt_tokens)
-    }
-}
-
-/// The replicas a request may be sent to, in the order to try them (the policy's choice,
-/// then its fallbacks), and how many have been tried.
-#[derive(Debug, Default)]
-pub(crate) struct TryOrder {
-    replicas: Vec<Arc<Replica>>,
-    tried: usize,
-}
-
-impl TryOrder {
-    /// `replicas` in try order, none tried yet.
-    pub(crate) fn new(replicas: Vec<Arc<Replica>>) -> Self {
-        Self { replicas, tried: 0 }
-    }
-
-    /// Puts `replica` first (a conversation's pin: `super::responses::pin`), before any
-    /// attempt.
-    pub(crate) fn prefer(&mut self, replica: Arc<Replica>) {
-        self.replicas.retain(|r| r.id != replica.id);
-        self.replicas.insert(0, replica);
-    }
-
-    /// The replicas not yet tried, in order (the EPP's fallback endpoints).
-    pub(crate) fn untried(&self) -> &[Arc<Replica>] {
-        &self.replicas[self.tried..]
-    }
-
-    /// Whether every replica has been tried.
-    pub(crate) fn done(&self) -> bool {
-        self.tried >= self.replicas.len()
-    }
-
-    /// The replica for the next attempt: the first one not yet tried that is healthy (or
-    /// half-open) at `now` and has a free in-flight slot (below `max`). It moves up to
-    /// the tried ones; the ones it passed stay untried for a later attempt. `None` when
-    /// no untried replica has room.
-    pub(crate) fn next_replica(
-        &mut self,
-        registry: &Registry,
-        max: u32,
-        now: Instant,
-    ) -> Option<Slot> {
-        let (i, slot) = self.replicas[self.tried..]
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| r.health.lock().routable(now))
-            .find_map(|(i, r)| registry.try_acquire(r, max).map(|s| (self.tried + i, s)))?;
-        if i > self.tried {
-            let r = self.replicas.remove(i);
-            self.replicas.insert(self.tried, r);
-        }
-        self.tried += 1;
-        Some(slot)
     }
 }
 
@@ -206,6 +155,7 @@ pub(crate) fn record(
     tenant: &Tenant,
     request_id: &http::HeaderValue,
     api: &'static str,
+    flow: &FlowRequest,
 ) {
     let m = &state.metrics;
     if let Some(note) = &plan.decision.explanation.region {
@@ -254,56 +204,61 @@ pub(crate) fn record(
         prepare_us: plan.prepare.as_micros() as u64,
         select_us: plan.select.as_micros() as u64,
         decision: plan.decision.clone(),
+        class: flow.class.as_str(),
+        queued_ms: flow.queued_ms,
         migrations: Vec::new(),
     });
 }
 
-/// Holds a slot for the first attempt ([`TryOrder::next_replica`]); when every replica
-/// is full, waits in the bounded global queue; 503 when the queue is full or the wait
-/// times out. Nothing reaches a replica until a slot is held. `decided` is the clock read
-/// that ended the policy, reused for the first try.
+/// Holds a slot for the first attempt ([`TryOrder::next_replica`]). When nothing waits
+/// and a replica has room, that is all (one atomic read more than no flow control). Else
+/// the request waits in its tenant's flow queue ([`crate::flow::FlowGate::wait`]): 429
+/// when the tenant's queue is full, 503 when the gateway's is, when the wait times out,
+/// or when the TTFT objective cannot be met. An interactive request whose objective the
+/// `warm` prediction already misses is shed at once. Nothing reaches a replica until a
+/// slot is held.
 pub(crate) async fn hold_slot(
     state: &AppState,
     order: &mut TryOrder,
-    decided: Instant,
+    plan: &Plan,
+    tenant: &Tenant,
+    flow: &FlowRequest,
 ) -> Result<Slot, GatewayError> {
     let cfg = state.config();
-    let max = cfg.admission.max_in_flight_per_replica;
-    let deadline = decided + Duration::from_millis(cfg.admission.queue_timeout_ms);
-    let mut queued = false;
-    let mut now = decided;
-    let result = loop {
-        if let Some(slot) = order.next_replica(&state.registry, max, now) {
-            break Ok(slot);
-        }
-        if !queued {
-            let q = state.queued.fetch_add(1, Ordering::AcqRel);
-            queued = true;
-            state.metrics.queued.inc();
-            if q >= cfg.admission.max_queue {
-                break Err(GatewayError::Overloaded {
-                    retry_after: Duration::from_secs(1),
-                });
-            }
-        }
-        let left = deadline.saturating_duration_since(now);
-        if left.is_zero() {
-            break Err(GatewayError::Overloaded {
-                retry_after: Duration::from_secs(1),
-            });
-        }
-        state
-            .registry
-            .wait_for_free_slot(left.min(Duration::from_millis(50)))
-            .await;
-        now = Instant::now();
+    let predicted_ttft_ms = predicted_ttft_ms(plan);
+    let ask = Ask {
+        tenant,
+        model: &plan.model,
+        flow,
+        cost: prefill_cost(
+            plan.prompt_tokens,
+            plan.decision.predicted_cached_blocks * plan.block_size.0,
+            cfg.admission.flow.cached_token_cost,
+        ),
+        predicted_ttft_ms,
+        decided: plan.decided,
     };
-    if queued {
-        state.queued.fetch_sub(1, Ordering::AcqRel);
-        state.metrics.queued.dec();
+    if flow.class == Class::Interactive && flow.objective_ms.is_some_and(|o| predicted_ttft_ms > o)
+    {
+        return Err(flow_wait::unmeetable(state, &ask));
     }
-    if result.is_err() {
-        state.metrics.shed.inc();
+    if state.queued.load(Ordering::Acquire) == 0 {
+        let max = cfg.admission.max_in_flight_per_replica;
+        if let Some(slot) = order.next_replica(&state.registry, max, plan.decided) {
+            return Ok(slot);
+        }
     }
-    result
+    flow_wait::wait(state, order, ask).await
+}
+
+/// The `warm` policy's predicted time to first token on the chosen replica, whole
+/// milliseconds (0 under another policy: no prediction, so no shedding at arrival).
+fn predicted_ttft_ms(plan: &Plan) -> u64 {
+    let d = &plan.decision;
+    if d.explanation.policy != "warm" {
+        return 0;
+    }
+    d.explanation
+        .candidate(d.replica)
+        .map_or(0, |c| c.cost_ms.max(0.0).ceil() as u64)
 }

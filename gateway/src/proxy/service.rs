@@ -141,6 +141,13 @@ impl ProxyHttp for Gateway {
         ctx: &mut RequestCtx,
     ) -> Result<Option<Duration>> {
         response::watch_body(&self.state, body, end_of_stream, ctx)?;
+        if ctx.seen.status < 400 && body.as_ref().is_some_and(|b| !b.is_empty()) {
+            if let Some(t) = &ctx.admission.tenant {
+                ctx.admission
+                    .flow
+                    .first_byte(&self.state.metrics, &t.id, ctx.start);
+            }
+        }
         if let Some(m) = ctx.messages.as_deref_mut() {
             m.body(ctx.seen.status, body, end_of_stream);
         }

@@ -13,6 +13,7 @@
 pub(crate) mod adapters;
 pub(crate) mod addr;
 pub(crate) mod health;
+pub(crate) mod order;
 pub(crate) mod pending;
 pub(crate) mod registry;
 pub(crate) mod replica;

@@ -358,6 +358,7 @@ mod tests {
             models: vec!["*".into()],
             limits,
             regions: Vec::new(),
+            flow: Default::default(),
         }];
         TenantTable::build(&c, None)
             .authenticate(Some(b"Bearer k"))

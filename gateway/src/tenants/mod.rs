@@ -20,7 +20,7 @@
 pub(crate) mod fleet_limits;
 pub(crate) mod limits;
 
-use crate::config::{Config, StateBackend, StateConfig, TenantConfig, TenantLimits};
+use crate::config::{Config, StateBackend, StateConfig, TenantConfig, TenantFlow, TenantLimits};
 use crate::error::GatewayError;
 use crate::fleet::view::{KeyView, Stamp};
 use hmac::{Hmac, Mac};
@@ -48,6 +48,8 @@ pub(crate) struct Tenant {
     pub salt: CacheSalt,
     /// [`Self::salt`] as the header value sent to replicas.
     pub salt_header: http::HeaderValue,
+    /// Flow control: weight, queue bound, classes, default TTFT objective.
+    pub flow: TenantFlow,
     /// The tenant's configured limits. With shared state in Redis these hold across the
     /// fleet, and [`Self::limiter`] holds this gateway's fallback share of them.
     pub limits: TenantLimits,
@@ -72,8 +74,10 @@ impl Tenant {
         (limits, limiter): (TenantLimits, Arc<TenantLimiter>),
         key_hashes: Vec<[u8; 32]>,
         residency: Arc<[RegionId]>,
+        flow: TenantFlow,
     ) -> Self {
         Self {
+            flow,
             id,
             residency,
             limits,
@@ -204,6 +208,7 @@ impl TenantTable {
                 ),
                 Vec::new(),
                 Arc::from(Vec::new()),
+                TenantFlow::default(),
             )));
         }
         for t in &cfg.tenants {
@@ -222,6 +227,7 @@ impl TenantTable {
                 (t.limits.clone(), limiter),
                 decode_hashes(&t.api_key_sha256),
                 residency(t),
+                t.flow.clone(),
             )));
         }
         TenantTable {
@@ -239,7 +245,8 @@ impl TenantTable {
             && old.models == t.models
             && old.key_hashes == decode_hashes(&t.api_key_sha256)
             && old.salt == derive_salt(secret, &t.id)
-            && old.residency == residency(t);
+            && old.residency == residency(t)
+            && old.flow == t.flow;
         same.then(|| old.clone())
     }
 

@@ -36,6 +36,7 @@ fn cfg() -> Config {
             models: vec!["m1".into()],
             limits: TenantLimits::default(),
             regions: Vec::new(),
+            flow: Default::default(),
         },
         TenantConfig {
             id: "b".into(),
@@ -43,6 +44,7 @@ fn cfg() -> Config {
             models: vec!["*".into()],
             limits: TenantLimits::default(),
             regions: Vec::new(),
+            flow: Default::default(),
         },
     ];
     c

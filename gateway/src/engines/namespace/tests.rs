@@ -29,6 +29,7 @@ fn tenants() -> (Arc<Tenant>, Arc<Tenant>) {
             models: vec!["*".into()],
             limits: Default::default(),
             regions: Vec::new(),
+            flow: Default::default(),
         })
         .collect();
     let t = TenantTable::build(&c, None);

@@ -138,6 +138,7 @@ impl Cluster {
                 models: vec!["*".into()],
                 limits: Default::default(),
                 regions: Vec::new(),
+                flow: Default::default(),
             })
             .collect();
         let table = TenantTable::build(&c, None);

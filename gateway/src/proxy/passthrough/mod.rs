@@ -79,8 +79,16 @@ pub(crate) async fn decide(
         prefill: None,
     };
     let mut order = TryOrder::new(order);
-    let slot = hold_slot(state, &mut order, decided).await?;
-    record(state, &plan, tenant, &ctx.id.header, ctx.read.api);
+    let slot = hold_slot(state, &mut order, &plan, tenant, &ctx.admission.flow).await?;
+    ctx.admission.flow.queued_ms = plan.decided.elapsed().as_millis() as u64;
+    record(
+        state,
+        &plan,
+        tenant,
+        &ctx.id.header,
+        ctx.read.api,
+        &ctx.admission.flow,
+    );
     state.retry_budget.record_request(decided);
     ctx.attempts.order = order;
     ctx.attempts.pending = Some(slot);

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Fairness benchmark (issue 42, "Done when" line 1): two CPU replicas on SmolLM2-135M;
+# tenant B sends short streaming chats one after another; tenant A either idles or runs
+# LOOPS concurrent loops of ~400-token prompts (a burst far above B's rate, within its
+# limits). B's TTFT p50/p99 alone and with A's burst, through this branch's gateway and,
+# in the same run and the same way, through BASELINE_GATEWAY (today's main). A third
+# phase tags A's requests `x-priority: batch` (this gateway only; main refuses nothing
+# for a header it does not read, so the phase is run there too for contrast).
+#
+#   BASELINE_GATEWAY=/work/bin-final/gateway scripts/fairness-bench.sh
+#   SECONDS_PER_PHASE=30 LOOPS=8 IN_FLIGHT=1 scripts/fairness-bench.sh
+#
+# Knobs (environment): GATEWAY (target/debug/gateway, built here), REPLICA
+# (target/debug/replica), BASELINE_GATEWAY (unset: skip), SECONDS_PER_PHASE (30), LOOPS (8),
+# IN_FLIGHT (admission.max_in_flight_per_replica for both gateways, 1), MODEL_PATH
+# (~/.cache/warmpath/models/SmolLM2-135M-Instruct.Q4_1.gguf: scripts/fetch-model.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0} CARGO_PROFILE_DEV_DEBUG=${CARGO_PROFILE_DEV_DEBUG:-false}
+GATEWAY=${GATEWAY:-target/debug/gateway}
+REPLICA=${REPLICA:-target/debug/replica}
+MODEL_PATH=${MODEL_PATH:-$HOME/.cache/warmpath/models/SmolLM2-135M-Instruct.Q4_1.gguf}
+SECS=${SECONDS_PER_PHASE:-30}
+LOOPS=${LOOPS:-8}
+IN_FLIGHT=${IN_FLIGHT:-1}
+if [ ! -f "$MODEL_PATH" ]; then
+  echo "fairness-bench: $MODEL_PATH missing: run scripts/fetch-model.sh" >&2
+  exit 1
+fi
+command -v python3 >/dev/null || { echo "fairness-bench: python3 is needed" >&2; exit 1; }
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+  cargo build -q -p gateway -p replica --bins
+fi
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+hash_key() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
+
+replicas=()
+for i in 0 1; do
+  port=$(free_port)
+  "$REPLICA" serve --model "$MODEL_PATH" --port "$port" --threads 1 >"$work/replica$i.log" 2>&1 &
+  pids+=($!)
+  replicas+=("http://127.0.0.1:$port")
+done
+for r in "${replicas[@]}"; do
+  for _ in $(seq 1 600); do
+    curl -sf "$r/v1/replica/info" >/dev/null && break
+    sleep 0.2
+  done
+done
+model=$(curl -sf "${replicas[0]}/v1/replica/info" | python3 -c 'import json,sys; print(json.load(sys.stdin)["model"])')
+
+run_gateway() { # NAME BINARY
+  local name=$1 bin=$2 port admin
+  port=$(free_port)
+  admin=$(free_port)
+  cat >"$work/$name.yaml" <<YAML
+listen: 127.0.0.1:$port
+admin_listen: 127.0.0.1:$admin
+auth: {enabled: true, salt_secret: fairness-bench-secret-0123456789}
+tenants:
+  - {id: a, api_key_sha256: [$(hash_key key-a)], models: ["*"]}
+  - {id: b, api_key_sha256: [$(hash_key key-b)], models: ["*"]}
+replicas: [${replicas[0]}, ${replicas[1]}]
+admission: {max_in_flight_per_replica: $IN_FLIGHT, max_queue: 256, queue_timeout_ms: 60000}
+timeouts: {first_token_ms: 60000}
+YAML
+  "$bin" --config "$work/$name.yaml" >"$work/$name.log" 2>&1 &
+  local gw=$!
+  pids+=($gw)
+  for _ in $(seq 1 300); do
+    curl -sf "http://127.0.0.1:$port/ready" >/dev/null && break
+    sleep 0.1
+  done
+  for phase in "alone" "burst" "burst batch"; do
+    set -- $phase
+    python3 scripts/fairness_bench.py --addr "127.0.0.1:$port" --model "$model" \
+      --mode "$1" --seconds "$SECS" --loops "$LOOPS" ${2:+--a-priority $2} \
+      | sed "s/^{/{\"gateway\": \"$name\", /"
+    if [ "${DUMP:-0}" = 1 ]; then
+      # Where B's time went: its queue time per request (decision log) and the flow series.
+      curl -s "http://127.0.0.1:$admin/admin/decisions?limit=400" | python3 -c '
+import json, sys
+d = [x for x in json.load(sys.stdin) if x.get("tenant") == "b"]
+print("  b decisions:", [(x.get("queued_ms"), x["decision"]["replica"], len(x["decision"]["fallbacks"])) for x in d][:20])' || true
+      curl -s "http://127.0.0.1:$admin/metrics" | grep -E 'flow_(queue_seconds_(sum|count)|shed)' | sed 's/^/  /' || true
+    fi
+  done
+  kill "$gw" 2>/dev/null || true
+  wait "$gw" 2>/dev/null || true
+}
+
+echo "# $(date -u +%FT%TZ) $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'), load $(cut -d' ' -f1-3 /proc/loadavg);" \
+  "2 replicas x 1 thread, SmolLM2-135M Q4_1; in-flight per replica $IN_FLIGHT; $SECS s per phase; A: $LOOPS loops"
+if [ -n "${BASELINE_GATEWAY:-}" ]; then
+  run_gateway baseline "$BASELINE_GATEWAY"
+fi
+run_gateway flow "$GATEWAY"
