@@ -223,6 +223,9 @@ pub struct SimulateArgs {
     /// Shared KV tier.
     #[command(flatten, next_help_heading = "Shared KV tier")]
     pub tier: TierArgs,
+    /// Replica prefill order.
+    #[command(flatten, next_help_heading = "Replica prefill order")]
+    pub order: crate::simulate_cmd::order::OrderArgs,
     /// Outputs.
     #[command(flatten)]
     pub output: OutputArgs,

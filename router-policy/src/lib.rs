@@ -14,6 +14,8 @@
 //! - [`disagg`]: the prefill/decode choice of a role-split pool.
 //! - [`region`]: regions, RTTs, residency pinning and the spill rule.
 //! - [`rollout`]: a model on two checkpoints at once: sticky, monotone canary shares.
+//! - [`prefill_order`]: the order a replica serves prefills in (FCFS, or shortest uncached
+//!   first with aging), shared by the replica and the simulator.
 //!
 //! # Use
 //! ```
@@ -38,6 +40,7 @@ pub mod error;
 pub mod hot;
 pub mod index;
 pub mod policy;
+pub mod prefill_order;
 pub mod region;
 pub mod rollout;
 
@@ -48,6 +51,7 @@ pub use error::RouteError;
 pub use hot::{HotPrefix, HotPrefixes};
 pub use index::{IndexConfig, IndexStats, PrefixIndex, PrefixMatches, ReplicaMatch};
 pub use policy::{Policy, PolicyConfig, RouteRequest, POLICY_NAMES};
+pub use prefill_order::{Candidate, Packer, PrefillOrder, WorkClock};
 pub use region::{
     allows as residency_allows, resident, RegionMode, RegionNote, Regions, Rtt, SpillReason,
 };

@@ -13,6 +13,7 @@
 
 pub mod classes;
 pub mod disagg;
+pub mod order;
 mod record;
 pub mod regional;
 pub mod rollout;

@@ -129,7 +129,9 @@ pub fn simulate_with(
         checkpoints,
         block_size,
         queue: EventQueue::default(),
-        replicas: (0..n).map(|_| Replica::new(&cfg.profile)).collect(),
+        replicas: (0..n)
+            .map(|_| Replica::new(&cfg.profile, cfg.prefill_order))
+            .collect(),
         kv_seq: vec![SeqNo(0); n],
         router: Router::new(cfg, pc, &per_replica),
         rollout: cfg

@@ -119,7 +119,7 @@ impl Sim<'_> {
 
     /// Puts `seq` in replica `ri`'s queue and starts a step if it is idle.
     pub(super) fn enqueue(&mut self, now: f64, ri: usize, seq: Seq) {
-        self.replicas[ri].waiting.push_back(seq);
+        self.replicas[ri].enqueue(seq);
         if !self.replicas[ri].busy {
             self.start_step(now, ri);
         }
