@@ -37,6 +37,7 @@ pub mod cluster;
 pub mod decision;
 pub mod disagg;
 pub mod error;
+pub mod flow;
 pub mod hot;
 pub mod index;
 pub mod policy;

@@ -1,0 +1,45 @@
+//! Flow control: who waits and who goes next when every replica slot is taken.
+//!
+//! A pure queue (no clock, no runtime): the caller passes the time ([`Millis`]) and each
+//! request's predicted prefill work, and asks [`FlowQueue::pop`] who goes next whenever a
+//! replica slot frees. The gateway and the simulator (`loadtest simulate`) drive the same
+//! type, so they take the same decisions from the same inputs.
+//!
+//! # Rules, in the order `pop` applies them
+//! 1. **Aging** (no starvation): a [`Class::Batch`] request that has waited at least
+//!    [`FlowConfig::aging_ms`] goes before every request that has not aged; aged requests
+//!    go oldest first. So a batch request waits at most `aging_ms`, plus the dispatches
+//!    of requests that arrived before it (at most [`FlowConfig::max_queued`]).
+//! 2. **Priority**: otherwise the highest class with anything waiting goes first
+//!    ([`Class::Interactive`] before [`Class::Batch`]).
+//! 3. **Weighted fair sharing** within a class: start-time fair queuing over tenants.
+//!    Each (tenant, class) flow keeps a virtual time, advanced by `cost / weight` at each
+//!    dispatch; the backlogged flow with the smallest virtual time goes, and a flow that
+//!    was idle starts at the class's current virtual time (no saved-up credit). Over any
+//!    interval in which two tenants stay backlogged, their served cost divided by their
+//!    weight differs by at most `max_cost_i / w_i + max_cost_j / w_j` (the SFQ bound,
+//!    checked by the property tests).
+//! 4. **Deadlines**: a request may carry a deadline (its TTFT objective) and the
+//!    predicted TTFT of the best replica for it. An interactive request that cannot
+//!    meet it is refused at [`FlowQueue::push`] ([`Refusal::Deadline`]) or, when the
+//!    deadline passes while it waits, dropped by `pop` and reported by
+//!    [`FlowQueue::take_expired`]. A batch request is never shed for its deadline: it
+//!    waits and simply does not count as goodput.
+//!
+//! The cost of a request is its predicted prefill work ([`prefill_cost`]): uncached
+//! prompt tokens, plus cached ones at a configured fraction, as the `warm` policy
+//! predicts the cache.
+//!
+//! # Memory
+//! At most [`FlowConfig::max_tenants`] tenants, each with at most its queue bound of
+//! waiting requests, and at most [`FlowConfig::max_queued`] waiting in all.
+
+mod cost;
+mod queue;
+#[cfg(test)]
+mod tests;
+mod types;
+
+pub use cost::{prefill_cost, Cost};
+pub use queue::FlowQueue;
+pub use types::{Class, Entry, FlowConfig, FlowStats, FlowTenant, Refusal, Ticket};
