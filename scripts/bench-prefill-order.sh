@@ -5,7 +5,7 @@
 #
 # Per replica, ROUNDS rounds of: a short chat on the idle replica (unloaded TTFT); then a
 # LONG_TOKENS-token completion (token ids, fresh each round, max_tokens 1) and, once the
-# replica reports (GET /v1/load) that it has prefilled at least one chunk of it and has
+# replica reports (GET /v1/replica/load) that it has prefilled at least one chunk of it and has
 # more than a quarter of it left, the short chat (loaded TTFT). Every chat is fresh (no
 # cache hit). TTFT is the time of a request with max_tokens 1, non-streamed, on loopback.
 #
@@ -64,7 +64,7 @@ def chat(i, tag):
                 "messages": [{"role": "user", "content": msg}]})
 
 def load():
-    return json.loads(urllib.request.urlopen(url + "/v1/load", timeout=30).read())
+    return json.loads(urllib.request.urlopen(url + "/v1/replica/load", timeout=30).read())
 
 post("/v1/completions", {"model": model, "prompt": "warm up", "max_tokens": 1})
 for i in range(rounds):

@@ -226,6 +226,12 @@ pub struct SimulateArgs {
     /// Replica prefill order.
     #[command(flatten, next_help_heading = "Replica prefill order")]
     pub order: crate::simulate_cmd::order::OrderArgs,
+    /// Gateway admission: tenants, classes, objectives.
+    #[command(
+        flatten,
+        next_help_heading = "Admission (tenants, classes, TTFT objectives)"
+    )]
+    pub admission: crate::simulate_cmd::admission::AdmissionArgs,
     /// Outputs.
     #[command(flatten)]
     pub output: OutputArgs,

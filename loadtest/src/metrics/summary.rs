@@ -163,6 +163,10 @@ pub struct Summary {
     /// `--replica-order`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prefill_order: Option<super::order::OrderSummary>,
+    /// The gateway's admission and goodput per tenant and class (simulate with
+    /// `--admission`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admission: Option<super::admission::AdmissionSummary>,
 }
 
 impl Summary {

@@ -39,6 +39,9 @@ pub struct SimConfig {
     pub tier: Option<TierSim>,
     /// The order every replica serves its prefills in (the replica's `--prefill-order`).
     pub prefill_order: PrefillOrder,
+    /// The gateway's admission: tenants, classes, objectives, the in-flight cap and its
+    /// queue (none: every request is routed on arrival).
+    pub admission: Option<super::admission::AdmissionSim>,
 }
 
 /// A fleet of gateways in front of the simulated replicas. Requests reach the gateways in
