@@ -13,8 +13,8 @@
 #   SKIP_BUILD=1 ROUNDS=3 BUDGETS=512 OUT_DIR=/tmp/po scripts/bench-prefill-order.sh
 #
 # Knobs (environment): ROUNDS (5), LONG_TOKENS (6000), BUDGETS ("512 128": each a replica
-# `--token-budget`), REPLICA_THREADS (1), KV_MEMORY (1GiB), MODEL, SKIP_BUILD,
-# START_TIMEOUT, OUT_DIR.
+# `--token-budget`), ORDERS ("fcfs shortest"), REPLICA_THREADS (1), KV_MEMORY (1GiB), MODEL,
+# SKIP_BUILD, START_TIMEOUT, OUT_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -24,6 +24,7 @@ BIN=$CARGO_TARGET_DIR/release
 ROUNDS=${ROUNDS:-5}
 LONG_TOKENS=${LONG_TOKENS:-6000}
 BUDGETS=${BUDGETS:-512 128}
+ORDERS=${ORDERS:-fcfs shortest}
 KV_MEMORY=${KV_MEMORY:-1GiB}
 REPLICA_THREADS=${REPLICA_THREADS:-1}
 SKIP_BUILD=${SKIP_BUILD:-0}
@@ -42,7 +43,7 @@ fi
 [ -x "$BIN/replica" ] || die "$BIN/replica missing (build with SKIP_BUILD=0)"
 
 for budget in $BUDGETS; do
-  for order in fcfs shortest; do
+  for order in $ORDERS; do
     start_replica "$order-$budget" --prefill-order "$order" --token-budget "$budget"
     python3 - "$OUT_DIR/rows.jsonl" "$ROUNDS" "$LONG_TOKENS" "$MODEL_ID" "$REPLICA_URL" \
       "$order" "$budget" <<'PY'

@@ -1,6 +1,6 @@
 //! One simulated replica: admission bounded by batch size and KV pages, continuous
 //! batching with chunked prefill, both in the replica's prefill order (FCFS, or shortest
-//! uncached prefill first with aging: [`order`]), over the replica's own radix cache
+//! uncached prefill first with aging: [`queue_order`]), over the replica's own radix cache
 //! ([`warmpath_kv_cache::RadixCache`], one page per block). As in the replica's scheduler,
 //! admission matches and locks the cached prefix and allocates pages for the rest, evicting
 //! unlocked leaves when free pages run out (single-use before shared, then least recently
@@ -375,6 +375,6 @@ fn store(
     ins
 }
 
-mod order;
+mod queue_order;
 #[cfg(test)]
 mod tests;
