@@ -223,6 +223,15 @@ pub struct SimulateArgs {
     /// Shared KV tier.
     #[command(flatten, next_help_heading = "Shared KV tier")]
     pub tier: TierArgs,
+    /// Replica prefill order.
+    #[command(flatten, next_help_heading = "Replica prefill order")]
+    pub order: crate::simulate_cmd::order::OrderArgs,
+    /// Gateway admission: tenants, classes, objectives.
+    #[command(
+        flatten,
+        next_help_heading = "Admission (tenants, classes, TTFT objectives)"
+    )]
+    pub admission: crate::simulate_cmd::admission::AdmissionArgs,
     /// Outputs.
     #[command(flatten)]
     pub output: OutputArgs,

@@ -16,6 +16,8 @@
 //! - [`rollout`]: a model on two checkpoints at once: sticky, monotone canary shares.
 //! - [`flow`]: flow control: who waits and who goes next when every replica slot is taken
 //!   (per-tenant queues, weighted fair sharing by predicted prefill cost, classes, deadlines).
+//! - [`prefill_order`]: the order a replica serves prefills in (FCFS, or shortest uncached
+//!   first with aging), shared by the replica and the simulator.
 //!
 //! # Use
 //! ```
@@ -41,6 +43,7 @@ pub mod flow;
 pub mod hot;
 pub mod index;
 pub mod policy;
+pub mod prefill_order;
 pub mod region;
 pub mod rollout;
 
@@ -51,6 +54,7 @@ pub use error::RouteError;
 pub use hot::{HotPrefix, HotPrefixes};
 pub use index::{IndexConfig, IndexStats, PrefixIndex, PrefixMatches, ReplicaMatch};
 pub use policy::{Policy, PolicyConfig, RouteRequest, POLICY_NAMES};
+pub use prefill_order::{Candidate, Packer, PrefillOrder, WorkClock};
 pub use region::{
     allows as residency_allows, resident, RegionMode, RegionNote, Regions, Rtt, SpillReason,
 };

@@ -11,8 +11,10 @@
 //! * Per class (`classes`, requests with a class label such as mixed's `short` / `long`):
 //!   the same TTFT, TPOT, ITL and E2E definitions over each class's requests.
 
+pub mod admission;
 pub mod classes;
 pub mod disagg;
+pub mod order;
 mod record;
 pub mod regional;
 pub mod rollout;

@@ -159,6 +159,14 @@ pub struct Summary {
     /// The shared KV tier and the hit rate split it makes (simulate with `--kv-tier`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kv_tier: Option<super::tier::TierSummary>,
+    /// The replicas' prefill order against the no-queueing floor (simulate with
+    /// `--replica-order`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefill_order: Option<super::order::OrderSummary>,
+    /// The gateway's admission and goodput per tenant and class (simulate with
+    /// `--admission`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admission: Option<super::admission::AdmissionSummary>,
 }
 
 impl Summary {

@@ -7,6 +7,7 @@ use super::profile::CostProfile;
 use super::rollout::RolloutSim;
 use super::tier::TierSim;
 use router_policy::index::IndexConfig;
+use router_policy::PrefillOrder;
 use router_policy::{RegionMode, Regions, Rtt};
 use warmpath_core::{CheckpointId, RegionId};
 
@@ -36,6 +37,11 @@ pub struct SimConfig {
     pub disagg: Option<DisaggSim>,
     /// A shared KV tier every replica writes to and loads from.
     pub tier: Option<TierSim>,
+    /// The order every replica serves its prefills in (the replica's `--prefill-order`).
+    pub prefill_order: PrefillOrder,
+    /// The gateway's admission: tenants, classes, objectives, the in-flight cap and its
+    /// queue (none: every request is routed on arrival).
+    pub admission: Option<super::admission::AdmissionSim>,
 }
 
 /// A fleet of gateways in front of the simulated replicas. Requests reach the gateways in

@@ -145,6 +145,34 @@ impl Router {
         router_policy::disagg::select(policy, &self.disagg, &req, &self.views[gw.view], &gw.index)
     }
 
+    /// The predicted TTFT of `ask` on the replica where it would start first, by gateway
+    /// `g`'s view and index (`warm`'s queue and prefill terms: the reported prefill backlog
+    /// and the uncached prompt at the replica's rate, `default_rate` tokens/s when it
+    /// reports none), ms, with the prompt tokens that replica holds. Decides nothing.
+    pub(super) fn predict_ttft(&self, g: usize, ask: &Ask<'_>, default_rate: f64) -> (f64, u32) {
+        let gw = &self.gateways[g];
+        let m = gw.index.match_prefix(ask.hashes, Millis(ask.now_ms as u64));
+        let bs = ask.block_size.0;
+        self.views[gw.view]
+            .replicas
+            .iter()
+            .filter(|r| r.checkpoint == *ask.checkpoint)
+            .map(|r| {
+                let rate = if r.prefill_tokens_per_s > 0.0 {
+                    r.prefill_tokens_per_s
+                } else {
+                    default_rate
+                };
+                let held = m.get(r.id);
+                let blocks = held.precise_blocks.max(held.approx_blocks);
+                let cached = (blocks * bs).min(ask.prompt_tokens.saturating_sub(1));
+                let work = r.queued_prefill_tokens as f64 + f64::from(ask.prompt_tokens - cached);
+                (work / rate.max(1.0) * 1000.0, cached)
+            })
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+            .unwrap_or((f64::INFINITY, 0))
+    }
+
     /// Gateway `g` sent a request to replica `ri` (its in-flight count rises).
     pub(super) fn sent(&mut self, g: usize, ri: usize) {
         let v = self.gateways[g].view;

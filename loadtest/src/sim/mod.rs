@@ -18,11 +18,15 @@
 //! - [`DisaggSim`]: prefill and decode replicas, long prompts prefilled on one and their KV
 //!   streamed to the other ([`disagg`]);
 //! - [`TierSim`]: a shared KV tier, written through by every replica and loaded from on a
-//!   local miss ([`tier`]).
+//!   local miss ([`tier`]);
+//! - [`AdmissionSim`]: the gateway's admission: tenants, classes, TTFT objectives, an
+//!   in-flight cap, and a first-come queue or the flow queue (`router_policy::flow`)
+//!   ([`admission`]).
 //!
 //! [`capacity`] estimates the offered load against the cluster before a run; [`progress`]
 //! reports how far a run has got.
 
+pub mod admission;
 pub mod capacity;
 pub mod config;
 pub mod disagg;
@@ -37,6 +41,7 @@ mod replica;
 pub mod rollout;
 pub mod tier;
 
+pub use admission::{AdmissionMode, AdmissionSim};
 pub use config::{FleetSim, RegionIx, RegionSim, SimConfig};
 pub use disagg::{DisaggSim, Transfer};
 pub use event_loop::{simulate, simulate_with, SimOutcome};

@@ -1,5 +1,6 @@
-//! One simulated replica: FCFS admission bounded by batch size and KV pages, continuous
-//! batching with chunked prefill, over the replica's own radix cache
+//! One simulated replica: admission bounded by batch size and KV pages, continuous
+//! batching with chunked prefill, both in the replica's prefill order (FCFS, or shortest
+//! uncached prefill first with aging: [`queue_order`]), over the replica's own radix cache
 //! ([`warmpath_kv_cache::RadixCache`], one page per block). As in the replica's scheduler,
 //! admission matches and locks the cached prefix and allocates pages for the rest, evicting
 //! unlocked leaves when free pages run out (single-use before shared, then least recently
@@ -8,6 +9,7 @@
 //! events are the cache's own ([`RadixCache::take_events`]).
 
 use super::profile::CostProfile;
+use router_policy::prefill_order::{PrefillOrder, WorkClock};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use warmpath_core::{BlockHash, KvEvent, PageId};
@@ -73,6 +75,10 @@ pub(crate) struct Seq {
     decoding: bool,
     /// Prefill tokens scheduled in the current step.
     chunk: u32,
+    /// The replica's work clock at its arrival (the prefill order's aging).
+    arrival_work: u64,
+    /// Arrival number at its replica.
+    arrival_no: u64,
 }
 
 impl Seq {
@@ -106,6 +112,8 @@ impl Seq {
             private_pages: Vec::new(),
             decoding: false,
             chunk: 0,
+            arrival_work: 0,
+            arrival_no: 0,
         }
     }
 }
@@ -130,10 +138,16 @@ pub(crate) struct Replica {
     /// Duration of the step in progress, ms.
     pub step_ms: f64,
     block_size: u32,
+    /// The order prefills are served in.
+    order: PrefillOrder,
+    /// Tokens computed so far (prefill and decode).
+    clock: WorkClock,
+    /// Requests queued so far.
+    arrivals: u64,
 }
 
 impl Replica {
-    pub(super) fn new(profile: &CostProfile) -> Self {
+    pub(super) fn new(profile: &CostProfile, order: PrefillOrder) -> Self {
         Self {
             cache: RadixCache::new(
                 usize::try_from(profile.kv_capacity_blocks).unwrap_or(usize::MAX),
@@ -143,6 +157,9 @@ impl Replica {
             busy: false,
             step_ms: 0.0,
             block_size: profile.block_size,
+            order,
+            clock: WorkClock::default(),
+            arrivals: 0,
         }
     }
 
@@ -217,7 +234,7 @@ impl Replica {
         (self.cache.peek_prefix_len(hashes).min(max_hit), max_hit)
     }
 
-    /// Admits waiting requests in FCFS order while the batch and the KV pages allow, as the
+    /// Admits waiting requests in the prefill order while the batch and the KV pages allow, as the
     /// replica's scheduler does: match and lock the reusable cached prefix, then take pages
     /// for the rest of the prompt and the output, evicting unlocked blocks when free pages
     /// run out (their `Removed` events go to `events`). An idle replica always takes the head
@@ -225,6 +242,9 @@ impl Replica {
     /// a page are not cached).
     fn admit(&mut self, profile: &CostProfile, events: &mut Vec<KvEvent>) {
         let bs = self.block_size;
+        if self.running.len() < profile.max_batch as usize {
+            self.order_waiting();
+        }
         while self.running.len() < profile.max_batch as usize {
             let Some(seq) = self.waiting.front() else {
                 break;
@@ -282,20 +302,14 @@ impl Replica {
             self.busy = false;
             return None;
         }
-        let mut budget = profile.max_prefill_tokens_per_step;
         let mut decode = 0u32;
-        let mut prefill = 0u64;
         for s in &mut self.running {
             s.decoding = s.remaining_prefill == 0;
             s.chunk = 0;
-            if s.decoding {
-                decode += 1;
-            } else if budget > 0 {
-                s.chunk = s.remaining_prefill.min(budget);
-                budget -= s.chunk;
-                prefill += s.chunk as u64;
-            }
+            decode += u32::from(s.decoding);
         }
+        let prefill = self.plan_chunks(profile.max_prefill_tokens_per_step);
+        self.clock.advance(prefill + u64::from(decode));
         self.busy = true;
         self.step_ms = profile.step_ms(decode, prefill);
         Some(self.step_ms)
@@ -361,5 +375,6 @@ fn store(
     ins
 }
 
+mod queue_order;
 #[cfg(test)]
 mod tests;

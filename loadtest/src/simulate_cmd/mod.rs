@@ -3,10 +3,14 @@
 //! stderr) and reports one row / one JSON object per run. With `--regions` every policy
 //! runs on a multi-region cluster (its mode from `@MODE` or `--region-mode`); with
 //! `--rollout-at` every policy runs once per rollout arm; with `--prefill-replicas` once per
-//! role split; with `--kv-tier` once per tier arm (times any of the others).
+//! role split; with `--kv-tier` once per tier arm, with `--replica-order` once per
+//! replica prefill order, and with `--admission` once per gateway admission mode (times any
+//! of the others).
 
+pub mod admission;
 pub mod disagg;
 pub mod load_check;
+pub mod order;
 pub mod progress_ui;
 pub mod regions;
 pub mod rollout;
@@ -97,7 +101,14 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Vec<RunReport>> {
         rollout: None,
         disagg: None,
         tier: None,
+        prefill_order: router_policy::PrefillOrder::default(),
+        admission: None,
     };
+    let orders = args.order.arms();
+    let admissions = admission::arms(&args.admission, &workload, args.seed)?;
+    if !admissions.is_empty() && (!arms.is_empty() || !splits.is_empty()) {
+        bail!("--admission cannot be combined with --rollout-at or --prefill-replicas");
+    }
     let oracle = args.oracle.then(|| {
         let seed = HashNamespace::new(cfg.checkpoint.clone()).root_seed();
         let mut h = PromptHasher::new(seed, BlockSize(cfg.profile.block_size));
@@ -148,6 +159,28 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Vec<RunReport>> {
                 })
                 .collect()
         };
+        let variants: Vec<SimConfig> = variants
+            .iter()
+            .flat_map(|v| {
+                orders.iter().map(|&o| SimConfig {
+                    prefill_order: o,
+                    ..v.clone()
+                })
+            })
+            .collect();
+        let variants: Vec<SimConfig> = if admissions.is_empty() {
+            variants
+        } else {
+            variants
+                .iter()
+                .flat_map(|v| {
+                    admissions.iter().map(|a| SimConfig {
+                        admission: Some(a.clone()),
+                        ..v.clone()
+                    })
+                })
+                .collect()
+        };
         for c in &variants {
             let t = Instant::now();
             let report = simulate_policy(name, &workload, c, args, oracle)?;
@@ -171,6 +204,8 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<Vec<RunReport>> {
         window_table::render(&rows),
         disagg_table::render(&rows),
         tier_table::render(&rows),
+        order::render(&rows),
+        admission::render(&rows),
     ] {
         if !extra.is_empty() {
             println!("{extra}");
@@ -216,6 +251,12 @@ pub fn simulate_policy(
     if tier_run {
         label = format!("{label}/{}", tier::arm_label(cfg.tier.as_ref()));
     }
+    if args.order.labelled() {
+        label = format!("{label}/{}", cfg.prefill_order.name());
+    }
+    if let Some(a) = &cfg.admission {
+        label = format!("{label}/{}", a.mode.as_str());
+    }
     if let PolicyConfig::Random { seed } = &mut pc {
         *seed = mix(&[args.seed, 0x0BAD_5EED]);
     }
@@ -238,6 +279,17 @@ pub fn simulate_policy(
     }
     if tier_run {
         tier::label_tier(&mut summary, cfg.tier.as_ref(), &outcome.records);
+    }
+    if let Some(a) = &cfg.admission {
+        admission::label_admission(&mut summary, a, &outcome.records);
+    }
+    if args.order.labelled() {
+        order::label_order(
+            &mut summary,
+            cfg.prefill_order,
+            &cfg.profile,
+            &outcome.records,
+        );
     }
     Ok(RunReport {
         summary,

@@ -49,6 +49,16 @@ pub struct ServeArgs {
     /// is admitted in arrival order.
     #[arg(long, default_value_t = 16)]
     pub fairness_steps: u64,
+    /// The order prefills are served in: `shortest` (default) ranks running prefills and
+    /// waiting requests by uncached prompt tokens, aged by `--prefill-slack`, so a short
+    /// prompt is not stuck behind a long one's whole prefill; `fcfs` serves running
+    /// prefills oldest first and admits by cached prefix within `--fairness-steps`.
+    #[arg(long, value_enum, default_value = "shortest")]
+    pub prefill_order: PrefillOrderArg,
+    /// Aging of `--prefill-order shortest`: once the replica has computed this many times
+    /// a request's uncached prompt since it arrived, no later arrival goes before it.
+    #[arg(long, default_value_t = router_policy::prefill_order::DEFAULT_SLACK)]
+    pub prefill_slack: u32,
     /// Role in a prefill/decode split: `both` (default) prefills and decodes; `prefill`
     /// serves prompts' KV to decode replicas (`POST /v1/kv/prefill`); `decode` fetches the
     /// KV of the prefill replica the gateway names, then decodes. Every role still answers
@@ -179,6 +189,8 @@ impl ServeArgs {
             region: None,
             checkpoint_id: None,
             fairness_steps: 16,
+            prefill_order: PrefillOrderArg::Shortest,
+            prefill_slack: router_policy::prefill_order::DEFAULT_SLACK,
             fault_nan_logits_after: None,
             role: warmpath_core::ReplicaRole::Both,
             kv_transfer_timeout_ms: 30_000,
@@ -349,5 +361,24 @@ mod tests {
         a.kv_store = None;
         let e = a.validate().unwrap_err().to_string();
         assert!(e.contains("rediss://"), "{e}");
+    }
+}
+
+/// `--prefill-order`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PrefillOrderArg {
+    /// First come, first served.
+    Fcfs,
+    /// Shortest uncached prefill first, aged.
+    Shortest,
+}
+
+impl ServeArgs {
+    /// The scheduler's prefill order from `--prefill-order` and `--prefill-slack`.
+    pub fn prefill_order(&self) -> router_policy::PrefillOrder {
+        match self.prefill_order {
+            PrefillOrderArg::Fcfs => router_policy::PrefillOrder::Fcfs,
+            PrefillOrderArg::Shortest => router_policy::PrefillOrder::shortest(self.prefill_slack),
+        }
     }
 }

@@ -35,6 +35,7 @@ impl Sim<'_> {
                 }
                 Job::Request(i) => {
                     self.complete(i, ri, &s);
+                    self.release_slot(now);
                     if closed {
                         self.issue_closed(now);
                     }

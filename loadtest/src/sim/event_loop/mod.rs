@@ -4,6 +4,7 @@
 //! completions in [`finish`], split requests (prefill/decode disaggregation) in [`split`],
 //! shared-tier lookups in [`tier`].
 
+mod admit;
 mod finish;
 mod route;
 mod split;
@@ -94,6 +95,10 @@ struct Sim<'a> {
     epoch: Epoch,
     /// The shared KV tier, when on.
     tier: Option<SharedStore>,
+    /// Requests waiting at the gateway (with admission).
+    gate: Option<super::admission::GatewayQueue>,
+    /// Requests admitted by the gateway and not finished (with admission).
+    admitted: usize,
 }
 
 /// Runs the workload through policy `pc` (validated) on the simulated cluster.
@@ -129,7 +134,9 @@ pub fn simulate_with(
         checkpoints,
         block_size,
         queue: EventQueue::default(),
-        replicas: (0..n).map(|_| Replica::new(&cfg.profile)).collect(),
+        replicas: (0..n)
+            .map(|_| Replica::new(&cfg.profile, cfg.prefill_order))
+            .collect(),
         kv_seq: vec![SeqNo(0); n],
         router: Router::new(cfg, pc, &per_replica),
         rollout: cfg
@@ -148,6 +155,11 @@ pub fn simulate_with(
         events: 0,
         epoch: Epoch(1),
         tier: cfg.tier.map(SharedStore::new),
+        gate: cfg
+            .admission
+            .as_ref()
+            .map(super::admission::GatewayQueue::new),
+        admitted: 0,
     };
     sim.run(progress);
     let prewarm_done_ms = sim.rollout.as_ref().and_then(|r| r.prewarm_done_at);

@@ -21,7 +21,9 @@ impl Sim<'_> {
         }
     }
 
-    pub(super) fn arrive(&mut self, now: f64, i: usize) {
+    /// Routes request `i` at `now` (it reached the gateway at `arrived`: its TTFT counts
+    /// from then) and hands it to the chosen replica.
+    pub(super) fn route_request(&mut self, now: f64, i: usize, arrived: f64) {
         let spec = &self.workload.requests[i];
         let ck = match &mut self.rollout {
             Some(r) => r.checkpoint_for(spec, self.block_size, now),
@@ -45,7 +47,7 @@ impl Sim<'_> {
                 self.records[i] = Some(RequestRecord {
                     id: spec.id,
                     group: spec.group,
-                    start_ms: now,
+                    start_ms: arrived,
                     prompt_tokens,
                     origin_region: origin.map(|(g, o)| g.names[o.get()].clone()),
                     class: spec.class,
@@ -57,6 +59,7 @@ impl Sim<'_> {
                 if matches!(self.workload.shape, LoadShape::Closed { .. }) {
                     self.issue_closed(now);
                 }
+                self.release_slot(now);
                 return;
             }
         };
@@ -71,7 +74,7 @@ impl Sim<'_> {
             hashes,
             prompt_tokens,
             spec.output_tokens,
-            now,
+            arrived,
         );
         match decision.explanation.prefill {
             Some(p) => self.dispatch_split(now, gateway, decision.replica, p.replica, seq),
@@ -119,7 +122,7 @@ impl Sim<'_> {
 
     /// Puts `seq` in replica `ri`'s queue and starts a step if it is idle.
     pub(super) fn enqueue(&mut self, now: f64, ri: usize, seq: Seq) {
-        self.replicas[ri].waiting.push_back(seq);
+        self.replicas[ri].enqueue(seq);
         if !self.replicas[ri].busy {
             self.start_step(now, ri);
         }

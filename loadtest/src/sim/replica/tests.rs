@@ -37,7 +37,7 @@ fn drain(r: &mut Replica, p: &CostProfile, now: &mut f64) -> (Vec<Seq>, Vec<KvEv
 #[test]
 fn chunked_prefill_then_decode_timeline() {
     let p = profile(100);
-    let mut r = Replica::new(&p);
+    let mut r = Replica::new(&p, PrefillOrder::Fcfs);
     // 12 prompt tokens (3 full blocks), 3 output tokens.
     r.waiting
         .push_back(Seq::new(Job::Request(0), chain(&[1, 2, 3]), 12, 3, 0.0));
@@ -63,7 +63,7 @@ fn chunked_prefill_then_decode_timeline() {
 #[test]
 fn cached_prefix_is_reused_and_lru_evicts_to_admit() {
     let p = profile(8);
-    let mut r = Replica::new(&p);
+    let mut r = Replica::new(&p, PrefillOrder::Fcfs);
     let mut now = 0.0;
     r.waiting
         .push_back(Seq::new(Job::Request(0), chain(&[1, 2, 3]), 12, 1, 0.0));
@@ -105,7 +105,7 @@ fn cached_prefix_is_reused_and_lru_evicts_to_admit() {
 #[test]
 fn tier_import_caches_only_the_loaded_run_and_counts_as_a_hit() {
     let p = profile(100);
-    let mut r = Replica::new(&p);
+    let mut r = Replica::new(&p, PrefillOrder::Fcfs);
     let mut now = 0.0;
     // 4 full blocks + 2 tokens; the tier delivered blocks 0..3 (the fourth is computed).
     let mut seq = Seq::new(Job::Request(0), chain(&[1, 2, 3, 4]), 18, 1, 0.0);
@@ -135,4 +135,34 @@ fn tier_import_caches_only_the_loaded_run_and_counts_as_a_hit() {
         }]
     );
     assert_eq!(r.cache.cached_blocks(), 4);
+}
+
+#[test]
+fn shortest_order_serves_a_short_prompt_beside_a_long_prefill_first() {
+    // A 40-token prompt prefills 8 tokens a step (8 ms); a 4-token prompt arrives after two
+    // steps. FCFS: the short one waits for the long prefill. Shortest: it takes the next
+    // step alone (4 ms), and the long one finishes one short step later.
+    let p = profile(100);
+    let mut got = Vec::new();
+    for order in [PrefillOrder::Fcfs, PrefillOrder::default()] {
+        let mut r = Replica::new(&p, order);
+        let mut now = 0.0;
+        let long = chain(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+        r.enqueue(Seq::new(Job::Request(0), long, 40, 1, 0.0));
+        let mut ev = Vec::new();
+        for _ in 0..2 {
+            now += r.plan_step(&p, &mut ev).unwrap();
+            assert!(r.finish_step(now).completed.is_empty());
+        }
+        r.enqueue(Seq::new(Job::Request(1), chain(&[20]), 4, 1, now));
+        let (done, _) = drain(&mut r, &p, &mut now);
+        let ttft = |job| {
+            done.iter()
+                .find(|s| s.job == job)
+                .map(|s| s.first_token_ms)
+                .unwrap()
+        };
+        got.push((ttft(Job::Request(0)), ttft(Job::Request(1))));
+    }
+    assert_eq!(got, vec![(40.0, 44.0), (44.0, 20.0)]);
 }

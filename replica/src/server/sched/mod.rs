@@ -2,10 +2,14 @@
 //!
 //! Each [`Scheduler::schedule`] call plans one engine step under a token budget:
 //! 1. running sequences that decode (one token each), oldest first;
-//! 2. running sequences still prefilling, in chunks that fit the remaining budget;
-//! 3. waiting sequences, longest cached prefix first, except that a sequence passed over
-//!    for `fairness_steps` steps (or preempted) goes first in arrival order, up to the
-//!    cap on running sequences.
+//! 2. under `PrefillOrder::Fcfs`: running sequences still prefilling, oldest first, in
+//!    chunks that fit the remaining budget; then waiting sequences, longest cached prefix
+//!    first, except that a sequence passed over for `fairness_steps` steps (or preempted)
+//!    goes first in arrival order, up to the cap on running sequences;
+//! 3. under `PrefillOrder::Shortest` (the default) instead: running prefills and waiting
+//!    sequences in one order, shortest uncached prefill first, aged on a work clock
+//!    (`router_policy::prefill_order`, the simulator's rule too), so a short prompt is not
+//!    stuck behind a long prompt's whole prefill ([`ordered`]).
 //!
 //! When a running sequence needs a page and none can be had (even after evicting unlocked
 //! cached blocks), the newest running sequence is preempted by recompute: its pages are
@@ -13,12 +17,16 @@
 //! After the engine ran the step, [`Scheduler::complete`] advances the sequences and
 //! caches the blocks they filled; the caller then drains the cache events.
 
+mod ordered;
 mod seq;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_ordered;
 
 pub use seq::{SeqId, Sequence};
 
+use router_policy::prefill_order::{PrefillOrder, WorkClock};
 use std::collections::VecDeque;
 use warmpath_core::BlockSize;
 use warmpath_kv_cache::{Inserted, RadixCache};
@@ -32,8 +40,10 @@ pub struct SchedConfig {
     pub token_budget: usize,
     /// Sequences in the running batch.
     pub max_running: usize,
-    /// Steps after which a waiting sequence is admitted in arrival order.
+    /// Steps after which a waiting sequence is admitted in arrival order (FCFS order).
     pub fairness_steps: u64,
+    /// The order prefills are served in.
+    pub order: PrefillOrder,
 }
 
 /// One sequence's share of a step: compute tokens `start..start+len`.
@@ -79,6 +89,10 @@ pub struct Scheduler<P> {
     step: u64,
     admissions: u64,
     stats: SchedStats,
+    /// Tokens computed in planned steps (the prefill order's aging clock).
+    clock: WorkClock,
+    /// Sequences added so far.
+    arrivals: u64,
 }
 
 impl<P> Scheduler<P> {
@@ -92,12 +106,17 @@ impl<P> Scheduler<P> {
             step: 0,
             admissions: 0,
             stats: SchedStats::default(),
+            clock: WorkClock::default(),
+            arrivals: 0,
         }
     }
 
     /// Queues a new sequence.
     pub fn add(&mut self, mut seq: Sequence<P>) {
         seq.arrival_step = self.step;
+        seq.arrival_work = self.clock.0;
+        seq.arrival_no = self.arrivals;
+        self.arrivals += 1;
         self.waiting.push_back(seq);
     }
 
@@ -154,8 +173,13 @@ impl<P> Scheduler<P> {
             preempted: 0,
         };
         let mut budget = self.cfg.token_budget;
-        // Pass 1 decodes, pass 2 prefill chunks; both oldest first.
-        for decode_pass in [true, false] {
+        // Pass 1 decodes, pass 2 prefill chunks; both oldest first (FCFS).
+        let passes: &[bool] = if self.cfg.order == PrefillOrder::Fcfs {
+            &[true, false]
+        } else {
+            &[true]
+        };
+        for &decode_pass in passes {
             let mut order: Vec<(u64, SeqId)> = self
                 .running
                 .iter()
@@ -170,9 +194,13 @@ impl<P> Scheduler<P> {
                 self.plan_running(id, &mut budget, &mut plan);
             }
         }
-        if plan.preempted == 0 {
+        if self.cfg.order != PrefillOrder::Fcfs {
+            self.plan_prefills_ordered(&mut budget, &mut plan);
+        } else if plan.preempted == 0 {
             self.admit(&mut budget, &mut plan);
         }
+        let computed: usize = plan.items.iter().map(|it| it.len).sum();
+        self.clock.advance(computed as u64);
         plan
     }
 

@@ -26,6 +26,10 @@ pub struct Sequence<P> {
     pub(crate) cached_tokens: Option<usize>,
     /// Scheduler step at which it arrived.
     pub(crate) arrival_step: u64,
+    /// The scheduler's work clock when it arrived (the prefill order's aging).
+    pub(crate) arrival_work: u64,
+    /// Arrival number (ties in the prefill order go to the earlier).
+    pub(crate) arrival_no: u64,
     /// Admission counter value (newest admitted = largest).
     pub(crate) admitted: u64,
     pub(crate) preempted: u32,
@@ -54,6 +58,8 @@ impl<P> Sequence<P> {
             nodes: Vec::new(),
             cached_tokens: None,
             arrival_step: 0,
+            arrival_work: 0,
+            arrival_no: 0,
             admitted: 0,
             preempted: 0,
             extra,

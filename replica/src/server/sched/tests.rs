@@ -3,12 +3,13 @@ use warmpath_core::{CacheSalt, CheckpointId, HashNamespace, RootSeed, TokenId};
 
 const BS: u32 = 4;
 
-fn cfg(budget: usize, max_running: usize) -> SchedConfig {
+pub(super) fn cfg(budget: usize, max_running: usize) -> SchedConfig {
     SchedConfig {
         block_size: BlockSize(BS),
         token_budget: budget,
         max_running,
         fairness_steps: 4,
+        order: PrefillOrder::Fcfs,
     }
 }
 
@@ -18,14 +19,14 @@ fn seed(salt: Option<&str>) -> RootSeed {
         .root_seed()
 }
 
-fn seq(id: u64, prompt: &[u32], salt: Option<&str>) -> Sequence<usize> {
+pub(super) fn seq(id: u64, prompt: &[u32], salt: Option<&str>) -> Sequence<usize> {
     let toks = prompt.iter().map(|&t| TokenId(t)).collect();
     Sequence::new(SeqId(id), toks, seed(salt), BlockSize(BS), 0)
 }
 
 /// Runs steps until idle; every sequence generates `gen` tokens (token = position).
 /// Returns (id, cached_tokens, generated) in finishing order.
-fn run(s: &mut Scheduler<usize>, gen: usize) -> Vec<(u64, usize, Vec<u32>)> {
+pub(super) fn run(s: &mut Scheduler<usize>, gen: usize) -> Vec<(u64, usize, Vec<u32>)> {
     let mut done = Vec::new();
     for _ in 0..10_000 {
         if s.is_idle() {

@@ -173,6 +173,8 @@ pub struct WorkerConfig {
     pub max_running: usize,
     /// Fairness bound in steps.
     pub fairness_steps: u64,
+    /// The order prefills are served in.
+    pub prefill_order: router_policy::PrefillOrder,
     /// Compute device (`cpu` or `cuda:N`).
     pub device: warmpath_engine::Device,
     /// Test hook (`--fault-nan-logits-after`): see [`NanFault`].
@@ -279,6 +281,7 @@ pub async fn spawn(
                     token_budget: cfg.token_budget,
                     max_running: cfg.max_running,
                     fairness_steps: cfg.fairness_steps,
+                    order: cfg.prefill_order,
                 },
                 RadixCache::new(facts.kv_pages),
             );
