@@ -66,6 +66,15 @@ fn config_keys() -> BTreeSet<String> {
     )
     .unwrap();
     walk("", &serde_json::to_value(&pools).unwrap(), &mut keys);
+    // Pools that discover their upstreams, one per source, every key set.
+    let discovered = Config::from_yaml(
+        "pools:\n  - name: k\n    engine: vllm\n    discovery: {kubernetes: {namespace: n, \
+         service: s, port: 8000}}\n  - name: i\n    engine: vllm\n    discovery: {kubernetes: \
+         {inference_pool: p}}\n  - name: d\n    engine: openai\n    discovery: {dns: {name: \
+         localhost, port: 8000, interval_ms: 1000}}\n",
+    )
+    .unwrap();
+    walk("", &serde_json::to_value(&discovered).unwrap(), &mut keys);
     // Regions and a rollout, every key set (both are absent by default).
     let regional = Config::from_yaml(
         "regions: {home: eu, mode: spill, rtt: [{a: eu, b: us, ms: 70}], unknown_rtt_ms: 200, \
