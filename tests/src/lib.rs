@@ -11,6 +11,7 @@ pub mod fixtures;
 pub mod fleet;
 pub mod http;
 pub mod k8s_api;
+pub mod k8s_check;
 pub mod llamacpp;
 pub mod mock;
 pub mod netns;

@@ -9,42 +9,8 @@
 
 #![allow(clippy::unwrap_used)]
 
-use serde::Deserialize;
 use serde_yaml::Value;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// Runs the check script on `dir`; the rendered objects, or the script's error output.
-fn check(dir: &Path) -> Result<Vec<Value>, String> {
-    let out = Command::new(root().join("scripts/k8s-check.sh"))
-        .arg(dir)
-        .output()
-        .expect("run scripts/k8s-check.sh (needs python3 with venv: scripts/ci-deps.sh)");
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
-    }
-    let path = String::from_utf8(out.stdout).unwrap();
-    let text = std::fs::read_to_string(path.trim()).unwrap();
-    let _ = std::fs::remove_file(path.trim());
-    Ok(serde_yaml::Deserializer::from_str(&text)
-        .map(|d| Value::deserialize(d).unwrap())
-        .collect())
-}
-
-fn object<'a>(objs: &'a [Value], kind: &str, name: &str) -> &'a Value {
-    objs.iter()
-        .find(|o| {
-            o["kind"] == kind
-                && o["metadata"]["name"]
-                    .as_str()
-                    .is_some_and(|n| n.starts_with(name))
-        })
-        .unwrap_or_else(|| panic!("no {kind} {name}"))
-}
+use warmpath_e2e::k8s_check::{check, object, root};
 
 fn secret_value(objs: &[Value], key: &str) -> String {
     use base64::Engine;
