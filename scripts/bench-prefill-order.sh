@@ -14,7 +14,8 @@
 #
 # Knobs (environment): ROUNDS (5), LONG_TOKENS (6000), BUDGETS ("512 128": each a replica
 # `--token-budget`), ORDERS ("fcfs shortest"), REPLICA_THREADS (1), KV_MEMORY (1GiB), MODEL,
-# SKIP_BUILD, START_TIMEOUT, OUT_DIR.
+# SKIP_BUILD, START_TIMEOUT, OUT_DIR, REPLICA_ARGS (more `replica serve` flags, e.g.
+# "--step-target-ms 0").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -44,7 +45,8 @@ fi
 
 for budget in $BUDGETS; do
   for order in $ORDERS; do
-    start_replica "$order-$budget" --prefill-order "$order" --token-budget "$budget"
+    # shellcheck disable=SC2086 # REPLICA_ARGS: words, e.g. "--step-target-ms 100"
+    start_replica "$order-$budget" --prefill-order "$order" --token-budget "$budget" ${REPLICA_ARGS:-}
     python3 - "$OUT_DIR/rows.jsonl" "$ROUNDS" "$LONG_TOKENS" "$MODEL_ID" "$REPLICA_URL" \
       "$order" "$budget" <<'PY'
 import json, random, statistics as st, sys, threading, time, urllib.request

@@ -13,6 +13,8 @@
 #
 #   BODY=long scripts/gateway-instructions.sh   # the long body (25 KB shared system prompt)
 #   BODY=stream scripts/gateway-instructions.sh # the short body with "stream":true (SSE reply)
+#   KEEP_CG=DIR scripts/gateway-instructions.sh # also keeps each proxy's callgrind profile
+#       as DIR/callgrind.{gateway,passthrough}, for callgrind_annotate
 #   BIN_DIR=DIR scripts/gateway-instructions.sh # binaries built before (DIR/gateway,
 #       DIR/examples/{passthrough,fixed_upstream}): counts another build without building
 #
@@ -73,6 +75,7 @@ measure() {
   kill "$pid"; wait "$pid" 2>/dev/null || true
   local file total allocs
   file=$(ls -t "$WORK"/cg."$name".* | head -1)
+  [ -z "${KEEP_CG:-}" ] || cp "$file" "$KEEP_CG/callgrind.$name"
   total=$(callgrind_annotate "$file" | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
   # Allocations: calls into mimalloc's entry points (every Rust allocation goes through
   # mi_malloc_aligned or mi_zalloc_aligned), summed over the callers listed above each entry

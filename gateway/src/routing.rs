@@ -63,6 +63,10 @@ pub(crate) struct DecisionRecord {
     /// How long it waited in its tenant's flow queue for a slot, milliseconds (why it
     /// waited: every replica it could use was at `admission.max_in_flight_per_replica`).
     pub queued_ms: u64,
+    /// Why it was refused after this decision, so it reached no replica: the error code
+    /// (`deadline_unmeetable`, `tenant_queue_full`, `overloaded`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shed: Option<&'static str>,
     /// The stream's seams: each time it moved to another replica mid-stream.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub migrations: Vec<Seam>,
@@ -167,6 +171,12 @@ impl Router {
         let mut g = self.inner.lock();
         let Inner { policy, index } = &mut *g;
         router_policy::disagg::select(policy.as_mut(), cfg, req, view, index)
+    }
+
+    /// Takes back what the policy counted for `decision`, whose request was not sent
+    /// ([`router_policy::Policy::withdraw`]).
+    pub(crate) fn withdraw(&self, decision: &Decision, now: Millis) {
+        self.inner.lock().policy.withdraw(decision, now);
     }
 
     /// Records the final choice in the approximate index.

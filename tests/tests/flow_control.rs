@@ -260,6 +260,20 @@ fn an_objective_the_wait_uses_up_is_shed_with_503_but_batch_waits() {
         &["tenant=\"t\"", "class=\"interactive\""],
     );
     assert_eq!(shed, 1.0);
+    // The decision log shows it, and why: shed after its decision, sent nowhere.
+    let log = gw.admin_get("/admin/decisions").unwrap().json().unwrap();
+    let sheds: Vec<_> = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d.get("shed").is_some())
+        .collect();
+    assert_eq!(sheds.len(), 1, "{log:#}");
+    assert_eq!(sheds[0]["shed"], "deadline_unmeetable");
+    assert!(
+        sheds[0]["queued_ms"].as_u64().unwrap() > 0,
+        "it waited first: {log:#}"
+    );
     let bad = send(&gw, "key-t", "bad", &[("x-slo-ttft-ms", "soon")])
         .join()
         .unwrap();

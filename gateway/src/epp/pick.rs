@@ -125,16 +125,17 @@ pub(crate) async fn pick(
         }
     }
     let (plan, mut order) = route(state, &tenant, prepared, endpoint, &parsed, model.clone())?;
-    let slot = hold_slot(state, &mut order, &plan, &tenant, &admission.flow).await?;
+    let request_id = head
+        .request_id
+        .clone()
+        .unwrap_or_else(|| http::HeaderValue::from_static("epp"));
+    let who = (&request_id, "");
+    let slot = hold_slot(state, &mut order, &plan, &tenant, (&admission.flow, who)).await?;
     admission.flow.queued_ms = plan.decided.elapsed().as_millis() as u64;
     let now = state.millis_at(Instant::now());
     state
         .router
         .record_routed(slot.replica().id, &plan.hashes, now);
-    let request_id = head
-        .request_id
-        .clone()
-        .unwrap_or_else(|| http::HeaderValue::from_static("epp"));
     record(state, &plan, &tenant, &request_id, "", &admission.flow);
     let replicas: Vec<Arc<Replica>> = std::iter::once(slot.replica().clone())
         .chain(order.untried().iter().cloned())

@@ -203,7 +203,8 @@ pub(crate) async fn decide(
     }
     let (mut plan, mut order) = route(state, tenant, prepared, endpoint, &parsed, model)?;
     super::responses::pin(state, ctx, &mut plan, &mut order);
-    let slot = hold_slot(state, &mut order, &plan, tenant, &ctx.admission.flow).await?;
+    let who = (&ctx.id.header, ctx.read.api);
+    let slot = hold_slot(state, &mut order, &plan, tenant, (&ctx.admission.flow, who)).await?;
     let upstream = slot.replica();
     if let Some(adapter) = upstream.upstream.namespace.adapter(&plan.model) {
         // Its engine loads the adapter for this request: the next one for it goes there.
@@ -370,12 +371,15 @@ mod tests {
         assert_eq!(state.router.recent(100).len(), 2);
         assert_eq!(decisions_counted(&state), 2);
 
-        // One slot per replica: the second request is shed (503) after routing, unrecorded.
+        // One slot per replica: the second request is shed (503) after routing: not
+        // counted as routed, and in the decision log only as shed, with why.
         let state = self::state(&rt, TenantLimits::default(), 1);
         let (ok, rejected) = run(&state, &rt, 2);
         assert_eq!((ok.len(), rejected.len()), (1, 1));
         assert!(matches!(rejected[0], GatewayError::Overloaded { .. }));
-        assert_eq!(state.router.recent(100).len(), 1);
+        let log = state.router.recent(100);
+        let shed: Vec<_> = log.iter().map(|r| r.shed).collect();
+        assert_eq!(shed, [None, Some("overloaded")]);
         assert_eq!(decisions_counted(&state), 1);
     }
 

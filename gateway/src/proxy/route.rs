@@ -187,6 +187,19 @@ pub(crate) fn record(
         plan.decision.explanation.branch,
     )
     .inc();
+    log_entry(state, plan, tenant, (request_id, api), flow, None);
+}
+
+/// The decision log's entry for `plan`; `shed`: the error code of a request refused
+/// after its decision (it reached no replica).
+fn log_entry(
+    state: &AppState,
+    plan: &Plan,
+    tenant: &Tenant,
+    (request_id, api): (&http::HeaderValue, &'static str),
+    flow: &FlowRequest,
+    shed: Option<&'static str>,
+) {
     state.router.log_decision(DecisionRecord {
         request_id: request_id.clone(),
         unix_ms: std::time::SystemTime::now()
@@ -206,6 +219,7 @@ pub(crate) fn record(
         decision: plan.decision.clone(),
         class: flow.class.as_str(),
         queued_ms: flow.queued_ms,
+        shed,
         migrations: Vec::new(),
     });
 }
@@ -216,8 +230,51 @@ pub(crate) fn record(
 /// when the tenant's queue is full, 503 when the gateway's is, when the wait times out,
 /// or when the TTFT objective cannot be met. An interactive request whose objective the
 /// `warm` prediction already misses is shed at once. Nothing reaches a replica until a
-/// slot is held.
+/// slot is held. A request that gets no slot (refused, or its client gone while it
+/// waited) takes back the work the policy counted for it
+/// ([`crate::routing::Router::withdraw`]); one refused is in the decision log with why
+/// (`shed`, under `who`: its request id and API), and not in the routing metrics.
 pub(crate) async fn hold_slot(
+    state: &AppState,
+    order: &mut TryOrder,
+    plan: &Plan,
+    tenant: &Tenant,
+    (flow, who): (&FlowRequest, (&http::HeaderValue, &'static str)),
+) -> Result<Slot, GatewayError> {
+    let mut unsent = Unsent {
+        state,
+        plan,
+        armed: true,
+    };
+    let held = wait_for_slot(state, order, plan, tenant, flow).await;
+    unsent.armed = held.is_err();
+    if let Err(e) = &held {
+        let waited = FlowRequest {
+            queued_ms: plan.decided.elapsed().as_millis() as u64,
+            ..*flow
+        };
+        log_entry(state, plan, tenant, who, &waited, Some(e.code()));
+    }
+    held
+}
+
+/// Withdraws its plan's decision when dropped armed: before the request held a slot.
+struct Unsent<'a> {
+    state: &'a AppState,
+    plan: &'a Plan,
+    armed: bool,
+}
+
+impl Drop for Unsent<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let now = self.state.millis_at(Instant::now());
+            self.state.router.withdraw(&self.plan.decision, now);
+        }
+    }
+}
+
+async fn wait_for_slot(
     state: &AppState,
     order: &mut TryOrder,
     plan: &Plan,

@@ -5,6 +5,10 @@ use clap::Args;
 use std::fmt;
 use std::str::FromStr;
 
+/// `--step-target-ms` on the CPU when not given: a short chat beside a long prefill then
+/// waits about this long for the step in flight (BENCHMARKS.md section 33).
+pub const DEFAULT_CPU_STEP_TARGET_MS: u64 = 50;
+
 /// Arguments of `replica serve`.
 #[derive(Args, Clone, Debug)]
 pub struct ServeArgs {
@@ -33,6 +37,14 @@ pub struct ServeArgs {
     /// Tokens computed per engine step (decode tokens plus prefill chunks).
     #[arg(long, default_value_t = 512)]
     pub token_budget: usize,
+    /// Target time of an engine step with prefill work, in milliseconds: prefills are
+    /// chunked to the measured prefill rate times this (at least 8 tokens, at most
+    /// `--token-budget`), so a short request that arrives while a long prompt prefills
+    /// waits about one such step for its own. Default: 50 on `cpu`, where a step's time
+    /// grows with its tokens; off on `cuda`, where it barely does (the token budget bounds
+    /// chunks there). 0 turns it off.
+    #[arg(long)]
+    pub step_target_ms: Option<u64>,
     /// Compute threads (0 = the engine's default).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
@@ -185,6 +197,7 @@ impl ServeArgs {
             block_size: 16,
             max_running: 32,
             token_budget: 512,
+            step_target_ms: None,
             threads: 0,
             region: None,
             checkpoint_id: None,
@@ -218,6 +231,16 @@ impl ServeArgs {
         d.check_compiled()
             .map_err(|e| ServerError::Config(e.to_string()))?;
         Ok(d)
+    }
+
+    /// `--step-target-ms`, with the device's default; `None` when off.
+    pub fn step_target(&self) -> Result<Option<std::time::Duration>, ServerError> {
+        let ms = match self.step_target_ms {
+            Some(ms) => ms,
+            None if self.device()? == warmpath_engine::Device::Cpu => DEFAULT_CPU_STEP_TARGET_MS,
+            None => 0,
+        };
+        Ok((ms > 0).then(|| std::time::Duration::from_millis(ms)))
     }
 
     /// Checks values clap cannot.

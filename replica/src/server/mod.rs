@@ -144,6 +144,7 @@ pub async fn start(args: ServeArgs) -> Result<ServerHandle, ServerError> {
         max_running: args.max_running,
         fairness_steps: args.fairness_steps,
         prefill_order: args.prefill_order(),
+        step_target: args.step_target()?,
         device: args.device()?,
         fault_nan_logits_after: args.fault_nan_logits_after,
         checkpoint_id: args.checkpoint_id.clone(),

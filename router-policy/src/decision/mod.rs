@@ -51,4 +51,9 @@ pub struct Decision {
     pub predicted_cached_blocks: u32,
     /// Why.
     pub explanation: Explanation,
+    /// Prefill work (ms) the policy counted against `replica` for this request (`warm`
+    /// keeps a backlog per replica; 0 for the others): what [`crate::Policy::withdraw`]
+    /// takes back when the request is not sent after all.
+    #[serde(skip)]
+    pub charged_ms: f64,
 }

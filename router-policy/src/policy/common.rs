@@ -89,6 +89,7 @@ pub(crate) fn decide(
         replica,
         fallbacks,
         predicted_cached_blocks,
+        charged_ms: 0.0,
         explanation: Explanation {
             policy,
             branch,

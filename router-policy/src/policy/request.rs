@@ -39,6 +39,14 @@ pub trait Policy: Send {
         view: &ClusterView,
         index: &PrefixIndex,
     ) -> Result<Decision, RouteError>;
+
+    /// Takes back what [`Policy::select`] counted for a decision whose request was not
+    /// sent after all (shed at admission, refused by its queue): `decision.charged_ms` of
+    /// work on `decision.replica`, as of `now`. Policies that count nothing keep the
+    /// default, which does nothing.
+    fn withdraw(&mut self, decision: &Decision, now: Millis) {
+        let _ = (decision, now);
+    }
 }
 
 /// Checks that a float parameter is finite and within `[lo, hi]`.

@@ -79,7 +79,8 @@ pub(crate) async fn decide(
         prefill: None,
     };
     let mut order = TryOrder::new(order);
-    let slot = hold_slot(state, &mut order, &plan, tenant, &ctx.admission.flow).await?;
+    let who = (&ctx.id.header, ctx.read.api);
+    let slot = hold_slot(state, &mut order, &plan, tenant, (&ctx.admission.flow, who)).await?;
     ctx.admission.flow.queued_ms = plan.decided.elapsed().as_millis() as u64;
     record(
         state,

@@ -90,6 +90,7 @@ pub(crate) fn by_load(
         replica: healthy[order[0]].id,
         fallbacks: order[1..].iter().map(|&i| healthy[i].id).collect(),
         predicted_cached_blocks: 0,
+        charged_ms: 0.0,
         explanation: Explanation {
             policy: POLICY,
             branch: Branch::LeastLoaded,

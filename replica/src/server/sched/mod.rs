@@ -93,6 +93,8 @@ pub struct Scheduler<P> {
     clock: WorkClock,
     /// Sequences added so far.
     arrivals: u64,
+    /// Most prompt tokens a step may prefill ([`Scheduler::set_prefill_cap`]).
+    prefill_cap: usize,
 }
 
 impl<P> Scheduler<P> {
@@ -108,7 +110,15 @@ impl<P> Scheduler<P> {
             stats: SchedStats::default(),
             clock: WorkClock::default(),
             arrivals: 0,
+            prefill_cap: usize::MAX,
         }
+    }
+
+    /// Caps the prompt tokens each step prefills (decodes are not capped), below the
+    /// token budget: the worker sets it from the measured prefill rate so that a step
+    /// with prefill work takes about `--step-target-ms` (at least one token).
+    pub fn set_prefill_cap(&mut self, cap: usize) {
+        self.prefill_cap = cap.max(1);
     }
 
     /// Queues a new sequence.
@@ -180,6 +190,10 @@ impl<P> Scheduler<P> {
             &[true]
         };
         for &decode_pass in passes {
+            if !decode_pass {
+                // Prefills get what the decodes left, up to the prefill cap.
+                budget = budget.min(self.prefill_cap);
+            }
             let mut order: Vec<(u64, SeqId)> = self
                 .running
                 .iter()
@@ -195,6 +209,7 @@ impl<P> Scheduler<P> {
             }
         }
         if self.cfg.order != PrefillOrder::Fcfs {
+            budget = budget.min(self.prefill_cap);
             self.plan_prefills_ordered(&mut budget, &mut plan);
         } else if plan.preempted == 0 {
             self.admit(&mut budget, &mut plan);

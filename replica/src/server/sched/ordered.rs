@@ -61,12 +61,14 @@ impl<P> Scheduler<P> {
         let bs = self.cfg.block_size.get();
         let mut cands = Vec::new();
         let mut keys = Vec::new();
-        for s in self.running.iter().filter(|s| s.pending_prefill() > 0) {
+        // A preempted sequence recomputes its generated tokens too: past its prompt's end
+        // it is still prefilling, not decoding, until one token is left.
+        for s in self.running.iter().filter(|s| s.prefill_left() > 0) {
             cands.push(Cand::Running(s.id));
             keys.push(Candidate {
                 arrival: s.arrival_no,
                 arrival_work: s.arrival_work,
-                remaining: s.pending_prefill() as u64,
+                remaining: s.prefill_left() as u64,
             });
         }
         for (i, s) in self.waiting.iter().enumerate() {

@@ -111,6 +111,16 @@ impl<P> Sequence<P> {
         self.hasher.hashes()
     }
 
+    /// Tokens a running sequence computes before it samples again, when that is more than
+    /// a decode's one: the rest of its prompt, or after a preemption the prompt and the
+    /// tokens it had generated (0 while it decodes).
+    pub fn prefill_left(&self) -> usize {
+        match self.tokens.len().saturating_sub(self.computed) {
+            1 => 0,
+            n => n,
+        }
+    }
+
     /// Prompt tokens not yet computed.
     pub fn pending_prefill(&self) -> usize {
         self.prompt_len.saturating_sub(self.computed)

@@ -132,3 +132,75 @@ fn a_cached_prompt_counts_only_its_uncached_tail() {
     assert_eq!(p.items[0].id, SeqId(3));
     assert_eq!((p.items[0].start, p.items[0].len), (36, 4));
 }
+
+#[test]
+fn the_prefill_cap_chunks_prefills_but_never_decodes() {
+    let long: Vec<u32> = (0..400).collect();
+    let short: Vec<u32> = (1000..1010).collect();
+    for order in [PrefillOrder::Fcfs, PrefillOrder::default()] {
+        let mut s = Scheduler::new(cfg(64, 8, order), RadixCache::new(256));
+        s.set_prefill_cap(16);
+        s.add(seq(1, &short, None));
+        // 10 prompt tokens fit the cap: one step, then decodes.
+        assert_eq!(ids(&step(&mut s, 100)), vec![(1, 10, true)]);
+        s.add(seq(2, &long, None));
+        // The long prompt gets 16 tokens a step beside the decode, whatever the budget.
+        for _ in 0..3 {
+            assert_eq!(ids(&step(&mut s, 100)), vec![(1, 1, true), (2, 16, false)]);
+        }
+        // A cap above the budget leaves the budget in charge.
+        s.set_prefill_cap(1000);
+        assert_eq!(ids(&step(&mut s, 100)), vec![(1, 1, true), (2, 63, false)]);
+        // A cap of 0 still lets a prefill move.
+        s.set_prefill_cap(0);
+        assert_eq!(ids(&step(&mut s, 100)), vec![(1, 1, true), (2, 1, false)]);
+    }
+}
+
+#[test]
+fn every_sequence_finishes_under_a_changing_prefill_cap() {
+    // Small pools preempt: a preempted sequence recomputes its prompt and the tokens it
+    // generated, in chunks that may end past its prompt (it is still prefilling there).
+    for order in [PrefillOrder::Fcfs, PrefillOrder::default()] {
+        let mut preempted = 0;
+        for seed in 0..50u32 {
+            let mut s = Scheduler::new(cfg(512, 32, order), RadixCache::new(24));
+            let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(7);
+            let mut rand = move |n: u32| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                x % n
+            };
+            let mut added = 0u64;
+            for _ in 0..400 {
+                if added < 30 && rand(3) == 0 {
+                    let len = 20 + rand(60);
+                    let p: Vec<u32> = (0..len).map(|i| 1000 * added as u32 + i).collect();
+                    s.add(seq(added, &p, None));
+                    added += 1;
+                }
+                s.set_prefill_cap(1 + rand(40) as usize);
+                step(&mut s, 4);
+            }
+            for _ in 0..2000 {
+                if s.is_idle() {
+                    break;
+                }
+                step(&mut s, 4);
+            }
+            preempted += s.stats().preemptions;
+            let stuck: Vec<_> = s
+                .running
+                .iter()
+                .map(|q| (q.id, q.tokens.len(), q.computed, q.prompt_len))
+                .collect();
+            assert!(
+                s.is_idle(),
+                "{order:?} seed {seed}: never finished: running {stuck:?}, {} waiting",
+                s.waiting.len()
+            );
+        }
+        assert!(preempted > 0, "{order:?}: the pool never ran out");
+    }
+}

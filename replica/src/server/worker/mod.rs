@@ -175,6 +175,11 @@ pub struct WorkerConfig {
     pub fairness_steps: u64,
     /// The order prefills are served in.
     pub prefill_order: router_policy::PrefillOrder,
+    /// Target time of a step with prefill work (`--step-target-ms`): prefills are
+    /// chunked to the measured prefill rate times this (at least [`MIN_PREFILL_CHUNK`]
+    /// tokens), so a request that arrives mid-prefill waits about one such step. `None`:
+    /// chunks are bounded by the token budget only.
+    pub step_target: Option<Duration>,
     /// Compute device (`cpu` or `cuda:N`).
     pub device: warmpath_engine::Device,
     /// Test hook (`--fault-nan-logits-after`): see [`NanFault`].
@@ -186,6 +191,10 @@ pub struct WorkerConfig {
     /// computes goes there.
     pub tier: Option<TierSink>,
 }
+
+/// The smallest prefill chunk `--step-target-ms` makes: below it a step's fixed costs
+/// start to show in the prefill rate.
+pub const MIN_PREFILL_CHUNK: usize = 16;
 
 struct Live {
     sampler: Sampler,
@@ -299,6 +308,7 @@ pub async fn spawn(
                 block_size: cfg.block_size,
                 clear_pending: false,
                 rates: Rates::default(),
+                step_target: cfg.step_target,
                 steps: 0,
                 endings: Vec::new(),
                 fault: NanFault::new(cfg.fault_nan_logits_after),
@@ -339,6 +349,8 @@ struct Loop {
     block_size: BlockSize,
     clear_pending: bool,
     rates: Rates,
+    /// `WorkerConfig::step_target`.
+    step_target: Option<Duration>,
     /// Engine steps run.
     steps: u64,
     /// Last messages of sequences that ended this step, sent once the step is published.
@@ -530,6 +542,10 @@ impl Loop {
         }
         if prefill > 0 {
             self.rates.prefill = ewma(self.rates.prefill, prefill as f64 / dt);
+            if let Some(target) = self.step_target {
+                let cap = (self.rates.prefill * target.as_secs_f64()) as usize;
+                self.sched.set_prefill_cap(cap.max(MIN_PREFILL_CHUNK));
+            }
         }
         if decode > 0 {
             self.rates.decode = ewma(self.rates.decode, decode as f64 / dt);

@@ -173,6 +173,41 @@ fn warm_remembers_the_prefill_it_sent_until_the_next_load_report() {
 }
 
 #[test]
+fn warm_forgets_the_prefill_of_a_request_that_was_never_sent() {
+    // A 2 k-token cold prompt is decided, then shed before it is sent (the gateway's
+    // admission): the replica it was charged to must not look busy to the next prompt.
+    let view = idle(2);
+    let c = ck("m@1");
+    let index = PrefixIndex::default();
+    let a = chain(20, 128);
+    for tag in 21..25 {
+        let b = chain(tag, 128);
+        let at = |ms| RouteRequest {
+            now: Millis(ms),
+            ..req(&c, &b)
+        };
+        let home = warm().select(&at(0), &view, &index).unwrap().replica;
+        let mut p = warm();
+        let shed = p.select(&req(&c, &a), &view, &index).unwrap();
+        assert!(shed.charged_ms > 400.0, "{}", shed.charged_ms);
+        p.withdraw(&shed, Millis(5));
+        let d = p.select(&at(10), &view, &index).unwrap();
+        assert_eq!(
+            d.replica, home,
+            "prompt {tag} avoided a replica with nothing queued"
+        );
+        let q = d
+            .explanation
+            .candidate(shed.replica)
+            .unwrap()
+            .terms
+            .get("queue_ms")
+            .unwrap_or(0.0);
+        assert!(q < 1.0, "a withdrawn request still counted: {q} ms queued");
+    }
+}
+
+#[test]
 fn warm_ages_a_stale_load_report() {
     let mut view = idle(2);
     let c = ck("m@1");

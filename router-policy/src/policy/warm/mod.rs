@@ -162,7 +162,13 @@ impl Policy for Warm {
         self.tracker.charge(chosen_id, req.now.0, ms);
         let mut d = decide(self.name(), ev.branch, ev.chosen, ev.candidates);
         d.explanation.region = region;
+        d.charged_ms = ms;
         Ok(d)
+    }
+
+    fn withdraw(&mut self, decision: &Decision, now: warmpath_core::Millis) {
+        self.tracker
+            .withdraw(decision.replica, now.0, decision.charged_ms);
     }
 }
 

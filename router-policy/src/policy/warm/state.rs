@@ -75,6 +75,19 @@ impl Tracker {
             .map(|e| (e.backlog_ms - now.saturating_sub(e.backlog_at) as f64).max(0.0))
     }
 
+    /// Takes back `ms` of the prefill work [`Tracker::charge`] recorded for `r`. When
+    /// none is left, `r` counts as settled, as if this policy had sent it nothing.
+    pub(super) fn withdraw(&mut self, r: ReplicaId, now: u64, ms: f64) {
+        let Some(left) = self.backlog_ms(r, now) else {
+            return;
+        };
+        if let Some(e) = self.entries.get_mut(&r) {
+            e.backlog_ms = (left - ms).max(0.0);
+            e.backlog_at = now;
+            e.routed = e.backlog_ms > 0.0;
+        }
+    }
+
     /// Records `ms` of prefill work sent to `r` at `now`.
     pub(super) fn charge(&mut self, r: ReplicaId, now: u64, ms: f64) {
         let left = self.backlog_ms(r, now).unwrap_or(0.0) + ms;
