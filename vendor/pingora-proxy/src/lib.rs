@@ -216,11 +216,23 @@ where
     {
         // phase 1 read request header
 
+        // WARMPATH PATCH: `http_cleanup` sets `shutdown_flag`, then wakes the waiters of
+        // `shutdown` (`notify_waiters`, which keeps no permit). A connection between two
+        // requests that had not yet registered its waiter missed the wake-up and sat in
+        // `read_request` until its keepalive timed out. The waiter is registered first,
+        // then the flag is read: either the flag is seen or the wake-up arrives.
+        let notified = self.shutdown.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let shutting_down = self.shutdown_flag.load(Ordering::Acquire);
         let res = tokio::select! {
             biased; // biased select is cheaper, and we don't want to drop already buffered requests
             res = downstream_session.read_request() => { res }
-            _ = self.shutdown.notified() => {
+            _ = notified, if !shutting_down => {
                 // service shutting down, dropping the connection to stop more req from coming in
+                return None;
+            }
+            _ = std::future::ready(()), if shutting_down => {
                 return None;
             }
         };
