@@ -37,22 +37,9 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-replicas=()
-for i in 0 1; do
-  port=$(free_port)
-  "$REPLICA" serve --model "$MODEL_PATH" --port "$port" --threads 1 >"$work/replica$i.log" 2>&1 &
-  pids+=($!)
-  replicas+=("http://127.0.0.1:$port")
-done
-for r in "${replicas[@]}"; do
-  for _ in $(seq 1 600); do
-    curl -sf "$r/v1/replica/info" >/dev/null && break
-    sleep 0.2
-  done
-done
-model=$(curl -sf "${replicas[0]}/v1/replica/info" | python3 -c 'import json,sys; print(json.load(sys.stdin)["model"])')
+# shellcheck source=lib/cpu-replicas.sh
+. scripts/lib/cpu-replicas.sh
+start_cpu_replicas
 port=$(free_port)
 admin=$(free_port)
 cat >"$work/gateway.yaml" <<YAML
