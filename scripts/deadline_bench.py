@@ -11,6 +11,9 @@ Against one gateway in front of CPU replicas:
             what it cannot serve in time, 503); without it they queue first come, first
             served. Goodput counts the requests whose first token came within the objective
             (--count-ms, the same objective, for both arms), per second of the phase.
+            With --batch-rate, a second Poisson stream of `x-priority: batch` requests
+            runs beside it (issue 42, line 2: priority under overload), and the line
+            reports each class apart.
 
 Every prompt is new (random words: no cache hit). Prints one JSON line. Standard library
 only.
@@ -102,44 +105,71 @@ def capacity(a):
             "total_p50_ms": pct([x[1] for x in done], 50)}
 
 
-def open_loop(a):
-    rng = random.Random(a.seed)
-    results, lock = [], threading.Lock()
-    headers = {"x-slo-ttft-ms": str(a.objective_ms)} if a.objective_ms else {}
+def summary(results, a):
+    """The figures of one class's results (status, ttft, total)."""
     count_s = a.count_ms / 1000
-
-    def one(content):
-        status, ttft, total = chat(a.addr, a.model, a.key, content, a.max_tokens, headers)
-        with lock:
-            results.append((status, ttft, total))
-
-    threads = []
-    t0 = time.monotonic()
-    at = 0.0
-    while True:
-        at += rng.expovariate(a.rate)
-        if at >= a.seconds:
-            break
-        delay = t0 + at - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
-        t = threading.Thread(target=one, args=(prompt(rng, a.words),))
-        t.start()
-        threads.append(t)
-    for t in threads:
-        t.join()
     ok = [r for r in results if r[0] == 200 and r[1] is not None]
     met = [r for r in ok if r[1] <= count_s]
     shed = [r for r in results if r[0] in (429, 503)]
-    return {"phase": "open", "rate": a.rate, "objective_ms": a.objective_ms or None,
-            "count_ms": a.count_ms, "sent": len(results), "served": len(ok),
-            "shed": len(shed), "errors": len(results) - len(ok) - len(shed),
+    return {"sent": len(results), "served": len(ok), "shed": len(shed),
+            "errors": len(results) - len(ok) - len(shed),
             "met": len(met), "goodput_per_s": round(len(met) / a.seconds, 3),
             "ttft_p50_ms": pct([r[1] for r in ok], 50),
             "ttft_p99_ms": pct([r[1] for r in ok], 99),
+            "ttft_max_ms": pct([r[1] for r in ok], 100),
             "total_p50_ms": pct([r[2] for r in ok], 50),
-            "shed_answer_p50_ms": pct([r[2] for r in shed], 50),
-            "drain_s": round(time.monotonic() - t0 - a.seconds, 1)}
+            "shed_answer_p50_ms": pct([r[2] for r in shed], 50)}
+
+
+def open_loop(a):
+    results = {"interactive": [], "batch": []}
+    lock = threading.Lock()
+    headers = {"x-slo-ttft-ms": str(a.objective_ms)} if a.objective_ms else {}
+    threads, t_lock = [], threading.Lock()
+
+    def one(content, cls, hdr):
+        status, ttft, total = chat(a.addr, a.model, a.key, content, a.max_tokens, hdr)
+        with lock:
+            results[cls].append((status, ttft, total))
+
+    def arrivals(rate, seed, cls, hdr):
+        # Arrival times from --seed (the same stream in every phase that uses the seed);
+        # prompts from --prompt-seed (new words per phase: no cache hit across phases).
+        rng = random.Random(seed)
+        words = random.Random(a.prompt_seed * 7919 + seed)
+        at = 0.0
+        while True:
+            at += rng.expovariate(rate)
+            if at >= a.seconds:
+                return
+            delay = t0 + at - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            t = threading.Thread(target=one, args=(prompt(words, a.words), cls, hdr))
+            t.start()
+            with t_lock:
+                threads.append(t)
+
+    t0 = time.monotonic()
+    streams = [threading.Thread(target=arrivals,
+                                args=(a.rate, a.seed, "interactive", headers))]
+    if a.batch_rate > 0:
+        streams.append(threading.Thread(
+            target=arrivals,
+            args=(a.batch_rate, a.seed + 7919, "batch", {**headers, "x-priority": "batch"})))
+    for s in streams:
+        s.start()
+    for s in streams:
+        s.join()
+    for t in threads:
+        t.join()
+    out = {"phase": "open", "rate": a.rate, "objective_ms": a.objective_ms or None,
+           "count_ms": a.count_ms, **summary(results["interactive"], a),
+           "drain_s": round(time.monotonic() - t0 - a.seconds, 1)}
+    if a.batch_rate > 0:
+        out["batch_rate"] = a.batch_rate
+        out["batch"] = summary(results["batch"], a)
+    return out
 
 
 def main():
@@ -151,11 +181,14 @@ def main():
     p.add_argument("--seconds", type=float, default=30)
     p.add_argument("--conc", type=int, default=4)
     p.add_argument("--rate", type=float, default=1.0)
+    p.add_argument("--batch-rate", type=float, default=0.0)
     p.add_argument("--objective-ms", type=int, default=0)
     p.add_argument("--count-ms", type=int, default=1000)
     p.add_argument("--words", type=int, default=60)
     p.add_argument("--max-tokens", type=int, default=4)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--prompt-seed", type=int, default=0,
+                   help="open loop: seeds the prompts' words apart from the arrival times")
     a = p.parse_args()
     print(json.dumps(capacity(a) if a.phase == "capacity" else open_loop(a)), flush=True)
 

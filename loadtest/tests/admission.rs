@@ -72,3 +72,60 @@ fn flow_admission_keeps_goodput_under_overload() {
         }
     }
 }
+
+/// The reserve (`--flow-reserve-per-replica`, the gateway's
+/// `admission.flow.reserve_per_replica`): with batch work holding every slot, an
+/// interactive request goes past the full replica instead of waiting for a batch request
+/// to end, so interactive TTFT falls; batch is still all served.
+#[test]
+fn the_reserve_lets_interactive_work_past_batch_in_flight() {
+    let run = |reserve: &str| {
+        let reports = loadtest::simulate_cmd::run(&args(&[
+            "--workload",
+            "mixed",
+            "--replicas",
+            "2",
+            "--request-rate",
+            "2",
+            "--num-prompts",
+            "200",
+            "--seed",
+            "3",
+            "--policy",
+            "warm",
+            "--admission",
+            "flow",
+            "--batch-share",
+            "0.6",
+            "--slots-per-replica",
+            "1",
+            "--flow-max-queued",
+            "1000",
+            "--flow-max-queued-per-tenant",
+            "1000",
+            "--flow-reserve-per-replica",
+            reserve,
+        ]))
+        .unwrap();
+        reports[0].summary.admission.clone().unwrap()
+    };
+    let (without, with) = (run("0"), run("1"));
+    let interactive_p99 = |a: &loadtest::metrics::admission::AdmissionSummary| {
+        a.groups
+            .iter()
+            .filter(|g| g.class == "interactive")
+            .map(|g| g.p99_ttft_ms)
+            .fold(0.0, f64::max)
+    };
+    for a in [&without, &with] {
+        for g in a.groups.iter().filter(|g| g.class == "batch") {
+            assert_eq!((g.refused, g.completed), (0, g.requests), "{g:?}");
+        }
+    }
+    assert!(
+        interactive_p99(&with) * 2.0 < interactive_p99(&without),
+        "interactive p99 {} ms with the reserve, {} ms without",
+        interactive_p99(&with),
+        interactive_p99(&without)
+    );
+}

@@ -2,7 +2,9 @@
 //! Flow control (issue 42): when the replica's slots are taken, requests wait in their
 //! tenant's queue and are dispatched by weight, class and deadline. Dispatch order is
 //! read from the order the (hanging, then released) mock replica received the requests,
-//! never from wall-clock timing.
+//! never from wall-clock timing. The queue's tests turn the reserve off
+//! (`reserve_per_replica: 0`), so every request waits for the one slot; the reserve's
+//! tests turn it on.
 
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -11,8 +13,20 @@ use warmpath_e2e::http::{post_json, HttpResponse};
 use warmpath_e2e::mock::{MockReplica, Mode};
 use warmpath_e2e::GatewayProc;
 
-/// A gateway with one slot on one mock replica and the given tenants `(id, key, flow)`.
+/// A gateway with one slot on one mock replica, no reserve, and the given tenants
+/// `(id, key, flow)`.
 fn gateway(mock: &MockReplica, tenants: &[(&str, &str, &str)], admission: &str) -> GatewayProc {
+    gateway_with_reserve(mock, tenants, admission, 0)
+}
+
+/// [`gateway`] with `reserve` slots past the cap for requests that outrank the work in
+/// flight.
+fn gateway_with_reserve(
+    mock: &MockReplica,
+    tenants: &[(&str, &str, &str)],
+    admission: &str,
+    reserve: u32,
+) -> GatewayProc {
     let mut y =
         String::from("auth: {enabled: true, salt_secret: e2e-salt-secret-0123456789}\ntenants:\n");
     for (id, key, flow) in tenants {
@@ -23,7 +37,8 @@ fn gateway(mock: &MockReplica, tenants: &[(&str, &str, &str)], admission: &str) 
     }
     y.push_str(&replicas_yaml(&[mock.url()]));
     y.push_str(&format!(
-        "admission: {{max_in_flight_per_replica: 1, queue_timeout_ms: 30000{admission}}}\n\
+        "admission: {{max_in_flight_per_replica: 1, queue_timeout_ms: 30000, \
+         flow: {{reserve_per_replica: {reserve}}}{admission}}}\n\
          timeouts: {{first_token_ms: 30000}}\n"
     ));
     GatewayProc::spawn(&y, &[], 1).expect("gateway")
@@ -331,4 +346,74 @@ fn full_queues_answer_429_for_the_tenant_and_503_for_the_gateway() {
         assert_eq!(h.join().unwrap().status, 200);
     }
     assert_eq!(mock.generations(), 4);
+}
+
+#[test]
+fn a_light_tenant_takes_a_reserve_slot_past_a_burst_that_holds_the_replica() {
+    let mock = MockReplica::start(Mode::Hang);
+    let gw = gateway_with_reserve(
+        &mock,
+        &[("a", "key-a", "weight: 1"), ("b", "key-b", "weight: 1")],
+        "",
+        1,
+    );
+    // A holds the one slot and queues three more: a tenant at or above its share never
+    // takes the reserve, so they wait.
+    let mut handles = vec![send(&gw, "key-a", "a0", &[])];
+    wait_received(&mock, 1);
+    for i in 1..=3 {
+        handles.push(send(&gw, "key-a", &format!("a{i}"), &[]));
+        wait_queued(&gw, i);
+    }
+    // B holds nothing, below its half: it goes to the full replica at once.
+    handles.push(send(&gw, "key-b", "b0", &[]));
+    wait_received(&mock, 2);
+    // The reserve is one slot, now taken: B's next request waits with A's three (which
+    // were still waiting when b0 went).
+    handles.push(send(&gw, "key-b", "b1", &[]));
+    wait_queued(&gw, 4);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(mock.generations(), 2, "{:?}", dispatch_order(&mock));
+    mock.set_mode(Mode::Ok);
+    for h in handles {
+        assert_eq!(h.join().unwrap().status, 200);
+    }
+    let order = dispatch_order(&mock);
+    assert_eq!(order[..2], ["a0", "b0"], "{order:?}");
+    assert_eq!(order.len(), 6, "{order:?}");
+}
+
+#[test]
+fn an_interactive_request_takes_a_reserve_slot_while_batch_runs_and_batch_never_does() {
+    let mock = MockReplica::start(Mode::Hang);
+    let gw = gateway_with_reserve(
+        &mock,
+        &[("t", "key-t", "classes: [interactive, batch]")],
+        "",
+        1,
+    );
+    let batch = [("x-priority", "batch")];
+    let mut handles = vec![send(&gw, "key-t", "batch0", &batch)];
+    wait_received(&mock, 1);
+    // Batch outranks nothing: it waits for the slot.
+    handles.push(send(&gw, "key-t", "batch1", &batch));
+    wait_queued(&gw, 1);
+    // Interactive outranks the batch request in flight (same tenant or not).
+    handles.push(send(&gw, "key-t", "inter0", &[]));
+    wait_received(&mock, 2);
+    // The one reserve slot is taken: the next interactive request waits.
+    handles.push(send(&gw, "key-t", "inter1", &[]));
+    wait_queued(&gw, 2);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(mock.generations(), 2, "{:?}", dispatch_order(&mock));
+    mock.set_mode(Mode::Ok);
+    for h in handles {
+        assert_eq!(h.join().unwrap().status, 200);
+    }
+    let order = dispatch_order(&mock);
+    assert_eq!(order[..2], ["batch0", "inter0"], "{order:?}");
+    // When the slots free, interactive still goes before batch.
+    let i1 = order.iter().position(|t| t == "inter1").unwrap();
+    let b1 = order.iter().position(|t| t == "batch1").unwrap();
+    assert!(i1 < b1, "{order:?}");
 }

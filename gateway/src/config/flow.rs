@@ -25,6 +25,10 @@ pub struct FlowSettings {
     /// tokens-per-minute limit when the reservation is settled (0 to 1; 1: as today,
     /// every prompt token in full).
     pub tpm_cached_token_cost: f64,
+    /// Requests a replica at `max_in_flight_per_replica` may still be sent, only for a
+    /// request that outranks work in flight (an interactive one while batch runs, or a
+    /// tenant below its weighted share of the requests in flight); 0: none (0 to 64).
+    pub reserve_per_replica: u32,
 }
 
 impl Default for FlowSettings {
@@ -34,6 +38,7 @@ impl Default for FlowSettings {
             batch_aging_ms: 5000,
             cached_token_cost: 0.1,
             tpm_cached_token_cost: 1.0,
+            reserve_per_replica: 1,
         }
     }
 }
@@ -45,6 +50,12 @@ impl FlowSettings {
             return Err(invalid(
                 "admission.flow.max_queued_per_tenant",
                 "must be at least 1",
+            ));
+        }
+        if self.reserve_per_replica > 64 {
+            return Err(invalid(
+                "admission.flow.reserve_per_replica",
+                "must be 0 to 64",
             ));
         }
         for (key, v) in [

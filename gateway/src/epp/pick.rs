@@ -47,6 +47,8 @@ pub(crate) struct Picked {
     /// The in-flight slot on the primary endpoint: held, never read; dropping the pick
     /// (when its stream ends) releases it.
     pub _slot: Slot,
+    /// Its place among the requests in flight (flow control's reserve): held like the slot.
+    pub _hold: crate::flow::gate::Hold,
     /// Every replica of the answer, in order (to find the one that served).
     pub replicas: Vec<Arc<Replica>>,
     /// Model asked for.
@@ -130,7 +132,7 @@ pub(crate) async fn pick(
         .clone()
         .unwrap_or_else(|| http::HeaderValue::from_static("epp"));
     let who = (&request_id, "");
-    let slot = hold_slot(state, &mut order, &plan, &tenant, (&admission.flow, who)).await?;
+    let (slot, hold) = hold_slot(state, &mut order, &plan, &tenant, (&admission.flow, who)).await?;
     admission.flow.queued_ms = plan.decided.elapsed().as_millis() as u64;
     let now = state.millis_at(Instant::now());
     state
@@ -178,6 +180,7 @@ pub(crate) async fn pick(
         tenant,
         permit: admission.permit,
         _slot: slot,
+        _hold: hold,
         replicas,
         model,
         stream: plan.stream,

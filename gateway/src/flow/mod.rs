@@ -11,7 +11,8 @@
 //!   behind another's) and the requests parked in them; the data plane's
 //!   `proxy::flow_wait` pushes, waits and hands out slots.
 //!
-//! The fast path (a free slot and nothing waiting) reads one atomic and takes no lock.
+//! The fast path (a free slot and nothing waiting) reads one atomic, and takes the gate's
+//! lock once to count the request in flight (its [`gate::Hold`]) and once when it ends.
 //! Fairness is per gateway: in a fleet every gateway has the same weights and orders its
 //! own waiters; the shares hold per gateway, not across the fleet.
 

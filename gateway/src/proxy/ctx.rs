@@ -82,6 +82,9 @@ pub(crate) struct Admission {
     pub rate_headers: HeaderPairs,
     /// Its class and TTFT objective (flow control, `crate::flow`).
     pub flow: crate::flow::FlowRequest,
+    /// Its place among the requests in flight (flow control's reserve), from the slot's
+    /// grant to the request's end.
+    pub hold: Option<crate::flow::gate::Hold>,
 }
 
 /// The attempts upstream: which replicas are left to try, the slot each holds, and what

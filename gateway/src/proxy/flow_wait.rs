@@ -4,13 +4,16 @@
 //! that goes away takes its entry out on drop.
 
 use crate::error::GatewayError;
-use crate::flow::gate::{Grant, ModelQueue, Waiter};
+use crate::flow::gate::{Grant, Hold, Inner, ModelQueue, Waiter};
 use crate::flow::FlowRequest;
 use crate::replicas::order::TryOrder;
 use crate::replicas::Slot;
 use crate::state::AppState;
 use crate::tenants::Tenant;
-use router_policy::flow::{Class, Cost, Entry, FlowConfig, FlowQueue, FlowTenant, Refusal, Ticket};
+use parking_lot::Mutex;
+use router_policy::flow::{
+    Class, Cost, Entry, FlowConfig, FlowQueue, FlowTenant, InFlight, Refusal, Ticket,
+};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -35,14 +38,14 @@ pub(crate) struct Ask<'a> {
 }
 
 /// Waits in `ask.model`'s flow queue for a slot on `order`'s replicas; `order` comes
-/// back with the slot. Errors: the tenant's queue is full (429), the queue is full
+/// back with the slot, and the request's [`Hold`] on its place in flight. Errors: the tenant's queue is full (429), the queue is full
 /// (503), the objective cannot be met at arrival or is used up by the wait (503), or
 /// the wait exceeds `admission.queue_timeout_ms` (503).
 pub(crate) async fn wait(
     state: &AppState,
     order: &mut TryOrder,
     ask: Ask<'_>,
-) -> Result<Slot, GatewayError> {
+) -> Result<(Slot, Hold), GatewayError> {
     let cfg = state.config();
     let arrival = state.millis_at(ask.decided);
     let objective = ask.flow.objective_ms;
@@ -60,11 +63,7 @@ pub(crate) async fn wait(
         if state.queued.load(Ordering::Acquire) >= cfg.admission.max_queue {
             return Err(shed(state, &ask, "queue_full", overloaded()));
         }
-        let next = inner.tenants.len() as u32;
-        let tenant = *inner
-            .tenants
-            .entry(ask.tenant.id.clone())
-            .or_insert(FlowTenant(next));
+        let tenant = inner.tenant(&ask.tenant.id);
         let mq = inner
             .queues
             .entry(ask.model.clone())
@@ -115,7 +114,7 @@ pub(crate) async fn wait(
             grant = &mut rx => {
                 guard.ticket = None;
                 return match grant {
-                    Ok(Grant::Slot(slot, o)) => {
+                    Ok(Grant::Slot(slot, o, hold)) => {
                         *order = o;
                         let waited = ask.decided.elapsed();
                         state
@@ -124,7 +123,7 @@ pub(crate) async fn wait(
                             .queue_seconds
                             .with_label_values(&[&ask.tenant.id, ask.flow.class.as_str()])
                             .observe(waited.as_secs_f64());
-                        Ok(slot)
+                        Ok((slot, hold))
                     }
                     Ok(Grant::Expired) | Err(_) => Err(expired(state, &ask)),
                 };
@@ -146,42 +145,93 @@ pub(crate) async fn wait(
     }
 }
 
-/// Hands free slots to the requests whose turn it is, in every model's queue.
+/// Hands free slots to the requests whose turn it is, in every model's queue. When the
+/// head finds every replica of its try order at the cap, the next interactive request of
+/// a tenant that outranks the work in flight
+/// ([`router_policy::flow::InFlight::outranks`]) takes a reserve slot; batch never does.
 pub(crate) fn dispatch(state: &AppState) {
-    let max = state.config().admission.max_in_flight_per_replica;
+    let admission = &state.config().admission;
+    let max = admission.max_in_flight_per_replica;
+    let reserve = admission.flow.reserve_per_replica;
     let now = Instant::now();
     let at = state.millis_at(now);
-    let mut inner = state.flow.inner.lock();
-    inner.queues.retain(|_, mq| {
+    let gate = &state.flow.inner;
+    let mut guard = gate.lock();
+    let inner: &mut Inner = &mut guard;
+    let Inner { queues, held, .. } = inner;
+    queues.retain(|model, mq| {
         while let Some(next) = mq.queue.peek(at) {
-            for gone in mq.queue.take_expired() {
-                if let Some(w) = mq.waiters.remove(&gone.seq()) {
-                    left(state);
-                    let _ = w.tx.send(Grant::Expired);
-                }
-            }
+            expire(state, mq);
             let Some(w) = mq.waiters.get_mut(&next.seq()) else {
                 mq.queue.remove(next);
                 continue;
             };
-            let Some(slot) = w.order.next_replica(&state.registry, max, now) else {
+            if let Some(slot) = w.order.next_replica(&state.registry, max, now) {
+                let popped = mq.queue.pop(at);
+                debug_assert_eq!(popped, Some(next));
+                grant(state, (gate, held), (model, mq), next, slot);
+                continue;
+            }
+            // Every replica of the head's try order is at the cap. The next interactive
+            // request of a tenant that outranks the work in flight may still go, to a
+            // reserve slot.
+            if reserve == 0 {
+                break;
+            }
+            let in_flight = held.get(model).cloned().unwrap_or_default();
+            let outranks =
+                |t: FlowTenant, weight: u32| in_flight.outranks(t, weight, Class::Interactive);
+            let Some(cand) = mq.queue.peek_in(at, Class::Interactive, &outranks) else {
                 break;
             };
-            let popped = mq.queue.pop(at);
-            debug_assert_eq!(popped, Some(next));
-            if let Some(w) = mq.waiters.remove(&next.seq()) {
-                left(state);
-                let _ = w.tx.send(Grant::Slot(slot, w.order));
-            }
+            expire(state, mq);
+            let Some(w) = mq.waiters.get_mut(&cand.seq()) else {
+                mq.queue.remove(cand);
+                continue;
+            };
+            let Some(slot) = w.order.next_replica(&state.registry, max + reserve, now) else {
+                break;
+            };
+            let popped = mq.queue.pop_in(at, Class::Interactive, &outranks);
+            debug_assert_eq!(popped, Some(cand));
+            grant(state, (gate, held), (model, mq), cand, slot);
         }
-        for gone in mq.queue.take_expired() {
-            if let Some(w) = mq.waiters.remove(&gone.seq()) {
-                left(state);
-                let _ = w.tx.send(Grant::Expired);
-            }
-        }
+        expire(state, mq);
         !mq.queue.is_empty()
     });
+}
+
+/// Sends the requests the queue dropped for their deadline their refusal.
+fn expire(state: &AppState, mq: &mut ModelQueue) {
+    for gone in mq.queue.take_expired() {
+        if let Some(w) = mq.waiters.remove(&gone.seq()) {
+            left(state);
+            let _ = w.tx.send(Grant::Expired);
+        }
+    }
+}
+
+/// Hands `slot` to the waiter of `ticket` (just popped) and counts it in flight.
+fn grant(
+    state: &AppState,
+    (gate, held): (&Arc<Mutex<Inner>>, &mut HashMap<Arc<str>, InFlight>),
+    (model, mq): (&Arc<str>, &mut ModelQueue),
+    ticket: Ticket,
+    slot: Slot,
+) {
+    let Some(w) = mq.waiters.remove(&ticket.seq()) else {
+        return;
+    };
+    left(state);
+    let weight = mq.queue.weight(ticket.tenant());
+    held.entry(model.clone())
+        .or_default()
+        .start(ticket.tenant(), weight, ticket.class());
+    let hold = Hold::new(gate, model, ticket.tenant(), ticket.class());
+    if let Err(Grant::Slot(_, _, hold)) = w.tx.send(Grant::Slot(slot, w.order, hold)) {
+        // Its waiter is gone: the lock is held here, so not the hold's drop.
+        hold.release_in(held);
+    }
 }
 
 /// A request left the queue (dispatched, expired or cancelled).

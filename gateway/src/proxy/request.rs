@@ -204,7 +204,9 @@ pub(crate) async fn decide(
     let (mut plan, mut order) = route(state, tenant, prepared, endpoint, &parsed, model)?;
     super::responses::pin(state, ctx, &mut plan, &mut order);
     let who = (&ctx.id.header, ctx.read.api);
-    let slot = hold_slot(state, &mut order, &plan, tenant, (&ctx.admission.flow, who)).await?;
+    let (slot, hold) =
+        hold_slot(state, &mut order, &plan, tenant, (&ctx.admission.flow, who)).await?;
+    ctx.admission.hold = Some(hold);
     let upstream = slot.replica();
     if let Some(adapter) = upstream.upstream.namespace.adapter(&plan.model) {
         // Its engine loads the adapter for this request: the next one for it goes there.

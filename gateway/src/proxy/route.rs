@@ -8,6 +8,7 @@ use super::flow_wait::{self, Ask};
 use super::prepare::Prepared;
 use crate::body::request::{Endpoint, ParsedRequest};
 use crate::error::GatewayError;
+use crate::flow::gate::Hold;
 use crate::flow::FlowRequest;
 pub(crate) use crate::replicas::order::TryOrder;
 use crate::replicas::{Replica, Slot};
@@ -224,8 +225,10 @@ fn log_entry(
     });
 }
 
-/// Holds a slot for the first attempt ([`TryOrder::next_replica`]). When nothing waits
-/// and a replica has room, that is all (one atomic read more than no flow control). Else
+/// Holds a slot for the first attempt ([`TryOrder::next_replica`]), and the request's
+/// [`Hold`] on its place in flight (keep it until the request ends: it is what tells flow
+/// control who outranks whom). When nothing waits and a replica has room, that is all
+/// (one atomic read and the hold's count). Else
 /// the request waits in its tenant's flow queue ([`crate::flow::FlowGate::wait`]): 429
 /// when the tenant's queue is full, 503 when the gateway's is, when the wait times out,
 /// or when the TTFT objective cannot be met. An interactive request whose objective the
@@ -240,7 +243,7 @@ pub(crate) async fn hold_slot(
     plan: &Plan,
     tenant: &Tenant,
     (flow, who): (&FlowRequest, (&http::HeaderValue, &'static str)),
-) -> Result<Slot, GatewayError> {
+) -> Result<(Slot, Hold), GatewayError> {
     let mut unsent = Unsent {
         state,
         plan,
@@ -280,7 +283,7 @@ async fn wait_for_slot(
     plan: &Plan,
     tenant: &Tenant,
     flow: &FlowRequest,
-) -> Result<Slot, GatewayError> {
+) -> Result<(Slot, Hold), GatewayError> {
     let cfg = state.config();
     let predicted_ttft_ms = predicted_ttft_ms(plan);
     let ask = Ask {
@@ -302,7 +305,10 @@ async fn wait_for_slot(
     if state.queued.load(Ordering::Acquire) == 0 {
         let max = cfg.admission.max_in_flight_per_replica;
         if let Some(slot) = order.next_replica(&state.registry, max, plan.decided) {
-            return Ok(slot);
+            let hold = state
+                .flow
+                .hold(&plan.model, &tenant.id, tenant.flow.weight, flow.class);
+            return Ok((slot, hold));
         }
     }
     flow_wait::wait(state, order, ask).await

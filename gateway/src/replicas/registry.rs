@@ -244,17 +244,20 @@ impl Registry {
 
     /// Takes an in-flight slot on `r` if it is below `max`.
     pub(crate) fn try_acquire(&self, r: &Arc<Replica>, max: u32) -> Option<Slot> {
-        let prev = r.in_flight.fetch_add(1, Ordering::AcqRel);
-        let slot = Slot {
+        // Compare-and-swap, never add-then-undo: a failed try must neither release a
+        // slot (whose drop wakes every waiter, and each waiter's dispatch tries again: a
+        // wake-up storm while requests wait) nor make the count pass `max` for a moment
+        // (a concurrent try would fail on a slot that is free).
+        r.in_flight
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()?;
+        Some(Slot {
             replica: r.clone(),
             freed: self.freed.clone(),
             prefill: AtomicU64::new(0),
-        };
-        if prev >= max {
-            drop(slot);
-            return None;
-        }
-        Some(slot)
+        })
     }
 
     /// Waits until some slot is released (or `timeout` passes).
@@ -322,5 +325,32 @@ mod tests {
         assert_eq!(reg.on_checkpoint("m", &CheckpointId::new("m@a")).len(), 1);
         assert_eq!(reg.on_checkpoint("m", &CheckpointId::new("m@b")).len(), 1);
         assert!(reg.candidates("other", now).is_none());
+    }
+
+    /// A try on a full replica changes nothing and wakes no waiter (it once released a
+    /// slot it never held, and every waiter's dispatch tried again: a wake-up storm).
+    #[tokio::test]
+    async fn a_failed_try_neither_counts_nor_wakes_the_waiters() {
+        let reg = Registry::new();
+        let r = add(&reg, 1, "m@a");
+        let held = reg.try_acquire(&r, 1).expect("a free slot");
+        let waiter = {
+            let freed = reg.freed.clone();
+            tokio::spawn(async move {
+                tokio::time::timeout(Duration::from_millis(300), freed.notified())
+                    .await
+                    .is_ok()
+            })
+        };
+        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        for _ in 0..10 {
+            assert!(reg.try_acquire(&r, 1).is_none());
+        }
+        assert_eq!(r.in_flight.load(Ordering::Acquire), 1);
+        assert!(!waiter.await.unwrap(), "a failed try woke a waiter");
+        drop(held);
+        assert_eq!(r.in_flight.load(Ordering::Acquire), 0);
+        assert!(reg.try_acquire(&r, 1).is_some());
     }
 }

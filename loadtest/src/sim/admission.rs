@@ -47,6 +47,9 @@ pub struct AdmissionSim {
     pub queue_timeout_ms: f64,
     /// Flow: the queue's bounds and knobs.
     pub flow: FlowConfig,
+    /// Flow: slots per replica past the cap for a request that outranks the work in flight
+    /// (the gateway's `admission.flow.reserve_per_replica`; pooled over the replicas).
+    pub reserve_per_replica: u32,
     /// Tenant weights, one per tenant (tenant `t` sends the requests of groups `g` with
     /// `g % tenants == t`).
     pub weights: Vec<u32>,

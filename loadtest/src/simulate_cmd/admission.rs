@@ -67,6 +67,10 @@ pub struct AdmissionArgs {
     /// `flow`: a cached prompt token's share of a computed one's cost.
     #[arg(long, default_value_t = 0.1)]
     pub flow_cached_cost: f64,
+    /// `flow`: slots per replica past `--slots-per-replica` for a request that outranks
+    /// the work in flight (`admission.flow.reserve_per_replica`).
+    #[arg(long, default_value_t = 1)]
+    pub flow_reserve_per_replica: u32,
 }
 
 /// One [`AdmissionSim`] per `--admission` value (none without the flag).
@@ -135,6 +139,10 @@ pub fn arms(
             max_queue: args.admission_max_queue,
             queue_timeout_ms: args.admission_queue_timeout_ms,
             flow: flow.clone(),
+            reserve_per_replica: match mode {
+                AdmissionMode::Flow => args.flow_reserve_per_replica,
+                AdmissionMode::Fcfs => 0,
+            },
             weights: weights.clone(),
             classes: classes.clone(),
             ttft_objective_ms: args.ttft_slo_ms,

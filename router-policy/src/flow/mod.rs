@@ -7,9 +7,12 @@
 //!
 //! # Rules, in the order `pop` applies them
 //! 1. **Aging** (no starvation): a [`Class::Batch`] request that has waited at least
-//!    [`FlowConfig::aging_ms`] goes before every request that has not aged; aged requests
-//!    go oldest first. So a batch request waits at most `aging_ms`, plus the dispatches
-//!    of requests that arrived before it (at most [`FlowConfig::max_queued`]).
+//!    [`FlowConfig::aging_ms`] goes before every request that has not aged, except right
+//!    after another aged dispatch (then the next goes by the rules below); aged requests
+//!    go oldest first. So a batch request waits at most `aging_ms`, plus two dispatches
+//!    for each aged request ahead of it; and under sustained overload, when every batch
+//!    head has aged, interactive work still gets every other slot instead of waiting
+//!    behind the whole aged backlog (priority is never inverted).
 //! 2. **Priority**: otherwise the highest class with anything waiting goes first
 //!    ([`Class::Interactive`] before [`Class::Batch`]).
 //! 3. **Weighted fair sharing** within a class: start-time fair queuing over tenants.
@@ -30,16 +33,23 @@
 //! prompt tokens, plus cached ones at a configured fraction, as the `warm` policy
 //! predicts the cache.
 //!
+//! 5. **Reserve** (past the queue): a request that outranks work already in flight (an
+//!    interactive one while batch runs, or a tenant below its weighted share of the
+//!    requests in flight) may take one of a few slots past a full replica's cap
+//!    ([`InFlight::outranks`]), since a running request is never taken back.
+//!
 //! # Memory
 //! At most [`FlowConfig::max_tenants`] tenants, each with at most its queue bound of
 //! waiting requests, and at most [`FlowConfig::max_queued`] waiting in all.
 
 mod cost;
+mod inflight;
 mod queue;
 #[cfg(test)]
 mod tests;
 mod types;
 
 pub use cost::{prefill_cost, Cost};
+pub use inflight::InFlight;
 pub use queue::FlowQueue;
 pub use types::{Class, Entry, FlowConfig, FlowStats, FlowTenant, Refusal, Ticket};

@@ -9,6 +9,9 @@ use warmpath_core::Millis;
 /// enough for small weights without floats).
 const SCALE: u128 = 1 << 20;
 
+/// A class and which tenants may answer ([`FlowQueue::peek_in`]); `None`: everyone.
+type Only<'a> = Option<(Class, &'a dyn Fn(FlowTenant, u32) -> bool)>;
+
 /// One waiting request.
 #[derive(Clone, Copy, Debug)]
 struct Waiting {
@@ -56,6 +59,8 @@ pub struct FlowQueue {
     next_seq: u64,
     expired: Vec<Ticket>,
     stats: FlowStats,
+    /// The last dispatch went because it had aged (the next one goes by priority).
+    last_aged: bool,
 }
 
 impl FlowQueue {
@@ -68,6 +73,7 @@ impl FlowQueue {
             next_seq: 0,
             expired: Vec::new(),
             stats: FlowStats::default(),
+            last_aged: false,
         }
     }
 
@@ -85,6 +91,11 @@ impl FlowQueue {
         t.weight = weight.max(1);
         t.limit = limit;
         true
+    }
+
+    /// A tenant's weight (1 for one never set).
+    pub fn weight(&self, tenant: FlowTenant) -> u32 {
+        self.tenants.get(tenant.0 as usize).map_or(1, |t| t.weight)
     }
 
     fn tenant_mut(&mut self, tenant: FlowTenant) -> Option<&mut TenantFlows> {
@@ -182,10 +193,45 @@ impl FlowQueue {
     /// Interactive requests that can no longer meet their deadline are dropped on the way
     /// (see [`Self::take_expired`]).
     pub fn pop(&mut self, now: Millis) -> Option<Ticket> {
-        let (tenant, class, aged) = self.choose(now)?;
+        let (tenant, class, aged) = self.choose(now, None)?;
+        Some(self.take(tenant, class, aged))
+    }
+
+    /// Who goes next at `now` among the requests of `class` alone whose tenant (with its
+    /// weight) is `eligible` (fair share among them), without dispatching it: the caller
+    /// may place a request that outranks the work in flight even when another request is
+    /// [`Self::peek`]'s answer.
+    pub fn peek_in(
+        &mut self,
+        now: Millis,
+        class: Class,
+        eligible: &dyn Fn(FlowTenant, u32) -> bool,
+    ) -> Option<Ticket> {
+        let (tenant, class, _) = self.choose(now, Some((class, eligible)))?;
+        let w = self.tenants[tenant].flows[class.index()].fifo.front()?;
+        Some(Ticket {
+            seq: w.seq,
+            tenant: w.entry.tenant,
+            class,
+        })
+    }
+
+    /// Dispatches the request [`Self::peek_in`] names.
+    pub fn pop_in(
+        &mut self,
+        now: Millis,
+        class: Class,
+        eligible: &dyn Fn(FlowTenant, u32) -> bool,
+    ) -> Option<Ticket> {
+        let (tenant, class, aged) = self.choose(now, Some((class, eligible)))?;
+        Some(self.take(tenant, class, aged))
+    }
+
+    /// Dispatches the head of `tenant`'s flow in `class`.
+    fn take(&mut self, tenant: usize, class: Class, aged: bool) -> Ticket {
         let t = &mut self.tenants[tenant];
         let flow = &mut t.flows[class.index()];
-        let w = flow.fifo.pop_front()?;
+        let w = flow.fifo.pop_front().expect("chosen flows have a head");
         let start = flow.vtime;
         flow.vtime += u128::from(w.entry.cost.0) * SCALE / u128::from(t.weight);
         t.queued -= 1;
@@ -197,17 +243,18 @@ impl FlowQueue {
         if aged {
             self.stats.aged += 1;
         }
-        Some(Ticket {
+        self.last_aged = aged;
+        Ticket {
             seq: w.seq,
             tenant: w.entry.tenant,
             class,
-        })
+        }
     }
 
     /// Who [`Self::pop`] would return at `now`, without dispatching it (the caller checks
     /// that it can place it first). Drops expired interactive requests like `pop`.
     pub fn peek(&mut self, now: Millis) -> Option<Ticket> {
-        let (tenant, class, _) = self.choose(now)?;
+        let (tenant, class, _) = self.choose(now, None)?;
         let w = self.tenants[tenant].flows[class.index()].fifo.front()?;
         Some(Ticket {
             seq: w.seq,
@@ -216,12 +263,21 @@ impl FlowQueue {
         })
     }
 
-    /// The flow whose head goes next (and whether it goes because it aged), dropping
-    /// interactive heads that can no longer meet their deadline.
-    fn choose(&mut self, now: Millis) -> Option<(usize, Class, bool)> {
+    /// The flow whose head goes next (and whether it goes because it aged), among `only`
+    /// that class's flows if set, dropping interactive heads that can no longer meet
+    /// their deadline. An aged batch head goes first unless the last dispatch was an aged
+    /// one: then the next goes by priority, so aged batch work takes at most every other
+    /// dispatch while interactive work waits.
+    fn choose(&mut self, now: Millis, only: Only<'_>) -> Option<(usize, Class, bool)> {
         loop {
-            let aged = self.oldest_aged(now);
-            let (tenant, class) = aged.map(|t| (t, Class::Batch)).or_else(|| self.fairest())?;
+            let aged = if self.last_aged || only.is_some() {
+                None
+            } else {
+                self.oldest_aged(now)
+            };
+            let (tenant, class) = aged
+                .map(|t| (t, Class::Batch))
+                .or_else(|| self.fairest(only))?;
             let t = &mut self.tenants[tenant];
             let fifo = &mut t.flows[class.index()].fifo;
             let head = fifo.front()?;
@@ -260,13 +316,20 @@ impl FlowQueue {
             .map(|(_, _, i)| i)
     }
 
-    /// The highest class with anything waiting, and in it the tenant with the smallest
-    /// virtual time (ties: push order of the heads).
-    fn fairest(&self) -> Option<(usize, Class)> {
-        Class::ALL.into_iter().find_map(|class| {
+    /// The highest class with anything waiting (or `only`'s class, among its eligible
+    /// tenants), and in it the tenant with the smallest virtual time (ties: push order of
+    /// the heads).
+    fn fairest(&self, only: Only<'_>) -> Option<(usize, Class)> {
+        let classes: &[Class] = match only {
+            Some((Class::Interactive, _)) => &[Class::Interactive],
+            Some((Class::Batch, _)) => &[Class::Batch],
+            None => &Class::ALL,
+        };
+        classes.iter().find_map(|&class| {
             self.tenants
                 .iter()
                 .enumerate()
+                .filter(|(i, t)| only.is_none_or(|(_, ok)| ok(FlowTenant(*i as u32), t.weight)))
                 .filter_map(|(i, t)| {
                     let f = &t.flows[class.index()];
                     f.fifo.front().map(|w| (f.vtime, w.seq, i))

@@ -17,6 +17,14 @@
 //!   0 is arrival order (by work clock); the larger the slack, the closer to plain
 //!   shortest-first (which has no bound).
 //!
+//! A replica that chunks prefills by step time (a CPU replica's `--step-target-ms`) ranks
+//! with [`PrefillOrder::rank_short_first`]: a **short** prompt (its whole uncached prefill
+//! fits one step) goes before long prompts' chunks even when the key would put a long
+//! prompt's last chunks first (its few tokens left, aged by its own progress), unless the
+//! long prompt is overdue (the starvation bound above has passed for it). A short chat
+//! then waits for the step in flight only, and the bound still holds. The simulator's
+//! replicas do not chunk by time, so they rank with [`PrefillOrder::rank`].
+//!
 //! A step is packed by [`Packer`]: candidates in rank order each get
 //! `min(remaining, budget left)` tokens; under `Shortest`, once a candidate finishes its
 //! prefill in the step, the step closes at the first lower-ranked one that would not
@@ -90,6 +98,36 @@ impl PrefillOrder {
         ix
     }
 
+    /// [`Self::rank`], then (under `Shortest`) every short candidate (`size <= short`)
+    /// moved ahead of the long ones that are not overdue at work clock `clock` (those whose
+    /// `arrival_work + slack x size` is still ahead of it); order is kept within each
+    /// group: overdue long ones, short ones, the rest.
+    pub fn rank_short_first(self, cands: &[Candidate], short: u64, clock: u64) -> Vec<usize> {
+        let ranked = self.rank(cands);
+        let Some(s) = self.slack() else {
+            return ranked;
+        };
+        let overdue = |c: &Candidate| {
+            c.size > short
+                && c.arrival_work
+                    .saturating_add(u64::from(s).saturating_mul(c.size))
+                    <= clock
+        };
+        let group = |i: &usize| {
+            let c = &cands[*i];
+            if overdue(c) {
+                0
+            } else if c.size.max(c.remaining) <= short {
+                1
+            } else {
+                2
+            }
+        };
+        let mut out = ranked;
+        out.sort_by_key(group); // stable: rank order within a group
+        out
+    }
+
     /// A packer for one step with `budget` tokens.
     pub fn packer(self, budget: u64) -> Packer {
         Packer {
@@ -110,6 +148,9 @@ pub struct Candidate {
     pub arrival_work: u64,
     /// Prompt tokens it still has to compute (its cached prefix excluded).
     pub remaining: u64,
+    /// Uncached prompt tokens it had when admitted (its whole prefill); equal to
+    /// `remaining` while it waits.
+    pub size: u64,
 }
 
 /// Tokens a replica has computed since it started (prefill and decode): the clock the aging

@@ -7,6 +7,7 @@ fn cand(arrival: u64, arrival_work: u64, remaining: u64) -> Candidate {
         arrival,
         arrival_work,
         remaining,
+        size: remaining,
     }
 }
 
@@ -52,7 +53,10 @@ fn run(order: PrefillOrder, budget: u64, arrivals: &[(u64, u64)], steps: u64) ->
             .collect();
         let cands: Vec<Candidate> = live
             .iter()
-            .map(|&i| cand(i as u64, reqs[i].arrival_work, reqs[i].remaining))
+            .map(|&i| Candidate {
+                size: reqs[i].cost,
+                ..cand(i as u64, reqs[i].arrival_work, reqs[i].remaining)
+            })
             .collect();
         let mut p = order.packer(budget);
         let mut served = Vec::new();
@@ -91,6 +95,36 @@ fn run(order: PrefillOrder, budget: u64, arrivals: &[(u64, u64)], steps: u64) ->
         clock.advance(total);
     }
     reqs
+}
+
+#[test]
+fn short_first_puts_a_short_prompt_before_a_long_ones_last_chunks_until_it_is_overdue() {
+    let s = PrefillOrder::default();
+    // A 430-token prompt has 10 tokens left (the clock is at 420) when a 22-token prompt
+    // arrives: the key puts the nearly done one first...
+    let nearly_done = Candidate {
+        size: 430,
+        ..cand(0, 0, 10)
+    };
+    let short = cand(1, 420, 22);
+    assert_eq!(s.rank(&[nearly_done, short]), vec![0, 1]);
+    // ...and a replica chunking by time puts the short one first (it fits one step of 32).
+    assert_eq!(
+        s.rank_short_first(&[nearly_done, short], 32, 420),
+        vec![1, 0]
+    );
+    // Once the long one is overdue (2 x 430 tokens computed since it arrived), nothing
+    // that arrived later goes first.
+    let late_short = cand(1, 861, 22);
+    assert_eq!(
+        s.rank_short_first(&[nearly_done, late_short], 32, 861),
+        vec![0, 1]
+    );
+    // FCFS is arrival order whatever the sizes.
+    assert_eq!(
+        PrefillOrder::Fcfs.rank_short_first(&[nearly_done, short], 32, 420),
+        vec![0, 1]
+    );
 }
 
 #[test]

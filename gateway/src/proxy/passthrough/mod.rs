@@ -80,7 +80,9 @@ pub(crate) async fn decide(
     };
     let mut order = TryOrder::new(order);
     let who = (&ctx.id.header, ctx.read.api);
-    let slot = hold_slot(state, &mut order, &plan, tenant, (&ctx.admission.flow, who)).await?;
+    let (slot, hold) =
+        hold_slot(state, &mut order, &plan, tenant, (&ctx.admission.flow, who)).await?;
+    ctx.admission.hold = Some(hold);
     ctx.admission.flow.queued_ms = plan.decided.elapsed().as_millis() as u64;
     record(
         state,

@@ -2,10 +2,13 @@
 //! while fewer than the cap are in flight and nothing waits; otherwise it waits in the
 //! gateway's queue (first come, or the flow queue) or is refused; a finished request frees
 //! its slot and the next one goes. A refused request is recorded with its error (shed: 503,
-//! tenant queue full: 429) at its arrival time.
+//! tenant queue full: 429) at its arrival time. Under the flow queue a request that
+//! outranks the work in flight (`router_policy::flow::InFlight::outranks`) may take one of
+//! `reserve_per_replica` slots per replica past the cap, as the gateway's dispatch does.
 
 use super::Sim;
 use crate::metrics::{ErrorKind, RequestRecord};
+use crate::sim::admission::AdmissionSim;
 use crate::sim::admission::GatewayQueue;
 use crate::sim::gateway::Ask;
 use router_policy::flow::{prefill_cost, Class, Entry, Refusal};
@@ -30,7 +33,7 @@ impl Sim<'_> {
                     return self.refuse(now, i, ErrorKind::Http5xx, "shed: deadline");
                 }
             }
-            self.admitted += 1;
+            self.admit(a, i);
             return self.route_request(now, i, now);
         }
         let max_queue = a.max_queue as usize;
@@ -57,25 +60,72 @@ impl Sim<'_> {
             _ => Some((ErrorKind::NoReplica, "no admission queue")),
         };
         if let Some((kind, why)) = refused {
-            self.refuse(now, i, kind, why);
+            return self.refuse(now, i, kind, why);
         }
+        // It may outrank the work in flight (the reserve).
+        self.admit_waiting(now);
     }
 
-    /// A request admitted by the gateway finished (or failed): its slot goes to the next.
-    pub(super) fn release_slot(&mut self, now: f64) {
+    /// Counts request `i` in flight.
+    fn admit(&mut self, a: &AdmissionSim, i: usize) {
+        self.admitted += 1;
+        let tenant = a.tenant_of(self.workload.requests[i].group);
+        let weight = a.weights.get(tenant.0 as usize).copied().unwrap_or(1);
+        self.in_flight.start(tenant, weight, a.class_of(i));
+    }
+
+    /// Request `i`, admitted by the gateway, finished (or failed): its slot goes to the next.
+    pub(super) fn release_slot(&mut self, now: f64, i: usize) {
         let cfg = self.cfg;
         let Some(a) = &cfg.admission else {
             return;
         };
         self.admitted = self.admitted.saturating_sub(1);
+        let tenant = a.tenant_of(self.workload.requests[i].group);
+        self.in_flight.finish(tenant, a.class_of(i));
+        self.admit_waiting(now);
+    }
+
+    /// Whether an interactive request that outranks the work in flight waits and a reserve
+    /// slot is left (the requests in flight are below the cap plus the reserve).
+    fn reserve_open(&mut self, now: f64, a: &AdmissionSim) -> bool {
+        let reserve = a.reserve_per_replica as usize * self.replicas.len();
+        let cap = a.slots_per_replica as usize * self.replicas.len();
+        if self.admitted >= cap + reserve {
+            return false;
+        }
+        let Some(GatewayQueue::Flow(q, _)) = &mut self.gate else {
+            return false;
+        };
+        let in_flight = &self.in_flight;
+        let outranks = |t, w| in_flight.outranks(t, w, Class::Interactive);
+        q.peek_in(Millis(now as u64), Class::Interactive, &outranks)
+            .is_some()
+    }
+
+    /// Sends waiting requests while slots are free (or, for one that outranks the work in
+    /// flight, a reserve slot is).
+    fn admit_waiting(&mut self, now: f64) {
+        let cfg = self.cfg;
+        let Some(a) = &cfg.admission else {
+            return;
+        };
         let cap = a.slots_per_replica as usize * self.replicas.len();
         let timeout = a.queue_timeout_ms;
-        while self.admitted < cap {
+        while self.admitted < cap || self.reserve_open(now, a) {
+            let reserved = self.admitted >= cap;
             let mut expired = Vec::new();
             let next = match &mut self.gate {
                 Some(GatewayQueue::Fcfs(q)) => q.pop_front(),
                 Some(GatewayQueue::Flow(q, waiting)) => {
-                    let t = q.pop(Millis(now as u64));
+                    let at = Millis(now as u64);
+                    let t = if reserved {
+                        let in_flight = &self.in_flight;
+                        let outranks = |t, w| in_flight.outranks(t, w, Class::Interactive);
+                        q.pop_in(at, Class::Interactive, &outranks)
+                    } else {
+                        q.pop(at)
+                    };
                     expired = q
                         .take_expired()
                         .into_iter()
@@ -95,7 +145,7 @@ impl Sim<'_> {
                 self.refuse(at, i, ErrorKind::Http5xx, "queue timeout");
                 continue;
             }
-            self.admitted += 1;
+            self.admit(a, i);
             self.route_request(now, i, at);
         }
     }

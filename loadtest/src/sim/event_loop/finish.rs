@@ -35,7 +35,7 @@ impl Sim<'_> {
                 }
                 Job::Request(i) => {
                     self.complete(i, ri, &s);
-                    self.release_slot(now);
+                    self.release_slot(now, i);
                     if closed {
                         self.issue_closed(now);
                     }

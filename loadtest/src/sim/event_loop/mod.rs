@@ -99,6 +99,8 @@ struct Sim<'a> {
     gate: Option<super::admission::GatewayQueue>,
     /// Requests admitted by the gateway and not finished (with admission).
     admitted: usize,
+    /// The same requests by tenant and class (the flow queue's reserve rule).
+    in_flight: router_policy::flow::InFlight,
 }
 
 /// Runs the workload through policy `pc` (validated) on the simulated cluster.
@@ -160,6 +162,7 @@ pub fn simulate_with(
             .as_ref()
             .map(super::admission::GatewayQueue::new),
         admitted: 0,
+        in_flight: Default::default(),
     };
     sim.run(progress);
     let prewarm_done_ms = sim.rollout.as_ref().and_then(|r| r.prewarm_done_at);

@@ -59,7 +59,7 @@ impl Sim<'_> {
                 if matches!(self.workload.shape, LoadShape::Closed { .. }) {
                     self.issue_closed(now);
                 }
-                self.release_slot(now);
+                self.release_slot(now, i);
                 return;
             }
         };

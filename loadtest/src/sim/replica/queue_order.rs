@@ -29,7 +29,10 @@ impl Replica {
         let cands: Vec<Candidate> = self
             .waiting
             .iter()
-            .map(|s| candidate(s, self.uncached(s)))
+            .map(|s| {
+                let c = self.uncached(s);
+                candidate(s, c, c)
+            })
             .collect();
         let ranked = self.order.rank(&cands);
         let mut old: Vec<Option<Seq>> = self.waiting.drain(..).map(Some).collect();
@@ -50,7 +53,8 @@ impl Replica {
                 .iter()
                 .map(|&i| {
                     let s = &self.running[i];
-                    candidate(s, u64::from(s.remaining_prefill))
+                    let size = s.prompt_tokens - s.cached_blocks * self.block_size;
+                    candidate(s, u64::from(s.remaining_prefill), u64::from(size))
                 })
                 .collect();
             self.order
@@ -73,10 +77,11 @@ impl Replica {
     }
 }
 
-fn candidate(s: &Seq, remaining: u64) -> Candidate {
+fn candidate(s: &Seq, remaining: u64, size: u64) -> Candidate {
     Candidate {
         arrival: s.arrival_no,
         arrival_work: s.arrival_work,
         remaining,
+        size,
     }
 }

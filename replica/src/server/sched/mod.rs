@@ -79,6 +79,10 @@ pub struct SchedStats {
     pub cached_prompt_tokens: u64,
 }
 
+/// Uncached prompt tokens a prompt may have and still count as short under a prefill cap,
+/// whatever the cap (a chat with its template and no cached prefix).
+pub const SHORT_PROMPT_TOKENS: usize = 64;
+
 /// The scheduler; owns the cache and every live sequence.
 #[derive(Debug)]
 pub struct Scheduler<P> {
@@ -116,7 +120,10 @@ impl<P> Scheduler<P> {
 
     /// Caps the prompt tokens each step prefills (decodes are not capped), below the
     /// token budget: the worker sets it from the measured prefill rate so that a step
-    /// with prefill work takes about `--step-target-ms` (at least one token).
+    /// with prefill work takes about `--step-target-ms` (at least one token). Under a
+    /// shortest-first order a short prompt (its whole uncached prefill within twice the
+    /// cap, or [`SHORT_PROMPT_TOKENS`]) is not split, and goes before long prompts' chunks
+    /// that are not overdue (`PrefillOrder::rank_short_first`).
     pub fn set_prefill_cap(&mut self, cap: usize) {
         self.prefill_cap = cap.max(1);
     }
@@ -209,8 +216,9 @@ impl<P> Scheduler<P> {
             }
         }
         if self.cfg.order != PrefillOrder::Fcfs {
+            let stretch = budget.min(self.prefill_cap.saturating_mul(2).max(SHORT_PROMPT_TOKENS));
             budget = budget.min(self.prefill_cap);
-            self.plan_prefills_ordered(&mut budget, &mut plan);
+            self.plan_prefills_ordered(&mut budget, stretch, &mut plan);
         } else if plan.preempted == 0 {
             self.admit(&mut budget, &mut plan);
         }

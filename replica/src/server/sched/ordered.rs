@@ -16,13 +16,35 @@ enum Cand {
 }
 
 impl<P> Scheduler<P> {
-    /// Plans prefills after the decodes of this step took their share of `budget`.
-    pub(super) fn plan_prefills_ordered(&mut self, budget: &mut usize, plan: &mut Plan<P>) {
+    /// Plans prefills after the decodes of this step took their share of `budget`; the
+    /// first-ranked one gets its whole prefill when that is at most `stretch` tokens.
+    pub(super) fn plan_prefills_ordered(
+        &mut self,
+        budget: &mut usize,
+        stretch: usize,
+        plan: &mut Plan<P>,
+    ) {
         let order = self.cfg.order;
         let (cands, keys) = self.prefill_candidates();
+        // Chunked by step time: a short prompt (one step's worth, `stretch`) goes before
+        // long prompts' chunks that are not overdue (`PrefillOrder::rank_short_first`).
+        let ranked = if self.prefill_cap < usize::MAX {
+            order.rank_short_first(&keys, stretch as u64, self.clock.0)
+        } else {
+            order.rank(&keys)
+        };
+        if let Some(&top) = ranked.first() {
+            // A short prompt (its whole prefill within `stretch`) is not split: its first
+            // token comes a step sooner. A long one's last tokens are chunked as usual,
+            // so no step runs long while a short prompt may arrive behind it.
+            let whole = keys[top].remaining as usize;
+            if whole > *budget && keys[top].size as usize <= stretch {
+                *budget = whole;
+            }
+        }
         let mut packer = order.packer(*budget as u64);
         let mut admission_open = true;
-        for k in order.rank(&keys) {
+        for k in ranked {
             if plan.preempted > 0 || packer.left() == 0 {
                 break;
             }
@@ -65,10 +87,12 @@ impl<P> Scheduler<P> {
         // it is still prefilling, not decoding, until one token is left.
         for s in self.running.iter().filter(|s| s.prefill_left() > 0) {
             cands.push(Cand::Running(s.id));
+            let size = s.tokens.len() - s.cached_tokens.unwrap_or(0).min(s.tokens.len());
             keys.push(Candidate {
                 arrival: s.arrival_no,
                 arrival_work: s.arrival_work,
                 remaining: s.prefill_left() as u64,
+                size: size as u64,
             });
         }
         for (i, s) in self.waiting.iter().enumerate() {
@@ -79,10 +103,12 @@ impl<P> Scheduler<P> {
                 0
             };
             cands.push(Cand::Waiting(s.id));
+            let remaining = s.tokens.len().saturating_sub(cached) as u64;
             keys.push(Candidate {
                 arrival: s.arrival_no,
                 arrival_work: s.arrival_work,
-                remaining: s.tokens.len().saturating_sub(cached) as u64,
+                remaining,
+                size: remaining,
             });
         }
         (cands, keys)

@@ -134,6 +134,23 @@ fn a_cached_prompt_counts_only_its_uncached_tail() {
 }
 
 #[test]
+fn a_short_prompt_within_twice_the_cap_is_not_split_and_a_long_tail_is() {
+    let mut s = Scheduler::new(cfg(64, 8, PrefillOrder::default()), RadixCache::new(256));
+    s.set_prefill_cap(16);
+    let short: Vec<u32> = (0..24).collect();
+    s.add(seq(1, &short, None));
+    // 24 tokens, within 2 x 16 (and 64): one step, and its first token.
+    assert_eq!(ids(&step(&mut s, 100)), vec![(1, 24, true)]);
+    let long: Vec<u32> = (1000..1072).collect();
+    s.add(seq(2, &long, None));
+    // 72 tokens, more than 2 x 16 and 64: chunked at the cap to its end, the tail included.
+    for _ in 0..4 {
+        assert_eq!(ids(&step(&mut s, 100)), vec![(1, 1, true), (2, 16, false)]);
+    }
+    assert_eq!(ids(&step(&mut s, 100)), vec![(1, 1, true), (2, 8, true)]);
+}
+
+#[test]
 fn the_prefill_cap_chunks_prefills_but_never_decodes() {
     let long: Vec<u32> = (0..400).collect();
     let short: Vec<u32> = (1000..1010).collect();

@@ -284,7 +284,7 @@ pub async fn spawn(
             };
             let eos = facts.tokenizer.eos_tokens().to_vec();
             let ns = HashNamespace::new(facts.checkpoint.clone());
-            let sched = Scheduler::new(
+            let mut sched = Scheduler::new(
                 SchedConfig {
                     block_size: cfg.block_size,
                     token_budget: cfg.token_budget,
@@ -294,6 +294,12 @@ pub async fn spawn(
                 },
                 RadixCache::new(facts.kv_pages),
             );
+            if cfg.step_target.is_some() {
+                // No prefill rate is measured yet: the first step with prefill work is a
+                // short one, so a request arriving just after start-up does not wait for
+                // a whole token budget's prefill.
+                sched.set_prefill_cap(MIN_PREFILL_CHUNK);
+            }
             let max_context = facts.max_context;
             let mut lp = Loop {
                 engine,
@@ -523,6 +529,12 @@ impl Loop {
                 return;
             }
         };
+        tracing::trace!(
+            target: "warmpath_replica::step",
+            ms = t0.elapsed().as_secs_f64() * 1000.0,
+            items = ?items.iter().map(|it| (it.id, it.start, it.len)).collect::<Vec<_>>(),
+            "step"
+        );
         self.sched.complete(items);
         self.export_cached(items);
         self.write_tier(items);
