@@ -30,7 +30,8 @@ fn two_hundred_stalled_streaming_readers_do_not_starve_another_tenant() {
     let mock = MockReplica::start(Mode::Endless);
     let slots = 4;
     let yaml = format!(
-        "{}{}admission: {{max_in_flight_per_replica: {slots}, max_queue: 16, queue_timeout_ms: 200}}\n\
+        "{}{}admission: {{max_in_flight_per_replica: {slots}, max_queue: 16, queue_timeout_ms: 200, \
+         flow: {{reserve_per_replica: 0}}}}\n\
          timeouts: {{client_write_ms: 300}}\n",
         auth_yaml(&[("stalled", "key-stalled", ""), ("other", "key-other", "")]),
         replicas_yaml(&[mock.url()])
@@ -52,7 +53,8 @@ fn two_hundred_stalled_streaming_readers_do_not_starve_another_tenant() {
     }
 
     // The other tenant is served: a stalled reader's slot is freed once a write to it
-    // has made no progress for client_write_ms (without that, every request gets 503).
+    // has made no progress for client_write_ms (without that, every request gets 503; the
+    // flow reserve, which would let the other tenant past the full replica, is off here).
     let deadline = Instant::now() + Duration::from_secs(30);
     let (mut served, mut refused) = (0, 0);
     while served < 5 {
