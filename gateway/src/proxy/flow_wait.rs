@@ -178,9 +178,10 @@ pub(crate) fn dispatch(state: &AppState) {
             if reserve == 0 {
                 break;
             }
-            let in_flight = held.get(model).cloned().unwrap_or_default();
-            let outranks =
-                |t: FlowTenant, weight: u32| in_flight.outranks(t, weight, Class::Interactive);
+            let in_flight = held.get(model);
+            let outranks = |t: FlowTenant, weight: u32| {
+                in_flight.is_some_and(|f| f.outranks(t, weight, Class::Interactive))
+            };
             let Some(cand) = mq.queue.peek_in(at, Class::Interactive, &outranks) else {
                 break;
             };
