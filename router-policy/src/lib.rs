@@ -58,4 +58,6 @@ pub use prefill_order::{Candidate, Packer, PrefillOrder, WorkClock};
 pub use region::{
     allows as residency_allows, resident, RegionMode, RegionNote, Regions, Rtt, SpillReason,
 };
-pub use rollout::{conversation_key, sticky_key, Rollout, RolloutState};
+pub use rollout::{
+    conversation_key, sticky_key, sticky_key_seeded, sticky_seed, Rollout, RolloutState,
+};

@@ -16,7 +16,7 @@
 //! ([`Rollout::share`]). Paused holds the share where it was.
 
 use serde::{Deserialize, Serialize};
-use warmpath_core::hash::{block_hashes, HashNamespace};
+use warmpath_core::hash::{block_hashes, HashNamespace, RootSeed};
 use warmpath_core::ids::{BlockSize, CacheSalt, CheckpointId, TokenId};
 use warmpath_core::rng::mix64;
 
@@ -120,11 +120,21 @@ pub const STICKY_BLOCKS: usize = 8;
 /// share it once their common prefix covers those blocks, so a shared prefix of at least
 /// that length stays on one checkpoint. Chats use [`conversation_key`].
 pub fn sticky_key(tokens: &[TokenId], block_size: BlockSize, salt: Option<&CacheSalt>) -> u64 {
+    sticky_key_seeded(sticky_seed(salt), tokens, block_size)
+}
+
+/// The seed [`sticky_key`] hashes under for `salt`: a caller that keys many prompts of one
+/// tenant computes it once and passes it to [`sticky_key_seeded`].
+pub fn sticky_seed(salt: Option<&CacheSalt>) -> RootSeed {
+    HashNamespace::new(CheckpointId::new("warmpath/rollout-key"))
+        .with_salt(salt.cloned())
+        .root_seed()
+}
+
+/// [`sticky_key`] under a seed from [`sticky_seed`].
+pub fn sticky_key_seeded(seed: RootSeed, tokens: &[TokenId], block_size: BlockSize) -> u64 {
     let bs = block_size.0.max(1) as usize;
     let n = tokens.len().min(STICKY_BLOCKS * bs);
-    let seed = HashNamespace::new(CheckpointId::new("warmpath/rollout-key"))
-        .with_salt(salt.cloned())
-        .root_seed();
     let full = n / bs * bs;
     let hashes = block_hashes(seed, &tokens[..full], block_size);
     // A tail shorter than a block (a short prompt) still keys the conversation.

@@ -20,6 +20,7 @@ use crate::tenants::Tenant;
 use crate::trace::{RequestId, TraceContext};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
+use warmpath_core::ReplicaId;
 
 /// Per-request state across phases.
 #[derive(Debug)]
@@ -101,6 +102,9 @@ pub(crate) struct Attempts {
     pub replica: Option<Arc<Replica>>,
     /// Attempts made.
     pub count: u32,
+    /// The replica the routing history already credited with the prompt when the request
+    /// was decided (`super::request::decide`): the first attempt to it is not recorded twice.
+    pub recorded: Option<ReplicaId>,
     /// Attempts whose request reached a replica that then failed to answer (a timeout, a
     /// reset): each replica ran, or was running, the prefill, so each is charged the prompt.
     pub unanswered: u32,

@@ -60,16 +60,18 @@ pub(crate) fn prepare(
     let mut tokens = super::tokens::tokenize_in_place(first, req)?;
     let counts_tokens = first.tokenizer.counts_tokens();
     let mut block_size = first.info.block_size;
-    // The conversation's rollout key: a chat by its messages through the first question,
-    // any other prompt by its first blocks.
-    let key = match &req.prompt {
-        Prompt::Chat(msgs) => conversation_key(
-            msgs.iter().map(|m| (m.role(), m.content())),
-            Some(&tenant.salt),
-        ),
-        _ => sticky_key(&tokens, block_size, Some(&tenant.salt)),
-    };
     if let Some(rollout) = state.rollouts.get(&req.model) {
+        // The conversation's rollout key: a chat by its messages through the first
+        // question, any other prompt by its first blocks. Only a rollout reads it, so a
+        // model without one does not hash the conversation (a long system prompt is most
+        // of a short request's text).
+        let key = match &req.prompt {
+            Prompt::Chat(msgs) => conversation_key(
+                msgs.iter().map(|m| (m.role(), m.content())),
+                Some(&tenant.salt),
+            ),
+            _ => sticky_key(&tokens, block_size, Some(&tenant.salt)),
+        };
         // The conversation's checkpoint, when it has a routable replica; else the
         // registry's choice (a rollout never turns a servable request away).
         let (want, _) = rollout.choose(key);

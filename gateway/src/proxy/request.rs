@@ -220,6 +220,7 @@ pub(crate) async fn decide(
         state
             .router
             .record_routed(slot.replica().id, &plan.hashes, now);
+        ctx.attempts.recorded = Some(slot.replica().id);
     }
     ctx.admission.flow.queued_ms = plan.decided.elapsed().as_millis() as u64;
     record(

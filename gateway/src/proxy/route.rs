@@ -16,7 +16,7 @@ use crate::routing::DecisionRecord;
 use crate::state::AppState;
 use crate::tenants::Tenant;
 use router_policy::flow::{prefill_cost, Class};
-use router_policy::{sticky_key, ClusterView, Decision, RouteRequest};
+use router_policy::{sticky_key_seeded, ClusterView, Decision, RouteRequest};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -170,7 +170,7 @@ pub(crate) fn record(
     if let Some(tokens) = &plan.tokens {
         // Keyed by the first blocks, not the conversation: every conversation behind one
         // system prompt counts towards it, and the entry is cut back to what they share.
-        let key = sticky_key(tokens, plan.block_size, Some(&tenant.salt));
+        let key = sticky_key_seeded(tenant.sticky_seed, tokens, plan.block_size);
         let tag = crate::rollout::hot::HotTag {
             tenant: tenant.id.clone(),
             salt: tenant.salt_header.clone(),

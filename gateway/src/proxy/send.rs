@@ -95,6 +95,26 @@ pub(crate) const CREDENTIALS: [&str; 5] = [
     "api-key",
 ];
 
+/// Removes from a client's request header what must not reach a replica: its credentials,
+/// and the headers only the gateway sets (a prefill replica's name and signature: a
+/// client's value would make a replica fetch from an address of the client's choosing; the
+/// tier switch, set by the residency rule; the token stream switch). One pass over the
+/// names the client sent, then a removal only for those present (usually just
+/// `authorization`), instead of a lookup per name.
+fn strip(h: &mut http::HeaderMap) {
+    fn stripped(name: &http::HeaderName) -> bool {
+        let n = name.as_str();
+        CREDENTIALS.contains(&n)
+            || n == headers::PREFILL_FROM.as_str()
+            || n == headers::PREFILL_AUTH.as_str()
+            || n == headers::KV_TIER_OFF.as_str()
+            || n == headers::STREAM_TOKENS.as_str()
+    }
+    while let Some(name) = h.keys().find(|n| stripped(n)).cloned() {
+        h.remove(&name);
+    }
+}
+
 /// The request header as the replica gets it: no client credentials, the tenant's cache
 /// salt, the trace and request id, the replica's `Host`, and a chunked body (read whole)
 /// framed by its length. Records the prefix as routed there (the approximate index).
@@ -122,9 +142,7 @@ pub(crate) fn stamp_request(
         upstream.set_uri(http::Uri::from_static(path));
     }
     let h = headers::caseless_request(upstream);
-    for name in CREDENTIALS {
-        h.remove(name);
-    }
+    strip(h);
     if let Some(b) = &ctx.read.upstream_body {
         // The body the gateway kept (the client's, or with the completion bound:
         // `super::bound`), read whole: framed by its own length, sent in one piece.
@@ -134,13 +152,6 @@ pub(crate) fn stamp_request(
     // Inserting replaces whatever the client sent under this name.
     h.insert(headers::CACHE_SALT, tenant.salt_header.clone());
     h.insert(headers::TRACEPARENT, ctx.trace.header_value());
-    // Only the gateway names a prefill replica: a client's value would make a replica
-    // fetch from an address of the client's choosing.
-    h.remove(headers::PREFILL_FROM);
-    h.remove(headers::PREFILL_AUTH);
-    // Likewise the tier switch: only the gateway's residency rule sets it (below).
-    h.remove(headers::KV_TIER_OFF);
-    h.remove(headers::STREAM_TOKENS);
     h.insert(headers::REQUEST_ID, ctx.id.header.clone());
     if let (Some(plan), Some(slot)) = (&ctx.plan, &ctx.attempts.slot) {
         let r = slot.replica();
@@ -175,9 +186,13 @@ pub(crate) fn stamp_request(
         // done, and its own `Stored` events say so. Crediting it now would send a request
         // arriving meanwhile with the same prefix there unsplit, to prefill it whole.
         let computes = split.as_ref().map_or(r.id, |(p, _)| p.id);
-        state
-            .router
-            .record_routed(computes, &plan.hashes, state.millis_at(now));
+        if ctx.attempts.count > 1 || ctx.attempts.recorded != Some(computes) {
+            // (The first attempt to the replica `decide` recorded is in the history already:
+            // a long prompt's record is a walk over its blocks.)
+            state
+                .router
+                .record_routed(computes, &plan.hashes, state.millis_at(now));
+        }
         let prefill = split.as_ref().map(|(p, _)| p.as_ref());
         crate::residency::stamp_tier(h, &tenant.residency, r, prefill);
         if let Some((_, from)) = split {
@@ -229,5 +244,35 @@ pub(crate) fn body(ctx: &mut RequestCtx, data: &mut Option<bytes::Bytes>) {
     } else {
         ctx.read.upstream_sent = ctx.attempts.count;
         *data = Some(b.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strip_removes_every_credential_and_gateway_header_in_any_number() {
+        let mut h = http::HeaderMap::new();
+        h.insert("content-type", HeaderValue::from_static("application/json"));
+        h.append("authorization", HeaderValue::from_static("Bearer a"));
+        h.append("authorization", HeaderValue::from_static("Bearer b"));
+        h.insert("x-api-key", HeaderValue::from_static("k"));
+        h.insert("cookie", HeaderValue::from_static("s=1"));
+        h.insert(
+            headers::PREFILL_FROM,
+            HeaderValue::from_static("http://evil"),
+        );
+        h.insert(headers::PREFILL_AUTH, HeaderValue::from_static("sig"));
+        h.insert(headers::KV_TIER_OFF, HeaderValue::from_static("1"));
+        h.insert(headers::STREAM_TOKENS, HeaderValue::from_static("1"));
+        h.insert("user-agent", HeaderValue::from_static("t"));
+        strip(&mut h);
+        let mut left: Vec<&str> = h.keys().map(|k| k.as_str()).collect();
+        left.sort_unstable();
+        assert_eq!(left, ["content-type", "user-agent"]);
+        // Nothing to strip: nothing changes.
+        strip(&mut h);
+        assert_eq!(h.len(), 2);
     }
 }

@@ -61,6 +61,9 @@ pub(crate) struct Tenant {
     /// Regions its requests may be processed in (empty: any); shared with the hot-prefix
     /// history (`crate::rollout::hot`) without a copy.
     pub residency: Arc<[RegionId]>,
+    /// The seed of its prompts' keys in the hot-prefix history
+    /// ([`router_policy::sticky_seed`] of [`Self::salt`]), computed once.
+    pub sticky_seed: RootSeed,
 }
 
 /// Most checkpoints whose root seeds a tenant keeps (a replica set serves a few at once).
@@ -83,6 +86,7 @@ impl Tenant {
             limits,
             models,
             salt_header: crate::headers::text(salt.as_str()),
+            sticky_seed: router_policy::sticky_seed(Some(&salt)),
             salt,
             limiter,
             key_hashes,
