@@ -54,31 +54,20 @@ impl ApproxIndex {
     /// replica thousands of times a second does not need that each time. Such a record
     /// expires up to `ttl / RENEW_SLACK` early; with a TTL under `RENEW_SLACK` ms every
     /// record is renewed.
-    ///
-    /// The chain is walked from its deepest block back, and the walk stops at the first
-    /// block `r` holds fresh: that record was made for a chain through this block, which
-    /// covered every block before it (renewed them, or found them fresh at most one slack
-    /// earlier, so they outlive it: `ttl > 2 * slack`). A request behind a long shared
-    /// prompt then costs a lookup per new block, not one per block of the prompt. (A block
-    /// before it evicted by the size bound stays missing until the fresh one goes stale.)
     pub(crate) fn record(&mut self, r: ReplicaId, hashes: &[BlockHash], now: Millis) {
         let expires = Millis(now.0.saturating_add(self.ttl.0));
         let slack = self.ttl.0 / RENEW_SLACK;
         let fresh_after = expires.0.saturating_sub(slack);
-        let mut start = 0;
-        if slack > 0 {
-            for (i, &h) in hashes.iter().enumerate().rev() {
+        for &h in hashes {
+            if slack > 0 {
                 let fresh = self.table.get(h).is_some_and(|v| {
                     v.iter()
                         .any(|x| x.replica == r && x.expires.0 > fresh_after)
                 });
                 if fresh {
-                    start = i + 1;
-                    break;
+                    continue;
                 }
             }
-        }
-        for &h in &hashes[start..] {
             let i = self.table.upsert_mru(h);
             let holders = self.table.value_mut(i);
             let before = holders.len();
