@@ -12,7 +12,7 @@ use crate::replicas::Replica;
 use crate::state::AppState;
 use crate::tenants::Tenant;
 use crate::tokenize::ChatText;
-use router_policy::{conversation_key, sticky_key};
+use router_policy::{conversation_key, sticky_key_seeded};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use warmpath_core::{block_hashes, BlockHash, BlockSize, CheckpointId, TokenId};
@@ -70,7 +70,7 @@ pub(crate) fn prepare(
                 msgs.iter().map(|m| (m.role(), m.content())),
                 Some(&tenant.salt),
             ),
-            _ => sticky_key(&tokens, block_size, Some(&tenant.salt)),
+            _ => sticky_key_seeded(tenant.sticky_seed, &tokens, block_size),
         };
         // The conversation's checkpoint, when it has a routable replica; else the
         // registry's choice (a rollout never turns a servable request away).
